@@ -1,0 +1,253 @@
+/*
+ * tpaudit.h - the one public header of tpaudit: the native ownership API.
+ *
+ * A program (a training runtime, a test, the Python probe through ctypes)
+ * tells tpaudit which tensors its models and optimizers hold, at audit
+ * points, so that the analyzer can find optimizers that still hold tensors
+ * the model replaced.  Everything here is header-only: include it, call the
+ * tpaudit_* functions, link nothing.  When libtpaudit.so is not loaded in
+ * the process (LD_PRELOAD, CUDA_INJECTION64_PATH or dlopen) every call is a
+ * cheap no-op that returns TPAUDIT_ENOTLOADED.
+ *
+ * ABI and versioning
+ *   The shim exports C functions named tpaudit_v1_<name>.  Their signatures
+ *   never change; a later ABI adds tpaudit_v2_<name> beside them.  Every
+ *   struct passed in starts with `struct_size`, set by the TPAUDIT_INIT_*
+ *   macros to sizeof() as this header knows it: a newer shim reads only the
+ *   fields an older caller filled in, so an older caller keeps working.
+ *   tpaudit_abi_version() returns the shim's ABI (0 when not loaded).
+ *
+ * Threads: every function may be called from any thread.  Strings are copied
+ * before the call returns (long ones are truncated, and the truncation is
+ * counted); the caller keeps ownership of everything it passes.
+ *
+ * Return values: 0 or a positive id on success, a negative TPAUDIT_E* code
+ * otherwise.  Nothing here aborts or exits.
+ *
+ * Typical use (a runtime with one model and one optimizer):
+ *
+ *     int64_t audit = tpaudit_audit_begin("step", step);
+ *     tpaudit_tensor_t t = TPAUDIT_INIT_TENSOR;
+ *     t.key = (uint64_t)(uintptr_t)param; t.name = "wte.weight"; ...
+ *     tpaudit_record_tensor(&t);
+ *     tpaudit_ref_t r = TPAUDIT_INIT_REF;
+ *     r.holder_kind = TPAUDIT_HOLDER_MODULE; r.role = TPAUDIT_ROLE_PARAM; ...
+ *     tpaudit_record_ref(&r);
+ *     tpaudit_audit_end(audit);
+ */
+#ifndef TPAUDIT_H
+#define TPAUDIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <dlfcn.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TPAUDIT_ABI_VERSION 1
+
+/* Status codes. */
+#define TPAUDIT_OK 0
+#define TPAUDIT_ENOTLOADED (-1) /* the shim is not in this process */
+#define TPAUDIT_EINVAL (-2)     /* bad argument (NULL struct, size 0, ...) */
+#define TPAUDIT_EDISABLED (-3)  /* the shim turned itself off */
+#define TPAUDIT_EDROPPED (-4)   /* event ring full: the event was counted as lost */
+#define TPAUDIT_ENOAUDIT (-5)   /* tensor or ref recorded with no audit open */
+
+/* Who holds a tensor. */
+enum tpaudit_holder_kind {
+    TPAUDIT_HOLDER_MODULE = 1,    /* a live model (nn.Module, a runtime's model) */
+    TPAUDIT_HOLDER_OPTIMIZER = 2, /* an optimizer (param_groups, state) */
+    TPAUDIT_HOLDER_WRAPPER = 3    /* an object wrapping an optimizer (maps) */
+};
+
+/* What the reference means. */
+enum tpaudit_ref_role {
+    TPAUDIT_ROLE_PARAM = 1,       /* tensor_key is a live parameter of the model */
+    TPAUDIT_ROLE_GROUP_PARAM = 2, /* tensor_key is in one of the optimizer's param groups */
+    TPAUDIT_ROLE_STATE = 3,       /* tensor_key is optimizer state; peer_key: the param it is keyed by */
+    TPAUDIT_ROLE_MAP_ENTRY = 4    /* a wrapper map entry: tensor_key the working (model side)
+                                     tensor, peer_key the master (optimizer side) tensor */
+};
+
+/* Event kinds. */
+enum tpaudit_event_kind {
+    TPAUDIT_EVENT_OPTIMIZER_CREATED = 1, /* holder_class/id: the optimizer */
+    TPAUDIT_EVENT_PARAM_CREATED = 2,     /* new_key: the parameter, name: its path */
+    TPAUDIT_EVENT_PARAM_REPLACED = 3,    /* old_key -> new_key at name */
+    TPAUDIT_EVENT_MODULE_REPLACED = 4    /* a submodule at name replaced; detail says what */
+};
+
+/* Allocation region operations (runtimes that carve their own memory). */
+enum tpaudit_region_op { TPAUDIT_REGION_ALLOC = 1, TPAUDIT_REGION_FREE = 2 };
+
+#define TPAUDIT_MAX_DIMS 8
+
+/* Facts about one tensor, recorded inside an open audit. */
+typedef struct tpaudit_tensor {
+    size_t struct_size;
+    uint64_t key;               /* identity: stable for the tensor's life (id(), pointer) */
+    const char *name;           /* best name: "transformer.wte.weight"; NULL if unknown */
+    int ndim;                   /* global shape (a DTensor's full shape) */
+    const int64_t *shape;
+    int local_ndim;             /* local shard's shape; local_shape NULL = same as global */
+    const int64_t *local_shape;
+    const char *dtype;          /* "float32", "bfloat16", ... */
+    const char *device;         /* "cpu", "cuda:0", "meta" */
+    uint64_t storage_ptr;       /* data pointer of the storage; 0 for meta or freed */
+    uint64_t storage_bytes;     /* bytes of the whole storage; 0 for meta or freed */
+    uint64_t nbytes;            /* bytes of this tensor's own elements */
+    int requires_grad;
+    int has_grad;
+    const char *type;           /* "Parameter", "DTensor", "Tensor", "tprt.param", ... */
+} tpaudit_tensor_t;
+
+/* One holder -> tensor reference, recorded inside an open audit. */
+typedef struct tpaudit_ref {
+    size_t struct_size;
+    int holder_kind;            /* enum tpaudit_holder_kind */
+    const char *holder_class;   /* "AdamW", "GPT2LMHeadModel", "MixedPrecisionOptimizer" */
+    uint64_t holder_id;         /* identity of the holder object */
+    const char *path;           /* "param_groups[0].params[3]", "state[k].exp_avg",
+                                   "transformer.wte.weight", "master_to_working_map[2]" */
+    int role;                   /* enum tpaudit_ref_role */
+    uint64_t tensor_key;
+    uint64_t peer_key;          /* see enum tpaudit_ref_role; 0 when unused */
+} tpaudit_ref_t;
+
+/* A lifecycle event with where it happened. */
+typedef struct tpaudit_event {
+    size_t struct_size;
+    int kind;                   /* enum tpaudit_event_kind */
+    const char *name;           /* parameter or module path, or optimizer class */
+    const char *holder_class;
+    uint64_t holder_id;
+    uint64_t old_key;
+    uint64_t new_key;
+    const char *detail;         /* free text: "Embedding(50257, 768) -> Embedding(50260, 768)" */
+    const char *py_stack;       /* Python stack, one "file:line:function" per line,
+                                   innermost first; NULL if none */
+    int capture_native;         /* nonzero: the shim records the caller's native stack */
+} tpaudit_event_t;
+
+/* A device or host memory region a runtime carved itself (arena, slab). */
+typedef struct tpaudit_region {
+    size_t struct_size;
+    int op;                     /* enum tpaudit_region_op */
+    uint64_t address;
+    uint64_t bytes;             /* ignored for free */
+    int device;                 /* CUDA ordinal, -1 for host */
+    const char *label;          /* "tprt.params", ... */
+    int capture_native;
+} tpaudit_region_t;
+
+#define TPAUDIT_INIT_TENSOR {sizeof(tpaudit_tensor_t), 0, NULL, 0, NULL, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL}
+#define TPAUDIT_INIT_REF {sizeof(tpaudit_ref_t), 0, NULL, 0, NULL, 0, 0, 0}
+#define TPAUDIT_INIT_EVENT {sizeof(tpaudit_event_t), 0, NULL, NULL, 0, 0, 0, NULL, NULL, 0}
+#define TPAUDIT_INIT_REGION {sizeof(tpaudit_region_t), 0, 0, 0, -1, NULL, 0}
+
+/* ---- exported by libtpaudit.so (C ABI, also used through ctypes) ---- */
+typedef int (*tpaudit_v1_abi_version_fn)(void);
+typedef int (*tpaudit_v1_set_rank_fn)(int rank, int world_size);
+typedef int64_t (*tpaudit_v1_audit_begin_fn)(const char *label, int64_t step);
+typedef int (*tpaudit_v1_audit_end_fn)(int64_t audit_id);
+typedef int (*tpaudit_v1_record_tensor_fn)(const tpaudit_tensor_t *tensor);
+typedef int (*tpaudit_v1_record_ref_fn)(const tpaudit_ref_t *ref);
+typedef int (*tpaudit_v1_record_event_fn)(const tpaudit_event_t *event);
+typedef int (*tpaudit_v1_record_region_fn)(const tpaudit_region_t *region);
+typedef int (*tpaudit_v1_set_run_info_fn)(const char *field, const char *value);
+typedef int (*tpaudit_v1_flush_fn)(void);
+
+/*
+ * The lazy binding: each entry point is looked up once in the process's
+ * global scope (dlopen(NULL) sees LD_PRELOADed and RTLD_GLOBAL libraries).
+ * A lookup that finds nothing is remembered, so later calls cost a load.
+ */
+#define TPAUDIT__UNRESOLVED ((void *)1)
+
+static inline void *tpaudit__resolve(void *volatile *slot, const char *symbol) {
+    void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (fn == TPAUDIT__UNRESOLVED) {
+        void *self = dlopen(NULL, RTLD_LAZY | RTLD_NOLOAD);
+        fn = self ? dlsym(self, symbol) : NULL;
+        if (self) dlclose(self);
+        __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
+#define TPAUDIT__BIND(name)                                                             \
+    static void *volatile tpaudit__slot = TPAUDIT__UNRESOLVED;                          \
+    tpaudit_v1_##name##_fn fn =                                                         \
+        (tpaudit_v1_##name##_fn)tpaudit__resolve(&tpaudit__slot, "tpaudit_v1_" #name);
+
+/* ABI version of the loaded shim; 0 when the shim is not loaded. */
+static inline int tpaudit_abi_version(void) {
+    TPAUDIT__BIND(abi_version)
+    return fn ? fn() : 0;
+}
+
+/* Rank and world size of this process (overrides RANK/WORLD_SIZE). */
+static inline int tpaudit_set_rank(int rank, int world_size) {
+    TPAUDIT__BIND(set_rank)
+    return fn ? fn(rank, world_size) : TPAUDIT_ENOTLOADED;
+}
+
+/* Opens an audit point (one per process at a time); returns its id (>= 1).
+ * step: the optimizer step the audit describes, -1 when none. */
+static inline int64_t tpaudit_audit_begin(const char *label, int64_t step) {
+    TPAUDIT__BIND(audit_begin)
+    return fn ? fn(label, step) : TPAUDIT_ENOTLOADED;
+}
+
+/* Closes the audit point and waits until everything recorded in it (and
+ * every allocation record up to now) is committed to the database. */
+static inline int tpaudit_audit_end(int64_t audit_id) {
+    TPAUDIT__BIND(audit_end)
+    return fn ? fn(audit_id) : TPAUDIT_ENOTLOADED;
+}
+
+/* Records one tensor's facts in the open audit. */
+static inline int tpaudit_record_tensor(const tpaudit_tensor_t *tensor) {
+    TPAUDIT__BIND(record_tensor)
+    return fn ? fn(tensor) : TPAUDIT_ENOTLOADED;
+}
+
+/* Records one holder -> tensor reference in the open audit. */
+static inline int tpaudit_record_ref(const tpaudit_ref_t *ref) {
+    TPAUDIT__BIND(record_ref)
+    return fn ? fn(ref) : TPAUDIT_ENOTLOADED;
+}
+
+/* Records a lifecycle event (any time, audit open or not). */
+static inline int tpaudit_record_event(const tpaudit_event_t *event) {
+    TPAUDIT__BIND(record_event)
+    return fn ? fn(event) : TPAUDIT_ENOTLOADED;
+}
+
+/* Records a memory region the caller carved itself (alloc or free). */
+static inline int tpaudit_record_region(const tpaudit_region_t *region) {
+    TPAUDIT__BIND(record_region)
+    return fn ? fn(region) : TPAUDIT_ENOTLOADED;
+}
+
+/* Sets a text field of the run row: "python" (probe status) or "note". */
+static inline int tpaudit_set_run_info(const char *field, const char *value) {
+    TPAUDIT__BIND(set_run_info)
+    return fn ? fn(field, value) : TPAUDIT_ENOTLOADED;
+}
+
+/* Waits until everything recorded so far is committed. */
+static inline int tpaudit_flush(void) {
+    TPAUDIT__BIND(flush)
+    return fn ? fn() : TPAUDIT_ENOTLOADED;
+}
+
+#undef TPAUDIT__BIND
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPAUDIT_H */
