@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The main job: audits a real training run with the seed bug's mechanism.
+# Installs what is missing, builds tpaudit, runs examples/finetune.py under
+# `tpaudit run` in the buggy order (report, HTML report, gate fails), then in
+# the fixed order (gate passes). Output lands in ./tpaudit-demo/.
+set -uo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+python="$(bash "$here/scripts/setup.sh" | tail -n 1)" || exit 1
+bash "$here/scripts/build.sh" "$python" "$here/build" || exit 1
+tpaudit="$here/build/bin/tpaudit"
+out="$here/tpaudit-demo"
+rm -rf "$out"; mkdir -p "$out"
+
+echo "== 1. optimizer built before the TP policy pads the vocabulary (the seed bug)"
+"$tpaudit" run -o "$out/buggy" -- "$python" "$here/examples/finetune.py" --order buggy
+"$tpaudit" report "$out/buggy"
+"$tpaudit" report --format html -o "$out/buggy-report.html" "$out/buggy"
+"$tpaudit" report --format json -o "$out/buggy-report.json" "$out/buggy"
+echo "HTML report: $out/buggy-report.html"
+"$tpaudit" gate --max-retained 0 "$out/buggy"
+buggy_gate=$?
+echo "gate exit status: $buggy_gate (1 = failed, as it must)"
+
+echo
+echo "== 2. the same script with the policy applied before the optimizer"
+"$tpaudit" run -o "$out/fixed" -- "$python" "$here/examples/finetune.py" --order fixed
+"$tpaudit" report "$out/fixed"
+"$tpaudit" gate --max-retained 0 "$out/fixed"
+fixed_gate=$?
+echo "gate exit status: $fixed_gate (0 = passed)"
+
+[ "$buggy_gate" = 1 ] && [ "$fixed_gate" = 0 ]

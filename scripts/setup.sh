@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what tpaudit needs on a fresh Debian/Ubuntu machine: the build and
+# test packages (apt-get) and a Python venv with the pinned torch,
+# transformers and pytest, cached outside the clone and keyed by the lock
+# file. Prints the venv's python path on its last line. Safe to rerun.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+
+packages=(build-essential cmake pkg-config libsqlite3-dev sqlite3 libunwind-dev libdw-dev
+          libelf-dev python3-venv chromium libxml2-utils)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -q >&2
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q "${missing[@]}" >&2
+fi
+
+lock="$here/requirements.lock"
+key="$(sha256sum "$lock" | cut -c1-16)"
+cache="${TPAUDIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tpaudit}"
+venv="$cache/venv-$key"
+if [ ! -f "$venv/.complete" ]; then
+  echo "setup: creating $venv (first run downloads torch, a few GB)" >&2
+  rm -rf "$venv"
+  mkdir -p "$cache"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$lock" >&2
+  touch "$venv/.complete"
+fi
+echo "$venv/bin/python"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds tpaudit twice (a normal
+# build for every suite, and an ASan/UBSan build for the analyzer and unit
+# suites) and runs ctest on both. GPU tests skip here with their reason;
+# scripts/gpu_all.sh runs them on a GPU machine. Ends with ctest's summary.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+python="$(bash "$here/scripts/setup.sh" | tail -n 1)"
+jobs="$(nproc)"
+
+bash "$here/scripts/build.sh" "$python" "$here/build"
+bash "$here/scripts/build.sh" "$python" "$here/build-asan" -DTPAUDIT_SANITIZE=ON -DTPAUDIT_WITH_CUDA=OFF
+
+status=0
+echo "== sanitized build: unit and gate suites"
+(cd "$here/build-asan" && ctest -L 'unit|gate' -j "$jobs" --output-on-failure) || status=1
+echo "== full build: all suites"
+(cd "$here/build" && ctest -j "$jobs" --output-on-failure) || status=1
+exit $status
