@@ -1,0 +1,183 @@
+"""Fact collection at an audit point: who holds which tensor.
+
+collect() walks models and optimizers and reports every tensor once plus
+every holder -> tensor reference to a recorder (NativeRecorder or a test
+double).  It reads only; it never changes a tensor or draws random numbers.
+"""
+import sys
+
+from . import _native as N
+from . import _track
+
+WRAPPER_ATTRS = ("optim", "optimizer", "_optimizer")
+
+
+def _dtensor_type():
+    mod = sys.modules.get("torch.distributed.tensor")
+    return getattr(mod, "DTensor", None) if mod else None
+
+
+def tensor_facts(t, name):
+    """Facts of one tensor as keyword arguments of recorder.tensor()."""
+    import torch
+    dt = _dtensor_type()
+    is_dt = dt is not None and isinstance(t, dt)
+    local = t.to_local() if is_dt else t
+    meta = local.device.type == "meta"
+    storage_ptr = storage_bytes = 0
+    if not meta:
+        try:
+            storage = local.untyped_storage()
+            storage_ptr, storage_bytes = storage.data_ptr(), storage.nbytes()
+        except RuntimeError:
+            pass
+    if is_dt:
+        type_name = "DTensor"
+    elif isinstance(t, torch.nn.Parameter):
+        type_name = "Parameter"
+    else:
+        type_name = "Tensor"
+    return dict(key=id(t), name=name, shape=list(t.shape), local_shape=list(local.shape),
+                dtype=str(t.dtype).replace("torch.", ""), device=str(t.device),
+                storage_ptr=storage_ptr, storage_bytes=storage_bytes,
+                nbytes=local.numel() * local.element_size(),
+                requires_grad=t.requires_grad, has_grad=t.grad is not None,
+                type_name=type_name)
+
+
+def find_models(extra_modules=()):
+    """Live roots: modules that ran forward, owners of optimizer params, extra_modules.
+
+    A candidate is lifted to its root through recorded parent links; one
+    replaced out of its parent is dropped; a root contained in another root
+    is dropped."""
+    tops = {}
+    candidates = [m for m, _ in _track.forwarded.live()] + list(extra_modules)
+    for opt, _ in _track.optimizers.live():
+        for group in opt.param_groups:
+            for p in group["params"]:
+                link = _track.owners.get(p)
+                module = link[0]() if link else None
+                if module is not None:
+                    candidates.append(module)
+    for module in candidates:
+        top = _track.module_top(module)
+        if top is not None:
+            tops[id(top)] = top
+    inside = set()
+    for top in tops.values():
+        for sub in top.modules():
+            if sub is not top:
+                inside.add(id(sub))
+    return [m for k, m in tops.items() if k not in inside]
+
+
+def unwrap(obj):
+    """[(object, is_torch_optimizer)] from a wrapper down its .optim chain."""
+    chain, seen = [], set()
+    while obj is not None and id(obj) not in seen:
+        seen.add(id(obj))
+        chain.append(obj)
+        nxt = None
+        for attr in WRAPPER_ATTRS:
+            cand = getattr(obj, attr, None) if not hasattr(obj, "param_groups") or attr != "optimizer" else getattr(obj, attr, None)
+            if cand is not None and cand is not obj and (hasattr(cand, "param_groups") or any(hasattr(cand, a) for a in WRAPPER_ATTRS)):
+                nxt = cand
+                break
+        obj = nxt
+    return chain
+
+
+class _Audit:
+    def __init__(self, rec):
+        self.rec = rec
+        self.seen = {}
+
+    def tensor(self, t, name=None):
+        if id(t) in self.seen:
+            return
+        if name is None:
+            name = _track.param_name(t)
+        self.seen[id(t)] = t
+        self.rec.tensor(**tensor_facts(t, name))
+
+    def model(self, root):
+        cls, hid = type(root).__name__, id(root)
+        for path, p in root.named_parameters(remove_duplicate=False):
+            _track.remember_name(p, path)
+            self.tensor(p, path)
+            self.rec.ref(N.HOLDER_MODULE, cls, hid, path, N.ROLE_PARAM, id(p))
+
+    def optimizer(self, opt):
+        cls, hid = type(opt).__name__, id(opt)
+        for i, group in enumerate(opt.param_groups):
+            for j, p in enumerate(group["params"]):
+                self.tensor(p)
+                self.rec.ref(N.HOLDER_OPTIMIZER, cls, hid, "param_groups[%d].params[%d]" % (i, j),
+                             N.ROLE_GROUP_PARAM, id(p))
+        import torch
+        for p, state in list(opt.state.items()):
+            if not isinstance(state, dict):
+                continue
+            if isinstance(p, torch.Tensor):
+                self.tensor(p)
+            label = _track.param_name(p) if isinstance(p, torch.Tensor) else str(p)
+            for field, value in state.items():
+                if isinstance(value, torch.Tensor):
+                    self.tensor(value, "%s.%s" % (label, field) if label else None)
+                    self.rec.ref(N.HOLDER_OPTIMIZER, cls, hid, "state[%s].%s" % (label, field),
+                                 N.ROLE_STATE, id(value), id(p) if isinstance(p, torch.Tensor) else 0)
+
+    def wrapper_maps(self, wrapper, group_ids):
+        """Tensor-keyed dicts on a wrapper: tensor_key = working, peer_key = master."""
+        import torch
+        cls, hid = type(wrapper).__name__, id(wrapper)
+        for attr, value in list(vars(wrapper).items()):
+            if not isinstance(value, dict) or not value:
+                continue
+            items = list(value.items())
+            if not all(isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor) for k, v in items):
+                continue
+            key_is_master = attr.startswith("master")
+            for i, (k, v) in enumerate(items):
+                if id(k) in group_ids:
+                    master, working = k, v
+                elif id(v) in group_ids:
+                    master, working = v, k
+                else:
+                    master, working = (k, v) if key_is_master else (v, k)
+                self.tensor(working)
+                self.tensor(master)
+                self.rec.ref(N.HOLDER_WRAPPER, cls, hid, "%s[%d]" % (attr, i),
+                             N.ROLE_MAP_ENTRY, id(working), id(master))
+
+
+def collect(rec, label, step, models=None, optimizers=None):
+    """One audit: begin, every model, every optimizer chain, end.  Returns the audit id."""
+    if optimizers is None:
+        optimizers = [o for o, _ in _track.optimizers.live()]
+    if models is None:
+        models = find_models()
+    audit_id = rec.begin(label, step)
+    work = _Audit(rec)
+    try:
+        for root in models:
+            work.model(root)
+        done = set()
+        for top in optimizers:
+            chain = unwrap(top)
+            group_ids = set()
+            for obj in chain:
+                if hasattr(obj, "param_groups") and id(obj) not in done:
+                    done.add(id(obj))
+                    work.optimizer(obj)
+                if hasattr(obj, "param_groups"):
+                    for g in obj.param_groups:
+                        group_ids.update(id(p) for p in g["params"])
+            for obj in chain:
+                if hasattr(obj, "__dict__"):
+                    work.wrapper_maps(obj, group_ids)
+    finally:
+        work.seen.clear()
+        rec.end(audit_id)
+    return audit_id

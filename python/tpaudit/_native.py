@@ -1,0 +1,121 @@
+"""ctypes binding of the shim's tpaudit_v1_* C API (include/tpaudit.h).
+
+NativeRecorder turns plain Python facts into the header's structs.  Tests
+use any object with the same methods (begin, end, tensor, ref, event,
+set_rank, set_run_info) instead.
+"""
+import ctypes
+import os
+
+HOLDER_MODULE, HOLDER_OPTIMIZER, HOLDER_WRAPPER = 1, 2, 3
+ROLE_PARAM, ROLE_GROUP_PARAM, ROLE_STATE, ROLE_MAP_ENTRY = 1, 2, 3, 4
+EVENT_OPTIMIZER_CREATED, EVENT_PARAM_CREATED = 1, 2
+EVENT_PARAM_REPLACED, EVENT_MODULE_REPLACED = 3, 4
+
+_u64 = ctypes.c_uint64
+_str = ctypes.c_char_p
+_shape = ctypes.POINTER(ctypes.c_int64)
+
+
+class TensorStruct(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("key", _u64), ("name", _str),
+                ("ndim", ctypes.c_int), ("shape", _shape),
+                ("local_ndim", ctypes.c_int), ("local_shape", _shape),
+                ("dtype", _str), ("device", _str), ("storage_ptr", _u64),
+                ("storage_bytes", _u64), ("nbytes", _u64),
+                ("requires_grad", ctypes.c_int), ("has_grad", ctypes.c_int),
+                ("type", _str)]
+
+
+class RefStruct(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("holder_kind", ctypes.c_int),
+                ("holder_class", _str), ("holder_id", _u64), ("path", _str),
+                ("role", ctypes.c_int), ("tensor_key", _u64), ("peer_key", _u64)]
+
+
+class EventStruct(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("kind", ctypes.c_int),
+                ("name", _str), ("holder_class", _str), ("holder_id", _u64),
+                ("old_key", _u64), ("new_key", _u64), ("detail", _str),
+                ("py_stack", _str), ("capture_native", ctypes.c_int)]
+
+
+def _b(text):
+    return None if text is None else str(text).encode("utf-8", "replace")
+
+
+def _dims(shape):
+    return (ctypes.c_int64 * max(len(shape), 1))(*shape)
+
+
+def library_path():
+    """TPAUDIT_LIBRARY, else the install layout share/tpaudit/python/tpaudit -> lib."""
+    env = os.environ.get("TPAUDIT_LIBRARY")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, "..", "..", "..", "..", "lib", "libtpaudit.so"))
+
+
+class NativeRecorder:
+    """Sends facts to libtpaudit.so; every method returns the C status."""
+
+    def __init__(self, lib):
+        self.lib = lib
+        lib.tpaudit_v1_audit_begin.restype = ctypes.c_int64
+        lib.tpaudit_v1_audit_begin.argtypes = [_str, ctypes.c_int64]
+        lib.tpaudit_v1_audit_end.argtypes = [ctypes.c_int64]
+        lib.tpaudit_v1_record_tensor.argtypes = [ctypes.POINTER(TensorStruct)]
+        lib.tpaudit_v1_record_ref.argtypes = [ctypes.POINTER(RefStruct)]
+        lib.tpaudit_v1_record_event.argtypes = [ctypes.POINTER(EventStruct)]
+        lib.tpaudit_v1_set_rank.argtypes = [ctypes.c_int, ctypes.c_int]
+        lib.tpaudit_v1_set_run_info.argtypes = [_str, _str]
+
+    def begin(self, label, step):
+        return self.lib.tpaudit_v1_audit_begin(_b(label), int(step))
+
+    def end(self, audit_id):
+        return self.lib.tpaudit_v1_audit_end(audit_id)
+
+    def tensor(self, key, name, shape, local_shape, dtype, device, storage_ptr,
+               storage_bytes, nbytes, requires_grad, has_grad, type_name):
+        s = TensorStruct()
+        s.struct_size = ctypes.sizeof(TensorStruct)
+        s.key, s.name = key, _b(name)
+        s.ndim, s.shape = len(shape), _dims(shape)
+        s.local_ndim, s.local_shape = len(local_shape), _dims(local_shape)
+        s.dtype, s.device, s.type = _b(dtype), _b(device), _b(type_name)
+        s.storage_ptr, s.storage_bytes, s.nbytes = storage_ptr, storage_bytes, nbytes
+        s.requires_grad, s.has_grad = int(requires_grad), int(has_grad)
+        return self.lib.tpaudit_v1_record_tensor(ctypes.byref(s))
+
+    def ref(self, holder_kind, holder_class, holder_id, path, role, tensor_key, peer_key=0):
+        s = RefStruct(ctypes.sizeof(RefStruct), holder_kind, _b(holder_class), holder_id,
+                      _b(path), role, tensor_key, peer_key)
+        return self.lib.tpaudit_v1_record_ref(ctypes.byref(s))
+
+    def event(self, kind, name=None, holder_class=None, holder_id=0, old_key=0,
+              new_key=0, detail=None, py_stack=None):
+        s = EventStruct(ctypes.sizeof(EventStruct), kind, _b(name), _b(holder_class),
+                        holder_id, old_key, new_key, _b(detail), _b(py_stack), 0)
+        return self.lib.tpaudit_v1_record_event(ctypes.byref(s))
+
+    def set_rank(self, rank, world_size):
+        return self.lib.tpaudit_v1_set_rank(rank, world_size)
+
+    def set_run_info(self, field, value):
+        return self.lib.tpaudit_v1_set_run_info(_b(field), _b(value))
+
+
+def load_recorder():
+    """A NativeRecorder, or None when the shim cannot be loaded."""
+    path = library_path()
+    if not os.path.exists(path):
+        return None
+    try:
+        lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        if lib.tpaudit_v1_abi_version() < 1:
+            return None
+        return NativeRecorder(lib)
+    except (OSError, AttributeError):
+        return None

@@ -1,0 +1,100 @@
+"""Weak bookkeeping of models, optimizers and tensor names for the probe.
+
+Nothing here keeps a user object alive: every map is keyed by id() and
+holds weakrefs whose callbacks drop the entry.
+"""
+import sys
+import weakref
+
+
+class WeakIdMap:
+    """id(obj) -> (weakref(obj), value); an entry vanishes with its object."""
+
+    def __init__(self):
+        self.data = {}
+
+    def put(self, obj, value):
+        key = id(obj)
+        data = self.data
+
+        def drop(_ref, key=key, data=data):
+            data.pop(key, None)
+        self.data[key] = (weakref.ref(obj, drop), value)
+
+    def get(self, obj, default=None):
+        entry = self.data.get(id(obj))
+        if entry is None or entry[0]() is not obj:
+            return default
+        return entry[1]
+
+    def live(self):
+        for ref, value in list(self.data.values()):
+            obj = ref()
+            if obj is not None:
+                yield obj, value
+
+
+optimizers = WeakIdMap()   # optimizer -> None
+forwarded = WeakIdMap()    # module that ran forward -> None
+parents = WeakIdMap()      # module -> (weakref(parent), attribute name)
+owners = WeakIdMap()       # parameter -> (weakref(module), attribute name)
+names = WeakIdMap()        # tensor -> best dotted name
+step_counts = {}           # id(optimizer) -> steps taken
+
+
+def module_path(module, depth=0):
+    """Dotted path of module from its root ("" for a root), None if detached."""
+    parts = []
+    while depth < 64:
+        link = parents.get(module)
+        if link is None:
+            return ".".join(reversed(parts))
+        parent = link[0]()
+        if parent is None or parent._modules.get(link[1]) is not module:
+            return None
+        parts.append(link[1])
+        module = parent
+        depth += 1
+    return ".".join(reversed(parts))
+
+
+def module_top(module):
+    """The root module holding module, or None when it was replaced out."""
+    for _ in range(64):
+        link = parents.get(module)
+        if link is None:
+            return module
+        parent = link[0]()
+        if parent is None or parent._modules.get(link[1]) is not module:
+            return None
+        module = parent
+    return module
+
+
+def param_name(param):
+    """Best dotted name of a parameter: its current path, else the last one known."""
+    link = owners.get(param)
+    if link is not None:
+        module = link[0]()
+        if module is not None and module._parameters.get(link[1]) is param:
+            prefix = module_path(module)
+            if prefix is not None:
+                return prefix + "." + link[1] if prefix else link[1]
+    return names.get(param)
+
+
+def remember_name(tensor, name):
+    if name:
+        names.put(tensor, name)
+
+
+def python_stack(skip_prefix):
+    """Caller's stack as "file:line:function" lines, innermost first, own frames left out."""
+    lines = []
+    frame = sys._getframe(1)
+    while frame is not None and len(lines) < 32:
+        code = frame.f_code
+        if not code.co_filename.startswith(skip_prefix):
+            lines.append("%s:%d:%s" % (code.co_filename, frame.f_lineno, code.co_name))
+        frame = frame.f_back
+    return "\n".join(lines)

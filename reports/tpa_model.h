@@ -1,0 +1,120 @@
+/*
+ * tpa_model.h - the in-memory result of an analysis: runs, findings, plot
+ * series and the gate verdict.  The analyzer fills it; the renderers in
+ * reports/ read it and never touch a database.
+ */
+#ifndef TPA_MODEL_H
+#define TPA_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* One source location ("file:line:function" or a symbolized native frame). */
+typedef struct tpa_frame {
+    char *file;
+    long line;
+    char *function;
+    uint64_t address; /* native frames only, 0 otherwise */
+    char *module;     /* native frames only, NULL otherwise */
+} tpa_frame_t;
+
+typedef struct tpa_frames {
+    tpa_frame_t *v;
+    size_t n;
+} tpa_frames_t;
+
+typedef struct tpa_finding {
+    char *kind;           /* stale_param, orphan_state, ... */
+    int is_error;         /* severity: 1 error, 0 warning */
+    int64_t rank;         /* -1 when unknown */
+    int64_t step;
+    uint64_t key;         /* tensor identity (for dedup, not rendered) */
+    char *holder_kind, *holder_class, *holder_path;
+    char *name, *shape, *local_shape, *dtype, *device, *type;
+    int64_t retained_bytes;
+    int has_grad;
+    int has_successor;
+    uint64_t successor_key;
+    char *succ_name, *succ_shape, *succ_local_shape, *relation;
+    tpa_frames_t created_at, replaced_at;
+    int has_allocation;
+    uint64_t alloc_address;
+    int64_t alloc_bytes;
+    tpa_frames_t alloc_stack;
+    char *message;
+    int is_new; /* gate with --baseline: new or grown vs the baseline */
+} tpa_finding_t;
+
+/* Memory over time of one run, downsampled. */
+typedef struct tpa_point {
+    int64_t ts_ns;
+    int64_t bytes;
+} tpa_point_t;
+
+typedef struct tpa_audit_mark {
+    int64_t ts_ns;
+    int64_t step;
+    int64_t stale_bytes;
+} tpa_audit_mark_t;
+
+typedef struct tpa_run {
+    char *file; /* base name of the database */
+    char *host;
+    int64_t pid;
+    int has_rank;
+    int64_t rank;
+    int has_world_size;
+    int64_t world_size;
+    char *argv; /* JSON array text */
+    int complete;
+    int64_t dropped_events;
+    char *cupti, *python;
+    int n_audits;          /* complete audits */
+    int64_t headline_step; /* step of the latest complete audit, -1 */
+    int inconclusive;
+    char *why_inconclusive;
+    tpa_point_t *points;
+    size_t n_points;
+    tpa_audit_mark_t *marks;
+    size_t n_marks;
+} tpa_run_t;
+
+typedef struct tpa_gate_rule {
+    char *rule;        /* "max-retained", "max-findings", "complete" */
+    int64_t limit;
+    int64_t measured;
+    int64_t rank;      /* -1: all ranks */
+    int passed;
+} tpa_gate_rule_t;
+
+typedef struct tpa_report {
+    tpa_run_t *runs;
+    size_t n_runs;
+    tpa_finding_t *findings;
+    size_t n_findings;
+    int has_gate;
+    int gate_passed;
+    tpa_gate_rule_t *rules;
+    size_t n_rules;
+    int inconclusive; /* any run inconclusive */
+} tpa_report_t;
+
+/* Renderers: 0 on success, -1 on a write error. */
+int tpa_render_text(const tpa_report_t *r, FILE *out);
+int tpa_render_json(const tpa_report_t *r, FILE *out);
+int tpa_render_html(const tpa_report_t *r, FILE *out);
+int tpa_render_junit(const tpa_report_t *r, FILE *out);
+
+/* Helpers shared by the renderers (report_util.c). */
+void tpa_put_json_string(FILE *out, const char *s);
+void tpa_put_xml_escaped(FILE *out, const char *s);
+void tpa_format_bytes(int64_t bytes, char *buf, size_t len);
+const char *tpa_severity(const tpa_finding_t *f);
+int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank);
+
+void tpa_report_free(tpa_report_t *r);
+void tpa_finding_free(tpa_finding_t *f);
+void tpa_frames_free(tpa_frames_t *fr);
+
+#endif

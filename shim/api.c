@@ -1,0 +1,196 @@
+/* api.c - the exported tpaudit_v1_* functions of tpaudit.h and the
+ * producer side of the CUPTI contract: validate, copy into the ring,
+ * never block except audit_end/flush (which wait for the writer). */
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shim_core.h"
+
+#define CAP_NAME 1024u
+#define CAP_SHORT 256u
+#define CAP_DETAIL 2048u
+#define CAP_PYSTACK 8192u
+#define TPA_CONTROL_WAIT_MS 1000
+
+static _Atomic int64_t g_audit_next = 1;
+static _Atomic int64_t g_audit_open; /* 0: none */
+
+static int live(void) {
+    int s = atomic_load_explicit(&tpa_state, memory_order_acquire);
+    return s == TPA_RUNNING ? 0 : TPAUDIT_EDISABLED;
+}
+
+/* Copies a caller struct of struct_size bytes into a zeroed full one. */
+static int take(void *dst, size_t full, const void *src) {
+    if (!src) return TPAUDIT_EINVAL;
+    size_t n;
+    memcpy(&n, src, sizeof n);
+    if (n < sizeof(size_t)) return TPAUDIT_EINVAL;
+    memset(dst, 0, full);
+    memcpy(dst, src, n < full ? n : full);
+    return 0;
+}
+
+TPA_API int tpaudit_v1_abi_version(void) { return TPAUDIT_ABI_VERSION; }
+
+TPA_API int tpaudit_v1_set_rank(int rank, int world_size) {
+    if (rank < 0 || world_size <= 0 || rank >= world_size) return TPAUDIT_EINVAL;
+    if (live()) return TPAUDIT_EDISABLED;
+    tpa_run_set_rank(rank, world_size);
+    return 0;
+}
+
+TPA_API int64_t tpaudit_v1_audit_begin(const char *label, int64_t step) {
+    if (live()) return TPAUDIT_EDISABLED;
+    int64_t id = atomic_fetch_add(&g_audit_next, 1);
+    int64_t none = 0;
+    if (!atomic_compare_exchange_strong(&g_audit_open, &none, id)) return TPAUDIT_EINVAL;
+    struct tpa_run_snapshot s;
+    s.rank = s.world_size = -1;
+    {
+        struct tpa_run_snapshot full;
+        tpa_run_snapshot(&full);
+        s.rank = full.rank;
+        s.world_size = full.world_size;
+    }
+    struct tpa_fx_audit_begin f = {id, step < 0 ? -1 : step, tpa_now_ns(), (int32_t)s.rank,
+                                   (int32_t)s.world_size};
+    const char *strs[1] = {label ? label : ""};
+    uint32_t caps[1] = {CAP_SHORT};
+    int rc = tpa_enqueue(TPA_REC_AUDIT_BEGIN, &f, sizeof f, strs, caps, 1, NULL, 0, TPA_CONTROL_WAIT_MS);
+    if (rc) {
+        atomic_store(&g_audit_open, 0);
+        return rc;
+    }
+    return id;
+}
+
+TPA_API int tpaudit_v1_audit_end(int64_t audit_id) {
+    if (live()) return TPAUDIT_EDISABLED;
+    int64_t open = audit_id;
+    if (audit_id <= 0 || !atomic_compare_exchange_strong(&g_audit_open, &open, 0)) return TPAUDIT_EINVAL;
+    tpa_cupti_flush();
+    struct tpa_fx_audit_end f = {audit_id, tpa_now_ns()};
+    int rc = tpa_enqueue(TPA_REC_AUDIT_END, &f, sizeof f, NULL, NULL, 0, NULL, 0, TPA_CONTROL_WAIT_MS);
+    int frc = tpa_writer_flush(30000);
+    return rc ? rc : frc;
+}
+
+TPA_API int tpaudit_v1_record_tensor(const tpaudit_tensor_t *tensor) {
+    tpaudit_tensor_t t;
+    if (take(&t, sizeof t, tensor)) return TPAUDIT_EINVAL;
+    if (live()) return TPAUDIT_EDISABLED;
+    int64_t audit = atomic_load(&g_audit_open);
+    if (!audit) return TPAUDIT_ENOAUDIT;
+    if (t.ndim < 0 || t.ndim > TPAUDIT_MAX_DIMS || (t.ndim && !t.shape)) return TPAUDIT_EINVAL;
+    if (t.local_shape && (t.local_ndim < 0 || t.local_ndim > TPAUDIT_MAX_DIMS)) return TPAUDIT_EINVAL;
+    struct tpa_fx_tensor f;
+    memset(&f, 0, sizeof f);
+    f.audit_id = audit;
+    f.key = t.key;
+    f.storage_ptr = t.storage_ptr;
+    f.storage_bytes = t.storage_bytes;
+    f.nbytes = t.nbytes;
+    f.ndim = t.ndim;
+    f.local_ndim = t.local_shape ? t.local_ndim : -1;
+    f.requires_grad = t.requires_grad;
+    f.has_grad = t.has_grad;
+    for (int i = 0; i < t.ndim; i++) f.shape[i] = t.shape[i];
+    for (int i = 0; t.local_shape && i < t.local_ndim; i++) f.local_shape[i] = t.local_shape[i];
+    const char *strs[4] = {t.name, t.dtype, t.device, t.type};
+    uint32_t caps[4] = {CAP_NAME, CAP_SHORT, CAP_SHORT, CAP_SHORT};
+    return tpa_enqueue(TPA_REC_TENSOR, &f, sizeof f, strs, caps, 4, NULL, 0, 0);
+}
+
+TPA_API int tpaudit_v1_record_ref(const tpaudit_ref_t *ref) {
+    tpaudit_ref_t r;
+    if (take(&r, sizeof r, ref)) return TPAUDIT_EINVAL;
+    if (r.holder_kind < TPAUDIT_HOLDER_MODULE || r.holder_kind > TPAUDIT_HOLDER_WRAPPER ||
+        r.role < TPAUDIT_ROLE_PARAM || r.role > TPAUDIT_ROLE_MAP_ENTRY)
+        return TPAUDIT_EINVAL;
+    if (live()) return TPAUDIT_EDISABLED;
+    int64_t audit = atomic_load(&g_audit_open);
+    if (!audit) return TPAUDIT_ENOAUDIT;
+    struct tpa_fx_ref f = {audit, r.holder_id, r.tensor_key, r.peer_key, r.holder_kind, r.role};
+    const char *strs[2] = {r.holder_class, r.path};
+    uint32_t caps[2] = {CAP_SHORT, CAP_NAME};
+    return tpa_enqueue(TPA_REC_REF, &f, sizeof f, strs, caps, 2, NULL, 0, 0);
+}
+
+TPA_API int tpaudit_v1_record_event(const tpaudit_event_t *event) {
+    tpaudit_event_t e;
+    if (take(&e, sizeof e, event)) return TPAUDIT_EINVAL;
+    if (e.kind < TPAUDIT_EVENT_OPTIMIZER_CREATED || e.kind > TPAUDIT_EVENT_MODULE_REPLACED)
+        return TPAUDIT_EINVAL;
+    if (live()) return TPAUDIT_EDISABLED;
+    uint64_t ips[TPA_MAX_STACK];
+    int n = e.capture_native ? tpa_stack_capture(ips, TPA_MAX_STACK, 1) : 0;
+    struct tpa_fx_event f = {tpa_now_ns(), e.holder_id, e.old_key, e.new_key, e.kind, 0};
+    const char *strs[4] = {e.name, e.holder_class, e.detail, e.py_stack};
+    uint32_t caps[4] = {CAP_NAME, CAP_SHORT, CAP_DETAIL, CAP_PYSTACK};
+    return tpa_enqueue(TPA_REC_EVENT, &f, sizeof f, strs, caps, 4, ips, n, 0);
+}
+
+TPA_API int tpaudit_v1_record_region(const tpaudit_region_t *region) {
+    tpaudit_region_t r;
+    if (take(&r, sizeof r, region)) return TPAUDIT_EINVAL;
+    if (r.op != TPAUDIT_REGION_ALLOC && r.op != TPAUDIT_REGION_FREE) return TPAUDIT_EINVAL;
+    if (live()) return TPAUDIT_EDISABLED;
+    uint64_t ips[TPA_MAX_STACK];
+    int n = r.capture_native ? tpa_stack_capture(ips, TPA_MAX_STACK, 1) : 0;
+    struct tpa_fx_alloc f;
+    memset(&f, 0, sizeof f);
+    f.ts = tpa_now_ns();
+    f.address = r.address;
+    f.bytes = r.op == TPAUDIT_REGION_FREE ? 0 : r.bytes;
+    f.op = r.op == TPAUDIT_REGION_FREE ? TPA_FREE : TPA_ALLOC;
+    f.memkind = TPA_MEM_REGION;
+    f.device = r.device;
+    f.source = 1;
+    const char *strs[1] = {r.label};
+    uint32_t caps[1] = {CAP_SHORT};
+    return tpa_enqueue(TPA_REC_ALLOC, &f, sizeof f, strs, caps, 1, ips, n, 0);
+}
+
+TPA_API int tpaudit_v1_set_run_info(const char *field, const char *value) {
+    if (!field || !value || (strcmp(field, "python") && strcmp(field, "note"))) return TPAUDIT_EINVAL;
+    if (live()) return TPAUDIT_EDISABLED;
+    return tpa_run_set_text(field, value);
+}
+
+TPA_API int tpaudit_v1_flush(void) {
+    if (live()) return TPAUDIT_EDISABLED;
+    tpa_cupti_flush();
+    return tpa_writer_flush(30000);
+}
+
+int tpa_emit_alloc(const struct tpa_alloc_rec *rec) {
+    if (!rec) return TPAUDIT_EINVAL;
+    if (live()) return TPAUDIT_EDISABLED;
+    struct tpa_fx_alloc f;
+    memset(&f, 0, sizeof f);
+    f.ts = rec->ts_ns;
+    f.address = rec->address;
+    f.bytes = rec->bytes;
+    f.pool = rec->pool;
+    f.op = rec->op;
+    f.memkind = rec->memkind;
+    f.device = rec->device;
+    f.source = 0;
+    f.context = rec->context;
+    f.stream = rec->stream;
+    f.correlation = rec->correlation;
+    const char *strs[1] = {rec->label};
+    uint32_t caps[1] = {CAP_SHORT};
+    return tpa_enqueue(TPA_REC_ALLOC, &f, sizeof f, strs, caps, 1, NULL, 0, 0);
+}
+
+int tpa_emit_api_call(uint32_t correlation, const char *api, int64_t ts_ns, const uint64_t *ips, int n_ips) {
+    if (live()) return TPAUDIT_EDISABLED;
+    if (n_ips < 0 || n_ips > TPA_MAX_STACK || (n_ips && !ips)) return TPAUDIT_EINVAL;
+    struct tpa_fx_api_call f = {ts_ns, (int64_t)syscall(SYS_gettid), correlation, 0};
+    const char *strs[1] = {api};
+    uint32_t caps[1] = {CAP_SHORT};
+    return tpa_enqueue(TPA_REC_API_CALL, &f, sizeof f, strs, caps, 1, ips, n_ips, 0);
+}

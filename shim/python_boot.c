@@ -1,0 +1,101 @@
+/* python_boot.c - the C side of the Python bootstrap: in a Python
+ * interpreter, prepend the probe's directory to PYTHONPATH (its
+ * sitecustomize then loads the probe), unless TPAUDIT_PYTHON=off or the
+ * interpreter runs with -I/-E, which ignore PYTHONPATH. */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shim_core.h"
+
+int tpa_read_cmdline(char *buf, int cap) {
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    int n = 0;
+    while (n < cap - 1) {
+        ssize_t r = read(fd, buf + n, (size_t)(cap - 1 - n));
+        if (r <= 0) break;
+        n += (int)r;
+    }
+    close(fd);
+    buf[n] = 0;
+    return n;
+}
+
+/* Scans Python's options up to the script / -c / -m for I or E. */
+static int ignores_pythonpath(const char *cmd, int n) {
+    int i = (int)strlen(cmd) + 1; /* skip argv[0] */
+    while (i < n) {
+        const char *a = cmd + i;
+        i += (int)strlen(a) + 1;
+        if (a[0] != '-' || a[1] == 0) return 0;
+        if (a[1] == '-') {
+            if (a[2] == 0) return 0;
+            if (!strcmp(a, "--check-hash-based-pycs") && i < n) i += (int)strlen(cmd + i) + 1;
+            continue;
+        }
+        for (const char *c = a + 1; *c; c++) {
+            if (*c == 'I' || *c == 'E') return 1;
+            if (*c == 'c' || *c == 'm') return 0;
+            if (*c == 'W' || *c == 'X') {
+                if (c[1] == 0 && i < n) i += (int)strlen(cmd + i) + 1;
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+static int is_python(void) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return 0;
+    exe[n] = 0;
+    const char *base = strrchr(exe, '/');
+    base = base ? base + 1 : exe;
+    return strncmp(base, "python", 6) == 0;
+}
+
+void tpa_python_bootstrap(void) {
+    if (!is_python()) return;
+    if (!tpa_config()->python_enabled) {
+        tpa_run_set_text("python", "off: TPAUDIT_PYTHON=off");
+        tpa_log(TPA_LOG_WARN, "python ownership probe off (TPAUDIT_PYTHON=off); allocation tracing continues");
+        return;
+    }
+    char cmd[16384];
+    int n = tpa_read_cmdline(cmd, sizeof cmd);
+    if (ignores_pythonpath(cmd, n)) {
+        tpa_run_set_text("python", "off: -I/-E");
+        tpa_log(TPA_LOG_WARN,
+                "python ownership probe off (python -I/-E ignores PYTHONPATH); allocation tracing continues");
+        return;
+    }
+    const char *self = tpa_self_path();
+    char dir[PATH_MAX], real[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", self);
+    char *slash = strrchr(dir, '/');
+    if (!slash) return;
+    *slash = 0;
+    char probe[PATH_MAX + 64];
+    snprintf(probe, sizeof probe, "%s/../share/tpaudit/python", dir);
+    struct stat sb;
+    if (!realpath(probe, real) || stat(real, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        tpa_run_set_text("python", "off: probe not installed");
+        tpa_log(TPA_LOG_WARN, "python ownership probe not found at %s; allocation tracing continues", probe);
+        return;
+    }
+    const char *old = getenv("PYTHONPATH");
+    char path[3 * PATH_MAX];
+    if (old && *old)
+        snprintf(path, sizeof path, "%s:%s", real, old);
+    else
+        snprintf(path, sizeof path, "%s", real);
+    setenv("PYTHONPATH", path, 1);
+    tpa_run_set_text("python", "off: probe did not start");
+    tpa_log(TPA_LOG_INFO, "python probe bootstrap %s", real);
+}
