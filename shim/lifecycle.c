@@ -33,7 +33,12 @@ static void on_exit_cb(int status, void *arg) {
     finish(1, status);
 }
 
-__attribute__((destructor)) static void tpa_destructor(void) { finish(0, 0); }
+/* Runs from _dl_fini, before on_exit_cb (registered earlier, so it runs
+ * later): commit what is queued; the final run row comes from on_exit_cb.
+ * The library is linked -z nodelete, so on_exit_cb stays mapped. */
+__attribute__((destructor)) static void tpa_destructor(void) {
+    if (atomic_load(&tpa_state) == TPA_RUNNING) tpa_writer_flush(5000);
+}
 
 static void on_signal(int sig, siginfo_t *info, void *uctx) {
     tpa_run_mark_incomplete();

@@ -90,8 +90,11 @@ void tpa_python_bootstrap(void) {
         return;
     }
     const char *old = getenv("PYTHONPATH");
+    size_t rl = strlen(real);
     char path[3 * PATH_MAX];
-    if (old && *old)
+    if (old && !strncmp(old, real, rl) && (old[rl] == 0 || old[rl] == ':'))
+        snprintf(path, sizeof path, "%s", old); /* a child interpreter: already first */
+    else if (old && *old)
         snprintf(path, sizeof path, "%s:%s", real, old);
     else
         snprintf(path, sizeof path, "%s", real);

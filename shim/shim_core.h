@@ -10,7 +10,7 @@
 
 /* ---- ring: fixed 64-byte slots, a record spans consecutive slots ---- */
 #define TPA_SLOT 64u
-#define TPA_RING_SLOTS (1u << 16)
+#define TPA_RING_SLOTS (1u << 18)
 #define TPA_REC_MAX (256u * TPA_SLOT)
 
 enum tpa_rec_type {

@@ -89,7 +89,7 @@ static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
 static _Atomic uint64_t g_flush_req, g_committed;
 static _Atomic int g_stop, g_pause_req, g_paused, g_thread_live;
 static int g_final_has_status, g_final_status;
-static unsigned g_run_gen_written;
+static _Atomic unsigned g_run_gen_written;
 static unsigned char g_buf[TPA_REC_MAX] __attribute__((aligned(16)));
 static char g_path[4200];
 
@@ -523,6 +523,13 @@ static void *writer_main(void *arg) {
             atomic_store(&g_committed, tail);
             wake_waiters();
         }
+        if (!got && !in_txn && tpa_run_generation() != atomic_load(&g_run_gen_written)) {
+            if (step_done(g_st[ST_BEGIN]) || write_run(0) || step_done(g_st[ST_COMMIT])) {
+                fail("cannot update run row");
+                break;
+            }
+            wake_waiters();
+        }
         if (!got && !in_txn) {
             if (atomic_load(&g_flush_req) > atomic_load(&g_committed) && atomic_load(&g_flush_req) <= tail) {
                 atomic_store(&g_committed, tail);
@@ -591,6 +598,7 @@ static void request_flush(uint64_t target) {
 int tpa_writer_flush(int timeout_ms) {
     if (atomic_load(&tpa_state) != TPA_RUNNING) return TPAUDIT_EDISABLED;
     uint64_t target = tpa_ring_head();
+    unsigned gen = tpa_run_generation();
     request_flush(target);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -603,7 +611,8 @@ int tpa_writer_flush(int timeout_ms) {
     pthread_mutex_lock(&g_mu);
     pthread_cond_broadcast(&g_cv);
     int rc = 0;
-    while (atomic_load(&g_committed) < target && atomic_load(&tpa_state) == TPA_RUNNING &&
+    while ((atomic_load(&g_committed) < target || (int)(atomic_load(&g_run_gen_written) - gen) < 0) &&
+           atomic_load(&tpa_state) == TPA_RUNNING &&
            atomic_load(&g_thread_live) && rc == 0)
         rc = pthread_cond_timedwait(&g_cv, &g_mu, &ts);
     pthread_mutex_unlock(&g_mu);

@@ -80,7 +80,7 @@ def unwrap(obj):
         chain.append(obj)
         nxt = None
         for attr in WRAPPER_ATTRS:
-            cand = getattr(obj, attr, None) if not hasattr(obj, "param_groups") or attr != "optimizer" else getattr(obj, attr, None)
+            cand = getattr(obj, attr, None)
             if cand is not None and cand is not obj and (hasattr(cand, "param_groups") or any(hasattr(cand, a) for a in WRAPPER_ATTRS)):
                 nxt = cand
                 break

@@ -1,0 +1,201 @@
+"""Torch hooks of the probe, installed once torch has been imported.
+
+Optimizer construction, the global optimizer step pre-hook (audits at the
+steps TPAUDIT_AUDIT names), a global forward pre-hook (remembers modules
+that ran), and register_parameter / __setattr__ / add_module patches that
+record parent links and replacement events.  Any exception turns the probe
+off after one "tpaudit:" line on stderr.
+"""
+import atexit
+import os
+import sys
+
+from . import _config
+from . import _facts
+from . import _native as N
+from . import _track
+
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class _State:
+    enabled = True
+    installed = False
+    recorder = None
+    plan = None
+    reported = False
+
+
+state = _State()
+
+
+def fail(exc):
+    """Report an internal error once and switch the probe off."""
+    state.enabled = False
+    if not state.reported:
+        state.reported = True
+        sys.stderr.write("tpaudit: python probe off after an internal error: %r\n" % (exc,))
+        try:
+            if state.recorder is not None:
+                state.recorder.set_run_info("python", "off: internal error")
+        except Exception:
+            pass
+
+
+def _stack():
+    return _track.python_stack(_OWN_DIR)
+
+
+def _set_rank():
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        state.recorder.set_rank(dist.get_rank(), dist.get_world_size())
+
+
+def run_audit(label, step, models=None, optimizers=None):
+    if not state.enabled or state.recorder is None:
+        return None
+    try:
+        _set_rank()
+        return _facts.collect(state.recorder, label, step, models, optimizers)
+    except Exception as exc:  # never break the user's program
+        fail(exc)
+        return None
+
+
+def _describe(module):
+    return "%s(%s)" % (type(module).__name__, module.extra_repr())
+
+
+def _on_optimizer_created(opt):
+    _track.optimizers.put(opt, None)
+    names = []
+    for group in opt.param_groups:
+        given = group.get("param_names")
+        for i, p in enumerate(group["params"]):
+            name = given[i] if given and i < len(given) else _track.param_name(p)
+            _track.remember_name(p, name)
+            names.append(name or "?")
+    state.recorder.event(N.EVENT_OPTIMIZER_CREATED, name=type(opt).__name__,
+                         holder_class=type(opt).__name__, holder_id=id(opt),
+                         detail=",".join(names)[:4000], py_stack=_stack())
+
+
+def _on_param_set(module, name, old, new):
+    prefix = _track.module_path(module)
+    path = (prefix + "." + name) if prefix else name
+    _track.owners.put(new, (_track.weakref.ref(module), name)) if new is not None else None
+    if old is not None and old is not new and state.recorder is not None:
+        _track.remember_name(old, path)
+        state.recorder.event(N.EVENT_PARAM_REPLACED, name=path, holder_class=type(module).__name__,
+                             holder_id=id(module), old_key=id(old),
+                             new_key=id(new) if new is not None else 0,
+                             detail="%s -> %s" % (tuple(old.shape), tuple(new.shape) if new is not None else None),
+                             py_stack=_stack())
+
+
+def _on_module_set(parent, name, old, new):
+    prefix = _track.module_path(parent)
+    path = (prefix + "." + name) if prefix else name
+    if old is not None and old is not new and state.recorder is not None:
+        stack = _stack()
+        state.recorder.event(N.EVENT_MODULE_REPLACED, name=path, holder_class=type(parent).__name__,
+                             holder_id=id(parent), old_key=id(old), new_key=id(new),
+                             detail="%s -> %s" % (_describe(old), _describe(new)), py_stack=stack)
+        new_params = dict(new.named_parameters())
+        for sub, p in old.named_parameters():
+            full = path + "." + sub
+            _track.remember_name(p, full)
+            q = new_params.get(sub)
+            state.recorder.event(N.EVENT_PARAM_REPLACED, name=full, holder_class=type(parent).__name__,
+                                 holder_id=id(parent), old_key=id(p), new_key=id(q) if q is not None else 0,
+                                 detail="%s -> %s" % (tuple(p.shape), tuple(q.shape) if q is not None else None),
+                                 py_stack=stack)
+    _track.parents.put(new, (_track.weakref.ref(parent), name))
+
+
+def _patch(torch):
+    Module = torch.nn.Module
+    Parameter = torch.nn.Parameter
+    orig_init = torch.optim.Optimizer.__init__
+    orig_register = Module.register_parameter
+    orig_setattr = Module.__setattr__
+    orig_add = Module.add_module
+
+    def init(self, *args, **kwargs):
+        orig_init(self, *args, **kwargs)
+        if state.enabled:
+            try:
+                _on_optimizer_created(self)
+            except Exception as exc:
+                fail(exc)
+
+    def register_parameter(self, name, param):
+        old = self.__dict__.get("_parameters", {}).get(name) if state.enabled else None
+        orig_register(self, name, param)
+        if state.enabled:
+            try:
+                _on_param_set(self, name, old, param)
+            except Exception as exc:
+                fail(exc)
+
+    def setattr_(self, name, value):
+        if not isinstance(value, Module) or not state.enabled:
+            return orig_setattr(self, name, value)
+        old = self.__dict__.get("_modules", {}).get(name)
+        orig_setattr(self, name, value)
+        try:
+            _on_module_set(self, name, old, value)
+        except Exception as exc:
+            fail(exc)
+
+    def add_module(self, name, module):
+        old = self.__dict__.get("_modules", {}).get(name) if state.enabled else None
+        orig_add(self, name, module)
+        if state.enabled and module is not None:
+            try:
+                _on_module_set(self, name, old, module)
+            except Exception as exc:
+                fail(exc)
+
+    torch.optim.Optimizer.__init__ = init
+    Module.register_parameter = register_parameter
+    Module.__setattr__ = setattr_
+    Module.add_module = add_module
+    _ = Parameter
+
+    forwarded = _track.forwarded
+    counts = _track.step_counts
+    plan = state.plan
+
+    def forward_pre(module, _args):
+        if id(module) not in forwarded.data and state.enabled:
+            forwarded.put(module, None)
+
+    def step_pre(opt, _args, _kwargs):
+        if not state.enabled:
+            return
+        n = counts.get(id(opt), 0) + 1
+        counts[id(opt)] = n
+        if plan.wants(n):
+            run_audit("step", n)
+
+    torch.nn.modules.module.register_module_forward_pre_hook(forward_pre)
+    torch.optim.optimizer.register_optimizer_step_pre_hook(step_pre)
+    if plan.at_exit:
+        atexit.register(lambda: run_audit("exit", -1))
+
+
+def install(recorder):
+    """Installs the hooks on the imported torch (once)."""
+    if state.installed or not state.enabled:
+        return
+    state.installed = True
+    state.recorder = recorder
+    state.plan = _config.audit_plan()
+    try:
+        import torch
+        _patch(torch)
+        recorder.set_run_info("python", "on")
+    except Exception as exc:
+        fail(exc)

@@ -1,0 +1,98 @@
+/* shim_api_host.c - a host program using tpaudit.h.  Without the shim every
+ * call must return TPAUDIT_ENOTLOADED; with it, it writes a known number of
+ * rows into every table (checked by run_api_host.sh). */
+#include <stdio.h>
+#include <string.h>
+
+#include "tpaudit.h"
+
+static int fails;
+#define CHECK(cond)                                                   \
+    do {                                                              \
+        if (!(cond)) {                                                \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            fails++;                                                  \
+        }                                                             \
+    } while (0)
+
+static int emit_event(int depth_marker) {
+    tpaudit_event_t e = TPAUDIT_INIT_EVENT;
+    e.kind = TPAUDIT_EVENT_PARAM_REPLACED;
+    e.name = "wte.weight";
+    e.old_key = 11;
+    e.new_key = 12;
+    e.detail = "Embedding(50257, 768) -> Embedding(50260, 768)";
+    e.py_stack = "modeling_utils.py:100:resize";
+    e.capture_native = 1;
+    (void)depth_marker;
+    return tpaudit_record_event(&e);
+}
+
+int main(int argc, char **argv) {
+    int loaded = argc > 1 && strcmp(argv[1], "loaded") == 0;
+    int want = loaded ? TPAUDIT_OK : TPAUDIT_ENOTLOADED;
+
+    CHECK(tpaudit_abi_version() == (loaded ? 1 : 0));
+    CHECK(tpaudit_set_rank(1, 4) == want);
+    CHECK(tpaudit_set_run_info("note", "api host") == want);
+    int64_t audit = tpaudit_audit_begin("step", 1);
+    CHECK(loaded ? audit == 1 : audit == TPAUDIT_ENOTLOADED);
+
+    int64_t shape[2] = {50257, 768}, local[2] = {12565, 768};
+    for (int i = 0; i < 3; i++) {
+        tpaudit_tensor_t t = TPAUDIT_INIT_TENSOR;
+        t.key = 100 + (uint64_t)i;
+        t.name = "wte.weight";
+        t.ndim = 2;
+        t.shape = shape;
+        t.local_ndim = 2;
+        t.local_shape = i == 0 ? local : NULL;
+        t.dtype = "float32";
+        t.device = "cpu";
+        t.storage_ptr = 0x1000 * (uint64_t)(i + 1);
+        t.storage_bytes = t.nbytes = 4096;
+        t.requires_grad = 1;
+        t.type = "Parameter";
+        CHECK(tpaudit_record_tensor(&t) == want);
+    }
+    for (int i = 0; i < 4; i++) {
+        tpaudit_ref_t r = TPAUDIT_INIT_REF;
+        r.holder_kind = i < 2 ? TPAUDIT_HOLDER_MODULE : TPAUDIT_HOLDER_OPTIMIZER;
+        r.holder_class = i < 2 ? "GPT2" : "AdamW";
+        r.holder_id = 7;
+        r.path = "param_groups[0].params[0]";
+        r.role = i < 2 ? TPAUDIT_ROLE_PARAM : TPAUDIT_ROLE_GROUP_PARAM;
+        r.tensor_key = 100 + (uint64_t)i % 3;
+        CHECK(tpaudit_record_ref(&r) == want);
+    }
+    /* bad arguments are refused when loaded */
+    tpaudit_ref_t bad = TPAUDIT_INIT_REF;
+    bad.holder_kind = 99;
+    CHECK(tpaudit_record_ref(&bad) == (loaded ? TPAUDIT_EINVAL : TPAUDIT_ENOTLOADED));
+    CHECK(tpaudit_record_tensor(NULL) == (loaded ? TPAUDIT_EINVAL : TPAUDIT_ENOTLOADED));
+    CHECK(tpaudit_audit_end(audit) == want);
+    /* outside an audit */
+    tpaudit_tensor_t late = TPAUDIT_INIT_TENSOR;
+    CHECK(tpaudit_record_tensor(&late) == (loaded ? TPAUDIT_ENOAUDIT : TPAUDIT_ENOTLOADED));
+
+    /* 5 events from one call site: one distinct stack; 1 from another */
+    for (int i = 0; i < 5; i++) CHECK(emit_event(0) == want);
+    tpaudit_event_t e = TPAUDIT_INIT_EVENT;
+    e.kind = TPAUDIT_EVENT_OPTIMIZER_CREATED;
+    e.holder_class = "AdamW";
+    e.capture_native = 1;
+    CHECK(tpaudit_record_event(&e) == want);
+
+    tpaudit_region_t reg = TPAUDIT_INIT_REGION;
+    reg.op = TPAUDIT_REGION_ALLOC;
+    reg.address = 0x1000;
+    reg.bytes = 1 << 20;
+    reg.label = "tprt.params";
+    CHECK(tpaudit_record_region(&reg) == want);
+    reg.op = TPAUDIT_REGION_FREE;
+    CHECK(tpaudit_record_region(&reg) == want);
+    CHECK(tpaudit_flush() == want);
+    if (fails) return 1;
+    printf("api host ok (%s)\n", loaded ? "loaded" : "not loaded");
+    return 0;
+}
