@@ -53,13 +53,7 @@ class _TorchFinder:
 
 def _start():
     try:
-        sys.path.insert(0, _HERE)
-        try:
-            from tpaudit import _config, _native
-        finally:
-            sys.path.remove(_HERE)
-            if _HERE not in sys.path:
-                sys.path.append(_HERE)
+        from tpaudit import _config, _native
         if not _config.python_enabled():
             return
         recorder = _native.load_recorder()

@@ -180,8 +180,10 @@ def _patch(torch):
         if plan.wants(n):
             run_audit("step", n)
 
-    torch.nn.modules.module.register_module_forward_pre_hook(forward_pre)
-    torch.optim.optimizer.register_optimizer_step_pre_hook(step_pre)
+    import torch.nn.modules.module as module_mod
+    import torch.optim.optimizer as optimizer_mod
+    module_mod.register_module_forward_pre_hook(forward_pre)
+    optimizer_mod.register_optimizer_step_pre_hook(step_pre)
     if plan.at_exit:
         atexit.register(lambda: run_audit("exit", -1))
 

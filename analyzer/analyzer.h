@@ -1,0 +1,36 @@
+/* analyzer.h - internal interface of the tpaudit analyzer: opening
+ * databases, computing findings into a tpa_report_t, the gate, the verbs. */
+#ifndef TPA_ANALYZER_H
+#define TPA_ANALYZER_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpa_model.h"
+
+#define TPA_SCHEMA_VERSION 1
+
+enum tpa_exit { TPA_EXIT_OK = 0, TPA_EXIT_GATE = 1, TPA_EXIT_USAGE = 2, TPA_EXIT_INCONCLUSIVE = 3 };
+
+int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len);
+
+/* Expands PATH arguments (files or directories of *.db) into a sorted list. */
+int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *why, size_t why_len);
+
+/* Loads every database into one report (runs + findings). 0, or -1 with why. */
+int tpa_analyze(char **files, size_t n_files, tpa_report_t *report, char *why, size_t why_len);
+
+char *tpa_strdup(const char *s);
+int tpa_parse_size(const char *text, int64_t *bytes);
+
+int tpa_cmd_run(int argc, char **argv);
+int tpa_cmd_report(int argc, char **argv);
+int tpa_cmd_gate(int argc, char **argv);
+int tpa_cmd_diff(int argc, char **argv);
+
+/* Writes through a temp file renamed over `path` only when render returns 0. */
+int tpa_write_output(const char *path, int (*render)(const tpa_report_t *, FILE *),
+                     const tpa_report_t *report);
+
+#endif

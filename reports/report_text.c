@@ -1,0 +1,72 @@
+/* report_text.c - the text report: a summary a person reads in ten seconds
+ * (verdict, retained bytes per rank, the findings in one line each), then
+ * the details of each finding with its successor and stacks. */
+#include "tpa_model.h"
+
+#include <string.h>
+
+static void put_frames(FILE *out, const char *title, const tpa_frames_t *fr) {
+    if (!fr->n) return;
+    fprintf(out, "      %s:\n", title);
+    for (size_t i = 0; i < fr->n && i < 6; i++) {
+        const tpa_frame_t *f = &fr->v[i];
+        if (f->file) fprintf(out, "        %s:%ld in %s\n", f->file, f->line, f->function ? f->function : "?");
+        else fprintf(out, "        %s+0x%llx\n", f->module ? f->module : "?", (unsigned long long)f->address);
+    }
+}
+
+int tpa_render_text(const tpa_report_t *r, FILE *out) {
+    size_t errors = 0, warnings = 0;
+    int64_t total = 0;
+    for (size_t i = 0; i < r->n_findings; i++) {
+        if (r->findings[i].is_error) errors++; else warnings++;
+        if (r->findings[i].is_error) total += r->findings[i].retained_bytes;
+    }
+    char bytes[32];
+    tpa_format_bytes(total, bytes, sizeof bytes);
+    fprintf(out, "tpaudit report: %zu run%s, %zu error%s, %zu warning%s, %s retained by stale tensors\n", r->n_runs,
+            r->n_runs == 1 ? "" : "s", errors, errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s", bytes);
+    if (!r->n_findings) fputs("verdict: clean - every tensor the optimizers hold is a live model parameter\n", out);
+    else fputs(errors ? "verdict: STALE TENSORS - optimizers hold tensors the model replaced\n" : "verdict: warnings only\n", out);
+    for (size_t i = 0; i < r->n_runs; i++) {
+        const tpa_run_t *run = &r->runs[i];
+        int64_t rank = run->has_rank ? run->rank : -1;
+        int64_t retained = 0;
+        for (size_t j = 0; j < r->n_findings; j++)
+            if (r->findings[j].rank == rank && r->findings[j].is_error) retained += r->findings[j].retained_bytes;
+        tpa_format_bytes(retained, bytes, sizeof bytes);
+        fprintf(out, "  rank %-3lld %s pid %lld: %s retained, audited step %lld, cupti %s, python %s%s%s\n", (long long)rank,
+                run->host ? run->host : "?", (long long)run->pid, bytes, (long long)run->headline_step,
+                run->cupti ? run->cupti : "?", run->python ? run->python : "?", run->inconclusive ? "; INCONCLUSIVE: " : "",
+                run->inconclusive && run->why_inconclusive ? run->why_inconclusive : "");
+    }
+    if (!r->n_findings) return ferror(out) ? -1 : 0;
+    fputs("\nfindings:\n", out);
+    for (size_t i = 0; i < r->n_findings; i++) {
+        const tpa_finding_t *f = &r->findings[i];
+        tpa_format_bytes(f->retained_bytes, bytes, sizeof bytes);
+        fprintf(out, "  %-7s rank %-3lld %-20s %-32s %-14s %s\n", tpa_severity(f), (long long)f->rank, f->kind,
+                f->name ? f->name : "(unnamed)", f->shape ? f->shape : "", bytes);
+    }
+    fputs("\ndetails:\n", out);
+    for (size_t i = 0; i < r->n_findings; i++) {
+        const tpa_finding_t *f = &r->findings[i];
+        fprintf(out, "  [%zu] %s (%s), rank %lld, step %lld\n      %s\n", i + 1, f->kind, tpa_severity(f), (long long)f->rank,
+                (long long)f->step, f->message ? f->message : "");
+        fprintf(out, "      tensor: %s %s local %s %s on %s (%s), grad %s; held at %s %s\n", f->name ? f->name : "(unnamed)",
+                f->shape ? f->shape : "", f->local_shape ? f->local_shape : "", f->dtype ? f->dtype : "",
+                f->device ? f->device : "?", f->type ? f->type : "?", f->has_grad ? "yes" : "never",
+                f->holder_class ? f->holder_class : "", f->holder_path ? f->holder_path : "");
+        if (f->has_successor)
+            fprintf(out, "      successor: %s %s local %s: %s\n", f->succ_name ? f->succ_name : "", f->succ_shape ? f->succ_shape : "",
+                    f->succ_local_shape ? f->succ_local_shape : "", f->relation ? f->relation : "");
+        if (f->has_allocation) {
+            tpa_format_bytes(f->alloc_bytes, bytes, sizeof bytes);
+            fprintf(out, "      allocation: 0x%llx, %s\n", (unsigned long long)f->alloc_address, bytes);
+        }
+        put_frames(out, "created at", &f->created_at);
+        put_frames(out, "replaced at", &f->replaced_at);
+        put_frames(out, "allocated at", &f->alloc_stack);
+    }
+    return ferror(out) ? -1 : 0;
+}

@@ -1,0 +1,34 @@
+"""End-to-end: seed embedding scenario under the shim, asserting recorded DB rows."""
+import os
+import sqlite3
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIB = os.environ["TPAUDIT_TEST_LIB"]
+
+STALE = ("select t.name, t.shape, t.has_grad, t.storage_bytes from tensor t join ref r "
+         "on r.audit_id=t.audit_id and r.tensor_key=t.key where r.role='group_param' "
+         "and t.audit_id=1 and not exists(select 1 from ref q where q.audit_id=1 "
+         "and q.role='param' and q.tensor_key=t.key)")
+
+
+def run(tmp_path, order):
+    env = dict(os.environ, TPAUDIT_OUT=str(tmp_path), LD_PRELOAD=LIB)
+    subprocess.run([sys.executable, os.path.join(HERE, "scenarios", "seed_embedding.py"),
+                    "--order", order], env=env, check=True)
+    (db,) = [f for f in os.listdir(tmp_path) if f.endswith(".db")]
+    return sqlite3.connect(os.path.join(tmp_path, db))
+
+
+def test_seed_buggy(tmp_path):
+    con = run(tmp_path, "buggy")
+    assert con.execute("select python from run").fetchone()[0] == "on"
+    assert con.execute(STALE).fetchall() == [("wte.weight", "[50257,16]", 0, 50257 * 16 * 4)]
+    stack = con.execute("select py_stack from event where kind='module_replaced'").fetchone()[0]
+    assert "seed_embedding.py:33:main" in stack.splitlines()[0]
+
+
+def test_seed_fixed(tmp_path):
+    con = run(tmp_path, "fixed")
+    assert con.execute(STALE).fetchall() == []
