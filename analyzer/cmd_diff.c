@@ -7,6 +7,7 @@
 #include <string.h>
 
 static int load(const char *path, tpa_report_t *r) {
+    memset(r, 0, sizeof *r);
     char why[4200] = "";
     char **files; size_t n_files;
     char *p[1] = {(char *)path};

@@ -23,6 +23,7 @@ static void usage(FILE *out) {
 }
 
 static int load(int n, char **paths, tpa_report_t *r) {
+    memset(r, 0, sizeof *r);
     char why[4200] = "";
     char **files; size_t n_files;
     if (tpa_collect_paths(n, paths, &files, &n_files, why, sizeof why)) { fprintf(stderr, "tpaudit: %s\n", why); return -1; }

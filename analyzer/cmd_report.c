@@ -42,6 +42,7 @@ int tpa_cmd_report(int argc, char **argv) {
         return TPA_EXIT_USAGE;
     }
     tpa_report_t report;
+    memset(&report, 0, sizeof report);
     int rc = tpa_analyze(files, n_files, &report, why, sizeof why);
     for (size_t i = 0; i < n_files; i++) free(files[i]);
     free(files);

@@ -55,6 +55,10 @@ int tpa_cmd_run(int argc, char **argv) {
     char shim[PATH_MAX];
     if (find_shim(shim, sizeof shim)) { fputs("tpaudit: cannot find libtpaudit.so beside this tpaudit (../lib)\n", stderr); return TPA_EXIT_USAGE; }
     if (!out_dir) out_dir = getenv("TPAUDIT_OUT") ? getenv("TPAUDIT_OUT") : "./tpaudit-out";
+    char parents[PATH_MAX];
+    snprintf(parents, sizeof parents, "%s", out_dir);
+    for (char *p = parents + 1; *p; p++)
+        if (*p == '/') { *p = 0; mkdir(parents, 0777); *p = '/'; }
     if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "tpaudit: cannot create output directory %s: %s\n", out_dir, strerror(errno));
         return TPA_EXIT_USAGE;

@@ -22,6 +22,7 @@ if [ -d .carry/debs ] && ! pkg-config --exists libunwind sqlite3 libdw 2>/dev/nu
   export LD_LIBRARY_PATH="$sysroot/usr/lib/x86_64-linux-gnu:$sysroot/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
   export LIBRARY_PATH="$sysroot/usr/lib/x86_64-linux-gnu:$sysroot/lib/x86_64-linux-gnu:${LIBRARY_PATH:-}"
   export CPATH="$sysroot/usr/include:${CPATH:-}"
+  export PATH="$sysroot/usr/bin:$PATH"
 fi
 [ -f scripts/device_env.sh ] && source scripts/device_env.sh
 export TPAUDIT_GPU_BUILD="${TPAUDIT_GPU_BUILD:-$here/build-gpu}"

@@ -161,6 +161,7 @@ def test_bad_inputs(tmp_path, seed_runs):
     cases["not a tpaudit database"] = foreign
     (tmp_path / "empty").mkdir()
     cases["holds no tpaudit databases"] = tmp_path / "empty"
+    cases["no such file or directory"] = tmp_path / "missing.db"
     for message, path in cases.items():
         for verb in ("report", "gate"):
             out = tmp_path / f"{path.name}.{verb}.out"

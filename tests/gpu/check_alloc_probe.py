@@ -36,13 +36,13 @@ assert c.execute("select cupti from run").fetchone()[0] == "on"
 printed = [line.split() for line in r.stdout.splitlines() if line.startswith("ALLOC")]
 rows = c.execute("select address, bytes, memkind, correlation from alloc where op='alloc' and source='cupti'").fetchall()
 by_addr = {a & (2**64 - 1): (b, k, corr) for a, b, k, corr in rows}
-for kind, addr, size in printed:
+for _, kind, addr, size in printed:
     a = int(addr, 16)
     assert a in by_addr, (kind, addr, "missing")
     assert by_addr[a][0] == int(size), (kind, addr, by_addr[a])
     print(f"ok {kind:7s} {addr} {size} memkind={by_addr[a][1]}")
 frees = {a & (2**64 - 1) for (a,) in c.execute("select address from alloc where op='free'")}
-assert all(int(addr, 16) in frees for _, addr, _ in printed), "missing free rows"
+assert all(int(addr, 16) in frees for _, _, addr, _ in printed), "missing free rows"
 stacks = c.execute("select count(*) from api_call where stack_id is not null").fetchone()[0]
 print("api calls with stacks:", stacks, c.execute("select group_concat(distinct api) from api_call").fetchone()[0])
 assert stacks >= len(printed)
