@@ -231,8 +231,8 @@ static char *make_message(const tpa_finding_t *f) {
     tpa_format_bytes(f->retained_bytes, bytes, sizeof bytes);
     const char *name = f->name ? f->name : "(unnamed)";
     if (!strcmp(f->kind, "stale_param"))
-        snprintf(buf, sizeof buf, "%s %s %s holds %s %s, which is no longer a model parameter (%s retained%s%s%s)",
-                 f->holder_class ? f->holder_class : "optimizer", f->holder_path ? f->holder_path : "", "", name,
+        snprintf(buf, sizeof buf, "%s %s holds %s %s, which is no longer a model parameter (%s retained%s%s%s)",
+                 f->holder_class ? f->holder_class : "optimizer", f->holder_path ? f->holder_path : "", name,
                  f->shape, bytes, f->has_successor ? "; live successor " : "; no live successor",
                  f->has_successor ? f->succ_name : "", f->has_successor ? " is never trained" : "");
     else if (!strcmp(f->kind, "orphan_state"))
