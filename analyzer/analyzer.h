@@ -21,6 +21,9 @@ int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *
 /* Loads every database into one report (runs + findings). 0, or -1 with why. */
 int tpa_analyze(char **files, size_t n_files, tpa_report_t *report, char *why, size_t why_len);
 
+/* Native stack `stack_id` of `db` as frames (function, file:line or module+offset). */
+int tpa_symbolize_stack(sqlite3 *db, int64_t stack_id, tpa_frames_t *out);
+
 char *tpa_strdup(const char *s);
 int tpa_parse_size(const char *text, int64_t *bytes);
 

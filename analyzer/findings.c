@@ -149,7 +149,8 @@ static void attach_allocation(sqlite3 *db, int64_t audit_begin, int64_t ptr, tpa
     if (!ptr) return;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db,
-            "SELECT a.address, a.bytes FROM alloc a WHERE a.op='alloc' AND a.address<=?1 AND ?1<a.address+a.bytes "
+            "SELECT a.address, a.bytes, coalesce(a.stack_id, (SELECT c.stack_id FROM api_call c WHERE c.correlation=a.correlation)) "
+            "FROM alloc a WHERE a.op='alloc' AND a.address<=?1 AND ?1<a.address+a.bytes "
             "AND a.ts_ns<=?2 AND NOT EXISTS (SELECT 1 FROM alloc b WHERE b.op='free' AND b.address=a.address "
             "AND b.ts_ns>=a.ts_ns AND b.ts_ns<=?2) ORDER BY a.ts_ns DESC LIMIT 1", -1, &st, NULL) != SQLITE_OK)
         return;
@@ -159,6 +160,7 @@ static void attach_allocation(sqlite3 *db, int64_t audit_begin, int64_t ptr, tpa
         f->has_allocation = 1;
         f->alloc_address = (uint64_t)sqlite3_column_int64(st, 0);
         f->alloc_bytes = sqlite3_column_int64(st, 1);
+        if (sqlite3_column_type(st, 2) != SQLITE_NULL) tpa_symbolize_stack(db, sqlite3_column_int64(st, 2), &f->alloc_stack);
     }
     sqlite3_finalize(st);
 }

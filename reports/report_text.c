@@ -11,7 +11,8 @@ static void put_frames(FILE *out, const char *title, const tpa_frames_t *fr) {
     for (size_t i = 0; i < fr->n && i < 6; i++) {
         const tpa_frame_t *f = &fr->v[i];
         if (f->file) fprintf(out, "        %s:%ld in %s\n", f->file, f->line, f->function ? f->function : "?");
-        else fprintf(out, "        %s+0x%llx\n", f->module ? f->module : "?", (unsigned long long)f->address);
+        else fprintf(out, "        %s (%s+0x%llx)\n", f->function ? f->function : "??", f->module ? f->module : "?",
+                     (unsigned long long)f->address);
     }
 }
 

@@ -176,3 +176,21 @@ def test_bad_inputs(tmp_path, seed_runs):
     assert tpaudit("frobnicate").returncode == 2
     for verb in ("run", "report", "gate", "diff"):
         assert tpaudit(verb, "--help").returncode == 0
+
+
+def test_native_region_stack_is_symbolized(tmp_path):
+    host = BUILD / "bin" / "region_host"
+    r = tpaudit("run", "-o", tmp_path / "native", "--", host)
+    assert r.returncode == 0, r.stderr
+    doc = report_json(tmp_path / "native")
+    (stale,) = [f for f in doc["findings"] if f["kind"] == "stale_param"]
+    assert stale["retained_bytes"] == 100 * 16 * 4
+    assert stale["successor"]["shape"] == [104, 16]
+    alloc = stale["allocation"]
+    assert alloc["bytes"] == 2 * 100 * 16 * 4
+    functions = [fr.get("function") for fr in alloc["stack"]]
+    assert "carve_parameter_arena" in functions, alloc["stack"]
+    frame = alloc["stack"][functions.index("carve_parameter_arena")]
+    assert frame["file"].endswith("region_host.c") and frame["line"] > 0
+    text = tpaudit("report", tmp_path / "native").stdout
+    assert "allocated at" in text and "carve_parameter_arena" in text

@@ -1,0 +1,74 @@
+/* symbolize.c - offline symbolization of recorded native stacks: each
+ * return address is mapped to its module through the database's module
+ * table, then to function, file and line with elfutils' libdw where the
+ * module (and its debug info) is readable here, else module+offset. */
+#include "analyzer.h"
+
+#include <elfutils/libdwfl.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const Dwfl_Callbacks OFFLINE_CALLBACKS = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+};
+
+/* Resolves `offset` (address - module base) inside the file at `path`. */
+static void resolve_in_file(const char *path, uint64_t offset, tpa_frame_t *frame) {
+    Dwfl *dwfl = dwfl_begin(&OFFLINE_CALLBACKS);
+    if (!dwfl) return;
+    Dwfl_Module *mod = dwfl_report_offline(dwfl, path, path, -1);
+    dwfl_report_end(dwfl, NULL, NULL);
+    if (mod) {
+        Dwarf_Addr base = 0;
+        dwfl_module_info(mod, NULL, &base, NULL, NULL, NULL, NULL, NULL);
+        /* Return addresses point after the call: look up the byte before. */
+        Dwarf_Addr pc = base + offset - (offset ? 1 : 0);
+        const char *name = dwfl_module_addrname(mod, pc);
+        if (name) frame->function = tpa_strdup(name);
+        Dwfl_Line *line = dwfl_module_getsrc(mod, pc);
+        if (line) {
+            int lineno = 0;
+            const char *src = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
+            if (src) { frame->file = tpa_strdup(src); frame->line = lineno; }
+        }
+    }
+    dwfl_end(dwfl);
+}
+
+int tpa_symbolize_stack(sqlite3 *db, int64_t stack_id, tpa_frames_t *out) {
+    out->v = NULL;
+    out->n = 0;
+    sqlite3_stmt *st, *mod;
+    if (sqlite3_prepare_v2(db, "SELECT depth, ips FROM stack WHERE id=?1", -1, &st, NULL) != SQLITE_OK) return -1;
+    sqlite3_bind_int64(st, 1, stack_id);
+    if (sqlite3_step(st) != SQLITE_ROW) { sqlite3_finalize(st); return 0; }
+    int depth = sqlite3_column_int(st, 0);
+    const unsigned char *ips = sqlite3_column_blob(st, 1);
+    int bytes = sqlite3_column_bytes(st, 1);
+    if (depth > bytes / 8) depth = bytes / 8;
+    if (depth > 0) out->v = calloc((size_t)depth, sizeof *out->v);
+    if (sqlite3_prepare_v2(db, "SELECT path, base FROM module WHERE low<=?1 AND ?1<high ORDER BY id DESC LIMIT 1", -1, &mod, NULL) != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return -1;
+    }
+    for (int i = 0; out->v && i < depth; i++) {
+        uint64_t ip = 0;
+        for (int b = 7; b >= 0; b--) ip = (ip << 8) | ips[i * 8 + b];
+        tpa_frame_t *frame = &out->v[out->n++];
+        frame->address = ip;
+        sqlite3_reset(mod);
+        sqlite3_bind_int64(mod, 1, (int64_t)ip);
+        if (sqlite3_step(mod) == SQLITE_ROW) {
+            const char *path = (const char *)sqlite3_column_text(mod, 0);
+            uint64_t base = (uint64_t)sqlite3_column_int64(mod, 1);
+            frame->module = tpa_strdup(path);
+            frame->address = ip - base;
+            if (path && path[0] == '/') resolve_in_file(path, ip - base, frame);
+        }
+    }
+    sqlite3_finalize(mod);
+    sqlite3_finalize(st);
+    return 0;
+}
