@@ -46,4 +46,12 @@ assert all(int(addr, 16) in frees for _, _, addr, _ in printed), "missing free r
 stacks = c.execute("select count(*) from api_call where stack_id is not null").fetchone()[0]
 print("api calls with stacks:", stacks, c.execute("select group_concat(distinct api) from api_call").fetchone()[0])
 assert stacks >= len(printed)
+import json
+tpaudit_bin = sys.argv[4]
+doc = json.loads(subprocess.run([tpaudit_bin, "report", "--format", "json", out], capture_output=True, text=True, check=True).stdout)
+(stale,) = [f for f in doc["findings"] if f["kind"] == "stale_param"]
+alloc = stale["allocation"]
+print("stale tensor allocation:", alloc["address"], alloc["bytes"], [fr.get("function") for fr in alloc["stack"]][:8])
+assert alloc["bytes"] == 64 << 20
+assert any(fr.get("function") == "allocate_with_runtime" for fr in alloc["stack"]), alloc["stack"]
 print("PASS", mode, len(printed), "allocations")
