@@ -37,6 +37,29 @@ static void resolve_in_file(const char *path, uint64_t offset, tpa_frame_t *fram
     dwfl_end(dwfl);
 }
 
+/* Frames inside the tracing machinery (the shim, CUPTI, the driver's
+ * callback dispatch) say nothing about who allocated: drop the leading ones. */
+static int is_tool_frame(const tpa_frame_t *f) {
+    static const char *TOOL_MODULES[] = {"libtpaudit.so", "libcupti.so", "libcuda.so"};
+    if (!f->module) return 0;
+    for (size_t i = 0; i < sizeof TOOL_MODULES / sizeof *TOOL_MODULES; i++)
+        if (strstr(f->module, TOOL_MODULES[i])) return 1;
+    return 0;
+}
+
+static void drop_tool_frames(tpa_frames_t *fr) {
+    size_t skip = 0;
+    while (skip < fr->n && is_tool_frame(&fr->v[skip])) skip++;
+    if (skip == fr->n) return; /* keep something to show */
+    for (size_t i = 0; i < skip; i++) {
+        free(fr->v[i].file);
+        free(fr->v[i].function);
+        free(fr->v[i].module);
+    }
+    memmove(fr->v, fr->v + skip, (fr->n - skip) * sizeof *fr->v);
+    fr->n -= skip;
+}
+
 int tpa_symbolize_stack(sqlite3 *db, int64_t stack_id, tpa_frames_t *out) {
     out->v = NULL;
     out->n = 0;
@@ -70,5 +93,6 @@ int tpa_symbolize_stack(sqlite3 *db, int64_t stack_id, tpa_frames_t *out) {
     }
     sqlite3_finalize(mod);
     sqlite3_finalize(st);
+    drop_tool_frames(out);
     return 0;
 }

@@ -40,6 +40,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <dlfcn.h>
 
 #ifdef __cplusplus
@@ -163,7 +164,10 @@ typedef int (*tpaudit_v1_flush_fn)(void);
 /*
  * The lazy binding: each entry point is looked up once in the process's
  * global scope (dlopen(NULL) sees LD_PRELOADed and RTLD_GLOBAL libraries).
- * A lookup that finds nothing is remembered, so later calls cost a load.
+ * When the shim came in through CUDA_INJECTION64_PATH only, it is found
+ * through TPAUDIT_LIBRARY instead. A lookup that finds nothing is
+ * remembered, so later calls cost a load; a program whose first call comes
+ * before the shim loads (injection starts at cuInit) stays unbound.
  */
 #define TPAUDIT__UNRESOLVED ((void *)1)
 
@@ -173,6 +177,14 @@ static inline void *tpaudit__resolve(void *volatile *slot, const char *symbol) {
         void *self = dlopen(NULL, RTLD_LAZY | RTLD_NOLOAD);
         fn = self ? dlsym(self, symbol) : NULL;
         if (self) dlclose(self);
+        if (!fn) {
+            /* Loaded by libcuda through CUDA_INJECTION64_PATH (not in the global
+             * scope): the shim names itself in TPAUDIT_LIBRARY. */
+            const char *path = getenv("TPAUDIT_LIBRARY");
+            void *shim = path && *path ? dlopen(path, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+            fn = shim ? dlsym(shim, symbol) : NULL;
+            if (shim) dlclose(shim);
+        }
         __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
     }
     return fn;

@@ -8,7 +8,7 @@
 static void put_frames(FILE *out, const char *title, const tpa_frames_t *fr) {
     if (!fr->n) return;
     fprintf(out, "      %s:\n", title);
-    for (size_t i = 0; i < fr->n && i < 6; i++) {
+    for (size_t i = 0; i < fr->n && i < 10; i++) {
         const tpa_frame_t *f = &fr->v[i];
         if (f->file) fprintf(out, "        %s:%ld in %s\n", f->file, f->line, f->function ? f->function : "?");
         else fprintf(out, "        %s (%s+0x%llx)\n", f->function ? f->function : "??", f->module ? f->module : "?",
