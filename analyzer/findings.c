@@ -48,9 +48,12 @@ static char *describe_relation(const char *old_shape, const char *new_shape, con
     }
     for (int d = 0; d < na; d++) {
         if (a[d] != b[d]) {
-            used += snprintf(buf + used, sizeof buf - used, "%s%s dim %d %lld -> %lld", used ? ", " : "",
-                             b[d] > a[d] ? (d == 0 ? "vocab padded" : "padded") : "shrunk", d, (long long)a[d],
-                             (long long)b[d]);
+            if (b[d] > a[d] && d == 0)
+                used += snprintf(buf + used, sizeof buf - used, "%svocab padded %lld -> %lld", used ? ", " : "",
+                                 (long long)a[d], (long long)b[d]);
+            else
+                used += snprintf(buf + used, sizeof buf - used, "%s%s dim %d %lld -> %lld", used ? ", " : "",
+                                 b[d] > a[d] ? "padded" : "shrunk", d, (long long)a[d], (long long)b[d]);
             if (used >= sizeof buf) break;
         }
     }

@@ -194,3 +194,17 @@ def test_native_region_stack_is_symbolized(tmp_path):
     assert frame["file"].endswith("region_host.c") and frame["line"] > 0
     text = tpaudit("report", tmp_path / "native").stdout
     assert "allocated at" in text and "carve_parameter_arena" in text
+
+
+def test_golden_json(tmp_path):
+    """Two rank databases built from a fixed SQL script give byte-identical JSON."""
+    template = (SRC / "tests" / "analyzer" / "fixtures" / "seed.sql.in").read_text()
+    for rank in (0, 1):
+        with sqlite3.connect(tmp_path / f"tpaudit-node0-{4242 + rank}.db") as c:
+            c.executescript(template.replace("RANK_ID", str(rank)))
+    r = tpaudit("report", "--format", "json", tmp_path)
+    assert r.returncode == 0, r.stderr
+    golden = SRC / "tests" / "analyzer" / "golden" / "seed.json"
+    if os.environ.get("TPAUDIT_UPDATE_GOLDEN"):
+        golden.write_text(r.stdout)
+    assert r.stdout == golden.read_text()
