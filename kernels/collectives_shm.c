@@ -2,7 +2,7 @@
  * barrier is a generation counter; an all-reduce copies each rank's chunk
  * into its slot, and every rank sums the slots in rank order, so all ranks
  * get bit-identical results.  Waits poll an abort flag and a deadline. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
 #include "collectives.h"
 #include <sched.h>
 #include <stdatomic.h>

@@ -1,6 +1,7 @@
 /* gelu.c - GELU (tanh approximation), forward and backward. */
 #include "layers.h"
 #include <math.h>
+#include <stddef.h>
 #define GELU_K 0.7978845608f
 void gelu_forward(float *out, const float *inp, int n) {
     for (int i = 0; i < n; i++) {

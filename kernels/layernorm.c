@@ -1,6 +1,7 @@
 /* layernorm.c - layer normalization over the channel dim, forward/backward. */
 #include "layers.h"
 #include <math.h>
+#include <stddef.h>
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int BT, int C) {
     for (int i = 0; i < BT; i++) {
         const float *x = inp + (size_t)i * C;
