@@ -101,14 +101,18 @@ int tpa_cmd_gate(int argc, char **argv) {
     }
     r.has_gate = 1;
     int passed = 1;
-    /* Retained bytes per rank. */
+    /* Retained bytes per rank; a process without a rank is its own group. */
     for (size_t i = 0; i < r.n_runs; i++) {
-        int64_t rank = r.runs[i].has_rank ? r.runs[i].rank : -1, retained = 0;
+        int ranked = r.runs[i].has_rank;
+        int64_t rank = ranked ? r.runs[i].rank : -1, retained = 0;
         int seen = 0;
-        for (size_t k = 0; k < i; k++) if ((r.runs[k].has_rank ? r.runs[k].rank : -1) == rank) seen = 1;
+        for (size_t k = 0; k < i && ranked; k++) if (r.runs[k].has_rank && r.runs[k].rank == rank) seen = 1;
         if (seen) continue;
-        for (size_t j = 0; j < r.n_findings; j++)
-            if (r.findings[j].rank == rank && r.findings[j].is_error && r.findings[j].is_new) retained += r.findings[j].retained_bytes;
+        for (size_t j = 0; j < r.n_findings; j++) {
+            const tpa_finding_t *f = &r.findings[j];
+            int mine = ranked ? f->rank == rank : f->run_index == i;
+            if (mine && f->is_error && f->is_new) retained += f->retained_bytes;
+        }
         int ok = retained <= max_retained;
         passed &= ok;
         add_rule(&r, "max-retained", max_retained, retained, rank, ok);

@@ -1,6 +1,7 @@
 /* cmd_run.c - `tpaudit run [-o DIR] [--] CMD...`: runs CMD with the shim
  * preloaded and TPAUDIT_OUT set, forwards SIGINT/SIGTERM/SIGHUP to it and
- * returns its exit status (128+N when a signal ended it). */
+ * returns its exit status (128+N when a signal ended it), after waiting up
+ * to 20 s for descendants that outlived it (it is their subreaper). */
 #define _GNU_SOURCE
 #include "analyzer.h"
 
@@ -11,10 +12,32 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static volatile pid_t child_pid;
+
+enum { DESCENDANT_GRACE_S = 20 };
+
+/* Reaps descendants that outlived the main child, for at most grace_s
+ * seconds, so every process has closed its database when we return. */
+static void wait_for_descendants(int grace_s) {
+    struct timespec start, now, pause = {0, 10 * 1000 * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        pid_t done = waitpid(-1, NULL, WNOHANG);
+        if (done < 0 && errno == ECHILD) return;
+        if (done > 0) continue;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec >= grace_s) {
+            fprintf(stderr, "tpaudit: descendant processes still running after %d s; their databases may be incomplete\n", grace_s);
+            return;
+        }
+        nanosleep(&pause, NULL);
+    }
+}
 
 static void forward(int sig) {
     if (child_pid > 0) kill(child_pid, sig);
@@ -79,6 +102,9 @@ int tpa_cmd_run(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    /* Orphaned descendants (multiprocessing's resource tracker, daemonized
+     * workers) are re-parented to us, so we can wait for their databases. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     pid_t pid = fork();
     if (pid < 0) { perror("tpaudit: fork"); return TPA_EXIT_USAGE; }
     if (pid == 0) {
@@ -93,6 +119,7 @@ int tpa_cmd_run(int argc, char **argv) {
     int status;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) { perror("tpaudit: waitpid"); return TPA_EXIT_USAGE; }
+    wait_for_descendants(DESCENDANT_GRACE_S);
     fprintf(stderr, "tpaudit: databases in %s\n", abs_out);
     if (WIFEXITED(status)) return WEXITSTATUS(status);
     if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);

@@ -190,11 +190,13 @@ static const char *FINDING_SQL[] = {
     "WITH L AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='param')"
     " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
     " WHERE r.audit_id=?1 AND r.role='map_entry' AND r.tensor_key NOT IN L ORDER BY r.path, t.key",
-    /* untrained_param: live trainable param no optimizer holds */
+    /* untrained_param: live trainable param no optimizer holds, judged only
+     * in an audit that saw at least one optimizer */
     "WITH G AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='group_param'),"
     " M AS (SELECT tensor_key w, peer_key m FROM ref WHERE audit_id=?1 AND role='map_entry')"
     " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
     " WHERE r.audit_id=?1 AND r.role='param' AND t.requires_grad=1 AND r.tensor_key NOT IN G"
+    " AND EXISTS (SELECT 1 FROM ref o WHERE o.audit_id=?1 AND o.holder_kind='optimizer')"
     " AND NOT EXISTS (SELECT 1 FROM M WHERE M.w=r.tensor_key AND M.m IN G) GROUP BY t.key ORDER BY t.name, t.key",
 };
 static const char *FINDING_KIND[] = {"stale_param", "orphan_state", "state_shape_mismatch", "stale_map_entry", "untrained_param"};

@@ -127,7 +127,8 @@ static int load_one(const char *file, tpa_report_t *r, char *why, size_t why_len
 
     int64_t audit = -1, begin = 0;
     if (sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM audit WHERE end_ns IS NOT NULL), "
-                           "(SELECT max(a.id) FROM audit a WHERE a.end_ns IS NOT NULL AND EXISTS (SELECT 1 FROM ref r WHERE r.audit_id=a.id))", -1, &st, NULL) == SQLITE_OK &&
+                           "coalesce((SELECT max(a.id) FROM audit a WHERE a.end_ns IS NOT NULL AND EXISTS (SELECT 1 FROM ref r WHERE r.audit_id=a.id AND r.holder_kind='optimizer')),"
+                           " (SELECT max(a.id) FROM audit a WHERE a.end_ns IS NOT NULL AND EXISTS (SELECT 1 FROM ref r WHERE r.audit_id=a.id)))", -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW) {
         run->n_audits = sqlite3_column_int(st, 0);
         if (sqlite3_column_type(st, 1) != SQLITE_NULL) audit = sqlite3_column_int64(st, 1);
@@ -138,11 +139,25 @@ static int load_one(const char *file, tpa_report_t *r, char *why, size_t why_len
         if (sqlite3_step(st) == SQLITE_ROW) { run->headline_step = sqlite3_column_int64(st, 0); begin = sqlite3_column_int64(st, 1); }
         sqlite3_finalize(st);
     }
-    if (!run->complete || run->dropped_events > 0 || audit < 0) {
+    /* A process that never imported torch (python "idle: ...") or built no
+     * optimizer, or a native program without audits, has no ownership to
+     * check; one whose probe was switched off, or that built an optimizer and
+     * never reached an audit, does. */
+    int built_optimizer = 0;
+    if (sqlite3_prepare_v2(db, "SELECT EXISTS (SELECT 1 FROM event WHERE kind='optimizer_created')", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        built_optimizer = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    int unaudited = run->n_audits == 0 && run->python &&
+                    ((strcmp(run->python, "on") == 0 && built_optimizer) || strncmp(run->python, "off", 3) == 0);
+    if (!run->complete || run->dropped_events > 0 || unaudited) {
+        char why_off[200];
+        snprintf(why_off, sizeof why_off, "no audit recorded (python probe %s)", run->python ? run->python : "?");
         run->inconclusive = 1;
-        run->why_inconclusive = tpa_strdup(audit < 0 ? "the run never reached an audit point"
+        run->why_inconclusive = tpa_strdup(!run->complete ? "the run did not end cleanly (killed or still running)"
                                            : run->dropped_events > 0 ? "the run lost events"
-                                                                     : "the run did not end cleanly (killed or still running)");
+                                           : strcmp(run->python, "on") == 0 ? "the run never reached an audit point"
+                                                                            : why_off);
         r->inconclusive = 1;
     }
     load_series(db, run);
@@ -159,7 +174,10 @@ static int load_one(const char *file, tpa_report_t *r, char *why, size_t why_len
         size_t first = r->n_findings;
         rc = tpa_findings_for_db(db, audit, begin, run->has_rank ? run->rank : -1, run->headline_step, r);
         int64_t stale = 0;
-        for (size_t i = first; i < r->n_findings; i++) if (r->findings[i].is_error) stale += r->findings[i].retained_bytes;
+        for (size_t i = first; i < r->n_findings; i++) {
+            r->findings[i].run_index = r->n_runs - 1;
+            if (r->findings[i].is_error) stale += r->findings[i].retained_bytes;
+        }
         if (run->n_marks) run->marks[run->n_marks - 1].stale_bytes = stale;
         if (rc) snprintf(why, why_len, "%s: cannot query: %s", file, sqlite3_errmsg(db));
     }

@@ -63,6 +63,7 @@ def _start():
             import tpaudit
             tpaudit.enable(recorder)
         else:
+            recorder.set_run_info("python", "idle: torch not imported")
             sys.meta_path.insert(0, _TorchFinder(recorder))
     except Exception as exc:
         sys.stderr.write("tpaudit: python probe off: %r\n" % (exc,))

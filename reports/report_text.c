@@ -34,10 +34,14 @@ int tpa_render_text(const tpa_report_t *r, FILE *out) {
         int64_t rank = run->has_rank ? run->rank : -1;
         int64_t retained = 0;
         for (size_t j = 0; j < r->n_findings; j++)
-            if (r->findings[j].rank == rank && r->findings[j].is_error) retained += r->findings[j].retained_bytes;
+            if (r->findings[j].run_index == i && r->findings[j].is_error) retained += r->findings[j].retained_bytes;
         tpa_format_bytes(retained, bytes, sizeof bytes);
-        fprintf(out, "  rank %-3lld %s pid %lld: %s retained, audited step %lld, cupti %s, python %s%s%s\n", (long long)rank,
-                run->host ? run->host : "?", (long long)run->pid, bytes, (long long)run->headline_step,
+        char step[48];
+        if (!run->n_audits) snprintf(step, sizeof step, "never audited");
+        else if (run->headline_step < 0) snprintf(step, sizeof step, "audited at exit");
+        else snprintf(step, sizeof step, "audited step %lld", (long long)run->headline_step);
+        fprintf(out, "  rank %-3lld %s pid %lld: %s retained, %s, cupti %s, python %s%s%s\n", (long long)rank,
+                run->host ? run->host : "?", (long long)run->pid, bytes, step,
                 run->cupti ? run->cupti : "?", run->python ? run->python : "?", run->inconclusive ? "; INCONCLUSIVE: " : "",
                 run->inconclusive && run->why_inconclusive ? run->why_inconclusive : "");
     }

@@ -28,6 +28,7 @@ typedef struct tpa_finding {
     char *kind;           /* stale_param, orphan_state, ... */
     int is_error;         /* severity: 1 error, 0 warning */
     int64_t rank;         /* -1 when unknown */
+    size_t run_index;     /* index into tpa_report.runs of the run it came from */
     int64_t step;
     uint64_t key;         /* tensor identity (for dedup, not rendered) */
     char *holder_kind, *holder_class, *holder_path;

@@ -1,0 +1,177 @@
+"""Probe scenarios end to end: each runs unmodified under `tpaudit run`, the
+test reads the recorded rows and the analyzer's JSON report.  Every buggy
+order has a twin in the correct order that must report nothing stale.
+Distributed cases run 2 gloo ranks through torchrun on the CPU."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SCEN = HERE / "scenarios" / "ownership.py"
+LIB = os.environ["TPAUDIT_TEST_LIB"]
+TPAUDIT = str(Path(LIB).parents[1] / "bin" / "tpaudit")
+
+
+def audited(tmp_path, name, argv, env=None, check=True):
+    out = tmp_path / name
+    e = dict(os.environ, TPAUDIT_AUDIT="1,2", **(env or {}))
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", *argv], env=e, capture_output=True, text=True)
+    if check:
+        assert r.returncode == 0, r.stdout + r.stderr
+    return out, r
+
+
+def report(out):
+    r = subprocess.run([TPAUDIT, "report", "--format", "json", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def scenario(tmp_path, case, twin=False, ranks=0):
+    argv = [sys.executable]
+    if ranks:
+        argv += ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks)]
+    argv += [str(SCEN), case] + (["--twin"] if twin else [])
+    return report(audited(tmp_path, case + ("-twin" if twin else ""), argv)[0])
+
+
+def by_kind(doc, kind, rank=None):
+    return {f["tensor"]["name"]: f for f in doc["findings"]
+            if f["kind"] == kind and (rank is None or f["rank"] == rank)}
+
+
+def dbs(out):
+    return [sqlite3.connect(p) for p in sorted(out.glob("*.db"))]
+
+
+def test_hf_gpt2_resize_after_optimizer(tmp_path):
+    doc = scenario(tmp_path, "hf_resize")
+    stale = by_kind(doc, "stale_param")
+    f = stale["lm_head.weight"]
+    assert f["tensor"]["shape"] == [50257, 32] and f["retained_bytes"] == 50257 * 32 * 4
+    assert f["successor"]["shape"] == [50260, 32] and f["has_grad"] is False
+    assert any(fr["file"].endswith("ownership.py") and fr["function"] == "hf_resize" for fr in f["replaced_at"])
+    assert by_kind(doc, "untrained_param")["lm_head.weight"]["severity"] == "error"
+    assert scenario(tmp_path, "hf_resize", twin=True)["findings"] == []
+
+
+def test_meta_init_then_to_empty(tmp_path):
+    doc = scenario(tmp_path, "meta_to_empty")
+    stale = by_kind(doc, "stale_param")
+    assert set(stale) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+    assert all(f["retained_bytes"] == 0 and f["tensor"]["device"] == "meta" for f in stale.values())
+    assert scenario(tmp_path, "meta_to_empty", twin=True)["findings"] == []
+
+
+@pytest.mark.parametrize("case", ["tied", "frozen", "data_pad"])
+def test_clean_cases_record_nothing_stale(tmp_path, case):
+    doc = scenario(tmp_path, case)
+    assert doc["findings"] == [], doc["findings"]
+    assert all(r["audits"] >= 2 and not r["inconclusive"] for r in doc["runs"])
+
+
+def test_tensors_are_freed_with_probe_active(tmp_path):
+    out, r = audited(tmp_path, "gc", [sys.executable, str(SCEN), "gc_freed"])
+    assert "gc_freed: 0 of 18 objects alive" in r.stdout
+    (con,) = dbs(out)
+    assert con.execute("select count(*) from audit where end_ns is not null").fetchone()[0] >= 2
+
+
+def test_spawn_child_is_audited(tmp_path):
+    out, _ = audited(tmp_path, "spawn", [sys.executable, str(SCEN), "spawn_child"])
+    doc = report(out)
+    assert len(doc["runs"]) >= 2  # parent, spawned child (and the resource tracker)
+    assert set(by_kind(doc, "stale_param")) == {"2.weight", "2.bias"}
+    assert not any(r["inconclusive"] for r in doc["runs"])
+
+
+def test_python_dash_m_module(tmp_path):
+    out = tmp_path / "dashm"
+    e = dict(os.environ, TPAUDIT_AUDIT="1,2", PYTHONPATH=str(HERE / "scenarios"))
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, "-m", "seed_embedding"],
+                       env=e, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert set(by_kind(report(out), "stale_param")) == {"wte.weight"}
+
+
+def test_dtensor_parallelize_module_two_ranks(tmp_path):
+    doc = scenario(tmp_path, "dtensor_tp", ranks=2)
+    for rank in (0, 1):
+        stale = by_kind(doc, "stale_param", rank)
+        assert set(stale) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+        assert stale["0.weight"]["tensor"]["shape"] == [32, 16]
+        assert stale["0.weight"]["retained_bytes"] == 32 * 16 * 4
+        assert stale["0.weight"]["successor"]["local_shape"] == [16, 16]  # Colwise: dim 0 split
+        assert stale["2.weight"]["successor"]["local_shape"] == [16, 16]  # Rowwise: dim 1 split
+        assert stale["2.bias"]["retained_bytes"] == 0  # replicated bias shares the old storage
+        assert set(by_kind(doc, "untrained_param", rank)) == set(stale)
+    assert sorted(r["rank"] for r in doc["runs"] if r["rank"] is not None) == [0, 1]
+    assert {r["world_size"] for r in doc["runs"] if r["rank"] is not None} == {2}
+    assert scenario(tmp_path, "dtensor_tp", twin=True, ranks=2)["findings"] == []
+
+
+def test_fsdp2_fully_shard_two_ranks(tmp_path):
+    doc = scenario(tmp_path, "fsdp2", ranks=2)
+    for rank in (0, 1):
+        stale = by_kind(doc, "stale_param", rank)
+        assert set(stale) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+        assert stale["0.weight"]["successor"]["local_shape"] == [16, 16]
+        assert stale["0.weight"]["successor"]["shape"] == [32, 16]
+        assert sum(f["retained_bytes"] for f in stale.values()) == (32 * 16 + 32 + 16 * 32 + 16) * 4
+    assert scenario(tmp_path, "fsdp2", twin=True, ranks=2)["findings"] == []
+
+
+def test_adagrad_orphan_state_after_fully_shard(tmp_path):
+    doc = scenario(tmp_path, "adagrad_fsdp", ranks=2)
+    for rank in (0, 1):
+        orphans = by_kind(doc, "orphan_state", rank)
+        assert {"0.weight.sum", "0.bias.sum", "2.weight.sum", "2.bias.sum"} <= set(orphans)
+        assert orphans["0.weight.sum"]["retained_bytes"] == 32 * 16 * 4
+        assert not by_kind(doc, "stale_param", rank)
+    assert scenario(tmp_path, "adagrad_fsdp", twin=True, ranks=2)["findings"] == []
+
+
+@pytest.mark.parametrize("case", ["ddp_before", "ddp_after"])
+def test_ddp_either_order_is_clean(tmp_path, case):
+    doc = scenario(tmp_path, case, ranks=2)
+    assert doc["findings"] == []
+    assert sum(1 for r in doc["runs"] if r["rank"] is not None and r["audits"] >= 2) == 2
+
+
+def test_user_sitecustomize_still_runs(tmp_path):
+    site = tmp_path / "usersite"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\n")
+    code = "import os, torch; print(os.environ.get('USER_SITE_RAN'))"
+    out, r = audited(tmp_path, "site", [sys.executable, "-c", code], env={"PYTHONPATH": str(site)})
+    assert r.stdout.strip() == "yes"
+    (con,) = dbs(out)
+    assert con.execute("select python from run").fetchone()[0] == "on"
+
+
+def test_program_without_torch_is_unaffected(tmp_path):
+    code = "import sys; print('hello'); print('torch' in sys.modules)"
+    out, r = audited(tmp_path, "plain", [sys.executable, "-c", code])
+    assert r.stdout == "hello\nFalse\n"
+    assert "tpaudit:" not in r.stderr.replace("tpaudit: databases in", "")
+    (con,) = dbs(out)
+    assert con.execute("select python, complete from run").fetchone() == ("idle: torch not imported", 1)
+    assert subprocess.run([TPAUDIT, "gate", str(out)], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("how,flag,env,value", [
+    ("isolated", ["-I"], {}, "off: -I/-E"),
+    ("env-off", [], {"TPAUDIT_PYTHON": "off"}, "off: TPAUDIT_PYTHON=off"),
+])
+def test_probe_off_says_so_once_and_run_goes_on(tmp_path, how, flag, env, value):
+    out, r = audited(tmp_path, how, [sys.executable, *flag, "-c", "print(6 * 7)"], env=env)
+    assert r.stdout == "42\n"
+    lines = [l for l in r.stderr.splitlines() if l.startswith("tpaudit:") and "databases in" not in l]
+    assert len(lines) == 1 and "ownership probe off" in lines[0], r.stderr
+    (con,) = dbs(out)
+    assert con.execute("select python from run").fetchone()[0] == value
