@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -161,6 +162,11 @@ static int load_one(const char *file, tpa_report_t *r, char *why, size_t why_len
         r->inconclusive = 1;
     }
     load_series(db, run);
+    if (tpa_memory_by_library(db, audit > 0 ? begin : INT64_MAX, run)) {
+        snprintf(why, why_len, "%s: cannot query allocations: %s", file, sqlite3_errmsg(db));
+        sqlite3_close(db);
+        return -1;
+    }
     if (sqlite3_prepare_v2(db, "SELECT begin_ns, step FROM audit WHERE end_ns IS NOT NULL ORDER BY id", -1, &st, NULL) == SQLITE_OK) {
         run->marks = calloc((size_t)run->n_audits + 1, sizeof *run->marks);
         while (run->marks && sqlite3_step(st) == SQLITE_ROW && run->n_marks < (size_t)run->n_audits) {

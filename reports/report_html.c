@@ -35,6 +35,16 @@ static void put_plot(FILE *out, const tpa_run_t *run) {
     tpa_format_bytes(peak, peak_s, sizeof peak_s);
     fprintf(out, "<text x=\"2\" y=\"14\" font-size=\"11\">%s</text><text x=\"2\" y=\"%.0f\" font-size=\"11\">0</text>\n", peak_s, h + 5);
     fputs("</svg>\n", out);
+    if (!run->n_by_library) return;
+    fputs("<table class=\"libs\"><tr><th>library that allocated</th><th>live device memory at the audit</th><th>allocations</th></tr>\n", out);
+    for (size_t i = 0; i < run->n_by_library; i++) {
+        char b[32];
+        tpa_format_bytes(run->by_library[i].bytes, b, sizeof b);
+        fputs("<tr><td>", out);
+        tpa_put_xml_escaped(out, run->by_library[i].library);
+        fprintf(out, "</td><td>%s</td><td>%lld</td></tr>\n", b, (long long)run->by_library[i].allocations);
+    }
+    fputs("</table>\n", out);
 }
 
 static void put_frames(FILE *out, const tpa_frames_t *fr) {

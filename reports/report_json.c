@@ -102,7 +102,14 @@ static void put_run(FILE *out, const tpa_run_t *run)
     tpa_put_json_string(out, run->python);
     fprintf(out, ",\"audits\":%d,\"inconclusive\":%s", run->n_audits,
             run->inconclusive ? "true" : "false");
-    fputc('}', out);
+    fputs(",\"memory_by_library\":[", out);
+    for (size_t i = 0; i < run->n_by_library; i++) {
+        fputs(i ? ",{\"library\":" : "{\"library\":", out);
+        tpa_put_json_string(out, run->by_library[i].library);
+        fprintf(out, ",\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 "}", run->by_library[i].bytes,
+                run->by_library[i].allocations);
+    }
+    fputs("]}", out);
 }
 
 static void put_finding(FILE *out, const tpa_finding_t *f)

@@ -44,6 +44,12 @@ int tpa_render_text(const tpa_report_t *r, FILE *out) {
                 run->host ? run->host : "?", (long long)run->pid, bytes, step,
                 run->cupti ? run->cupti : "?", run->python ? run->python : "?", run->inconclusive ? "; INCONCLUSIVE: " : "",
                 run->inconclusive && run->why_inconclusive ? run->why_inconclusive : "");
+        for (size_t k = 0; k < run->n_by_library && k < 6; k++) {
+            tpa_format_bytes(run->by_library[k].bytes, bytes, sizeof bytes);
+            fprintf(out, "%s%s %s in %lld", k ? ", " : "      device memory by library: ", run->by_library[k].library,
+                    bytes, (long long)run->by_library[k].allocations);
+        }
+        if (run->n_by_library) fputs(run->n_by_library > 6 ? ", ...\n" : "\n", out);
     }
     if (!r->n_findings) return ferror(out) ? -1 : 0;
     fputs("\nfindings:\n", out);

@@ -116,6 +116,9 @@ void tpa_report_free(tpa_report_t *r)
         free(run->why_inconclusive);
         free(run->points);
         free(run->marks);
+        for (size_t j = 0; j < run->n_by_library; j++)
+            free(run->by_library[j].library);
+        free(run->by_library);
     }
     free(r->runs);
     for (size_t i = 0; i < r->n_findings; i++)

@@ -59,6 +59,15 @@ typedef struct tpa_audit_mark {
     int64_t stale_bytes;
 } tpa_audit_mark_t;
 
+/* Device memory live at the judged audit, grouped by the library that
+ * called the allocator (first stack frame outside the CUDA runtime, driver,
+ * CUPTI and the shim). */
+typedef struct tpa_lib_memory {
+    char *library; /* base name, "(no stack)" when none was captured */
+    int64_t bytes;
+    int64_t allocations;
+} tpa_lib_memory_t;
+
 typedef struct tpa_run {
     char *file; /* base name of the database */
     char *host;
@@ -79,6 +88,8 @@ typedef struct tpa_run {
     size_t n_points;
     tpa_audit_mark_t *marks;
     size_t n_marks;
+    tpa_lib_memory_t *by_library; /* sorted by bytes, largest first */
+    size_t n_by_library;
 } tpa_run_t;
 
 typedef struct tpa_gate_rule {

@@ -17,32 +17,55 @@ def _dtensor_type():
     return getattr(mod, "DTensor", None) if mod else None
 
 
+class _Describer:
+    """Per-audit cache of what is the same for many tensors: the torch types
+    and the dtype and device strings."""
+
+    def __init__(self):
+        import torch
+        self.parameter = torch.nn.Parameter
+        self.dtensor = _dtensor_type()
+        self.dtypes = {}
+        self.devices = {}
+
+    def facts(self, t, name):
+        """Facts of one tensor, in recorder.tensor()'s argument order."""
+        kind = type(t)
+        is_dt = self.dtensor is not None and (kind is self.dtensor or isinstance(t, self.dtensor))
+        local = t.to_local() if is_dt else t
+        device = local.device
+        storage_ptr = storage_bytes = 0
+        if device.type != "meta":
+            try:
+                storage = local.untyped_storage()
+                storage_ptr, storage_bytes = storage.data_ptr(), storage.nbytes()
+            except RuntimeError:
+                pass
+        if is_dt:
+            type_name = "DTensor"
+        elif kind is self.parameter or isinstance(t, self.parameter):
+            type_name = "Parameter"
+        else:
+            type_name = "Tensor"
+        dtype = t.dtype
+        dtype_text = self.dtypes.get(dtype)
+        if dtype_text is None:
+            dtype_text = self.dtypes[dtype] = str(dtype).replace("torch.", "")
+        where = t.device if is_dt else device
+        device_text = self.devices.get(where)
+        if device_text is None:
+            device_text = self.devices[where] = str(where)
+        shape = list(t.shape)
+        return (id(t), name, shape, list(local.shape) if is_dt else shape, dtype_text, device_text,
+                storage_ptr, storage_bytes, local.numel() * local.element_size(),
+                t.requires_grad, t.grad is not None, type_name)
+
+
 def tensor_facts(t, name):
     """Facts of one tensor as keyword arguments of recorder.tensor()."""
-    import torch
-    dt = _dtensor_type()
-    is_dt = dt is not None and isinstance(t, dt)
-    local = t.to_local() if is_dt else t
-    meta = local.device.type == "meta"
-    storage_ptr = storage_bytes = 0
-    if not meta:
-        try:
-            storage = local.untyped_storage()
-            storage_ptr, storage_bytes = storage.data_ptr(), storage.nbytes()
-        except RuntimeError:
-            pass
-    if is_dt:
-        type_name = "DTensor"
-    elif isinstance(t, torch.nn.Parameter):
-        type_name = "Parameter"
-    else:
-        type_name = "Tensor"
-    return dict(key=id(t), name=name, shape=list(t.shape), local_shape=list(local.shape),
-                dtype=str(t.dtype).replace("torch.", ""), device=str(t.device),
-                storage_ptr=storage_ptr, storage_bytes=storage_bytes,
-                nbytes=local.numel() * local.element_size(),
-                requires_grad=t.requires_grad, has_grad=t.grad is not None,
-                type_name=type_name)
+    fields = ("key", "name", "shape", "local_shape", "dtype", "device", "storage_ptr",
+              "storage_bytes", "nbytes", "requires_grad", "has_grad", "type_name")
+    return dict(zip(fields, _Describer().facts(t, name)))
 
 
 def find_models(extra_modules=()):
@@ -92,41 +115,52 @@ class _Audit:
     def __init__(self, rec):
         self.rec = rec
         self.seen = {}
+        self.paths = {}  # id(param) -> its path in a live model, this audit
+        self.describe = _Describer()
 
     def tensor(self, t, name=None):
         if id(t) in self.seen:
             return
         if name is None:
-            name = _track.param_name(t)
+            name = self.name_of(t)
         self.seen[id(t)] = t
-        self.rec.tensor(**tensor_facts(t, name))
+        self.rec.tensor(*self.describe.facts(t, name))
+
+    def name_of(self, t):
+        path = self.paths.get(id(t))
+        return path if path is not None else _track.param_name(t)
 
     def model(self, root):
         cls, hid = type(root).__name__, id(root)
+        ref, paths = self.rec.ref, self.paths
         for path, p in root.named_parameters(remove_duplicate=False):
             _track.remember_name(p, path)
+            paths.setdefault(id(p), path)
             self.tensor(p, path)
-            self.rec.ref(N.HOLDER_MODULE, cls, hid, path, N.ROLE_PARAM, id(p))
+            ref(N.HOLDER_MODULE, cls, hid, path, N.ROLE_PARAM, id(p))
 
     def optimizer(self, opt):
+        import torch
+        Tensor = torch.Tensor
         cls, hid = type(opt).__name__, id(opt)
+        ref = self.rec.ref
         for i, group in enumerate(opt.param_groups):
             for j, p in enumerate(group["params"]):
                 self.tensor(p)
-                self.rec.ref(N.HOLDER_OPTIMIZER, cls, hid, "param_groups[%d].params[%d]" % (i, j),
-                             N.ROLE_GROUP_PARAM, id(p))
-        import torch
+                ref(N.HOLDER_OPTIMIZER, cls, hid, "param_groups[%d].params[%d]" % (i, j),
+                    N.ROLE_GROUP_PARAM, id(p))
         for p, state in list(opt.state.items()):
             if not isinstance(state, dict):
                 continue
-            if isinstance(p, torch.Tensor):
+            is_tensor = isinstance(p, Tensor)
+            if is_tensor:
                 self.tensor(p)
-            label = _track.param_name(p) if isinstance(p, torch.Tensor) else str(p)
+            label = self.name_of(p) if is_tensor else str(p)
             for field, value in state.items():
-                if isinstance(value, torch.Tensor):
+                if isinstance(value, Tensor):
                     self.tensor(value, "%s.%s" % (label, field) if label else None)
-                    self.rec.ref(N.HOLDER_OPTIMIZER, cls, hid, "state[%s].%s" % (label, field),
-                                 N.ROLE_STATE, id(value), id(p) if isinstance(p, torch.Tensor) else 0)
+                    ref(N.HOLDER_OPTIMIZER, cls, hid, "state[%s].%s" % (label, field),
+                        N.ROLE_STATE, id(value), id(p) if is_tensor else 0)
 
     def wrapper_maps(self, wrapper, group_ids):
         """Tensor-keyed dicts on a wrapper: tensor_key = working, peer_key = master."""

@@ -70,6 +70,19 @@ class NativeRecorder:
         lib.tpaudit_v1_record_event.argtypes = [ctypes.POINTER(EventStruct)]
         lib.tpaudit_v1_set_rank.argtypes = [ctypes.c_int, ctypes.c_int]
         lib.tpaudit_v1_set_run_info.argtypes = [_str, _str]
+        self._record_tensor = lib.tpaudit_v1_record_tensor
+        self._record_ref = lib.tpaudit_v1_record_ref
+        self._tensor = TensorStruct()
+        self._tensor.struct_size = ctypes.sizeof(TensorStruct)
+        self._tensor_ref = ctypes.byref(self._tensor)
+        self._ref = RefStruct()
+        self._ref.struct_size = ctypes.sizeof(RefStruct)
+        self._ref_ref = ctypes.byref(self._ref)
+        self._shape_buf = (ctypes.c_int64 * 8)()
+        self._local_buf = (ctypes.c_int64 * 8)()
+        self._tensor.shape, self._tensor.local_shape = self._shape_buf, self._local_buf
+        self._shapes_moved = False
+        self._encoded = {}
 
     def begin(self, label, step):
         return self.lib.tpaudit_v1_audit_begin(_b(label), int(step))
@@ -79,20 +92,36 @@ class NativeRecorder:
 
     def tensor(self, key, name, shape, local_shape, dtype, device, storage_ptr,
                storage_bytes, nbytes, requires_grad, has_grad, type_name):
-        s = TensorStruct()
-        s.struct_size = ctypes.sizeof(TensorStruct)
+        # One reused struct and shape buffers: the C side copies them during the call.
+        s, words = self._tensor, self._words
         s.key, s.name = key, _b(name)
-        s.ndim, s.shape = len(shape), _dims(shape)
-        s.local_ndim, s.local_shape = len(local_shape), _dims(local_shape)
-        s.dtype, s.device, s.type = _b(dtype), _b(device), _b(type_name)
+        s.ndim, s.local_ndim = len(shape), len(local_shape)
+        if len(shape) <= 8 and len(local_shape) <= 8:
+            self._shape_buf[:len(shape)] = shape
+            self._local_buf[:len(local_shape)] = local_shape
+            if self._shapes_moved:
+                s.shape, s.local_shape, self._shapes_moved = self._shape_buf, self._local_buf, False
+        else:
+            s.shape, s.local_shape, self._shapes_moved = _dims(shape), _dims(local_shape), True
+        s.dtype, s.device, s.type = words(dtype), words(device), words(type_name)
         s.storage_ptr, s.storage_bytes, s.nbytes = storage_ptr, storage_bytes, nbytes
-        s.requires_grad, s.has_grad = int(requires_grad), int(has_grad)
-        return self.lib.tpaudit_v1_record_tensor(ctypes.byref(s))
+        s.requires_grad, s.has_grad = requires_grad, has_grad
+        return self._record_tensor(self._tensor_ref)
 
     def ref(self, holder_kind, holder_class, holder_id, path, role, tensor_key, peer_key=0):
-        s = RefStruct(ctypes.sizeof(RefStruct), holder_kind, _b(holder_class), holder_id,
-                      _b(path), role, tensor_key, peer_key)
-        return self.lib.tpaudit_v1_record_ref(ctypes.byref(s))
+        s = self._ref
+        s.holder_kind, s.holder_class, s.holder_id = holder_kind, self._words(holder_class), holder_id
+        s.path, s.role, s.tensor_key, s.peer_key = _b(path), role, tensor_key, peer_key
+        return self._record_ref(self._ref_ref)
+
+    def _words(self, text):
+        """Encoded form of a string that repeats (dtype, device, class names)."""
+        cached = self._encoded.get(text)
+        if cached is None:
+            if len(self._encoded) > 4096:
+                self._encoded.clear()
+            cached = self._encoded[text] = _b(text)
+        return cached
 
     def event(self, kind, name=None, holder_class=None, holder_id=0, old_key=0,
               new_key=0, detail=None, py_stack=None):
