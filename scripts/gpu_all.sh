@@ -32,7 +32,8 @@ cmake -S . -B "$TPAUDIT_GPU_BUILD" -DTPAUDIT_PYTHON_EXE="$(command -v python3)" 
 build_rc=$?
 tail -n 20 "$OUT/build.log"
 summary=("build: exit $build_rc")
-for part in gpu_ctest gpu_bench gpu_cupti gpu_tprt; do
+# TPAUDIT_GPU_PARTS picks a subset (default: all).
+for part in ${TPAUDIT_GPU_PARTS:-gpu_ctest gpu_bench gpu_cupti gpu_tprt}; do
   script="scripts/$part.sh"
   [ -f "$script" ] || { summary+=("$part: not present"); continue; }
   start=$(date +%s)

@@ -28,6 +28,8 @@ for db in glob.glob(sys.argv[1] + "/*.db"):
 PY
   unset PYTORCH_CUDA_ALLOC_CONF
 done
+echo "== torch: NCCL and cuBLAS memory by library"
+python3 tests/gpu/torch_libraries.py "$tpaudit" 2>&1 | tail -n 40
 cat > /tmp/prof.py <<'PY'
 import torch
 from torch.profiler import profile, ProfilerActivity
