@@ -24,8 +24,9 @@ int tpa_analyze(char **files, size_t n_files, tpa_report_t *report, char *why, s
 /* Native stack `stack_id` of `db` as frames (function, file:line or module+offset). */
 int tpa_symbolize_stack(sqlite3 *db, int64_t stack_id, tpa_frames_t *out);
 
-/* Fills run->by_library with device memory live at at_ns (by_library.c). */
-int tpa_memory_by_library(sqlite3 *db, int64_t at_ns, tpa_run_t *run);
+/* One pass over the alloc table: run->points (memory over time, about 512
+ * points) and run->by_library (device memory live at at_ns). alloc_scan.c */
+int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run);
 
 char *tpa_strdup(const char *s);
 int tpa_parse_size(const char *text, int64_t *bytes);

@@ -17,7 +17,7 @@ int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len) {
         return -1;
     }
     sqlite3 *db = NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         snprintf(why, why_len, "cannot open %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
         sqlite3_close(db);
         return -1;

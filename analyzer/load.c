@@ -51,49 +51,6 @@ int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *
 static char *text_col(sqlite3_stmt *st, int i) { return tpa_strdup((const char *)sqlite3_column_text(st, i)); }
 
 /* Live bytes over time from alloc rows, downsampled to at most ~512 points. */
-static void load_series(sqlite3 *db, tpa_run_t *run) {
-    sqlite3_stmt *st;
-    int64_t n = 0;
-    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM alloc", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        n = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    if (!n) return;
-    int64_t every = n / 512 + 1;
-    if (sqlite3_prepare_v2(db, "SELECT ts_ns, op, address, bytes FROM alloc ORDER BY ts_ns, id", -1, &st, NULL) != SQLITE_OK) return;
-    /* Frees carry no size in CUPTI records of some kinds: remember sizes by address. */
-    size_t cap = 1024, used = 0;
-    int64_t *addr = malloc(cap * sizeof *addr), *size = malloc(cap * sizeof *size);
-    int64_t live = 0, i = 0;
-    run->points = malloc(((size_t)(n / every) + 2) * sizeof *run->points);
-    while (addr && size && run->points && sqlite3_step(st) == SQLITE_ROW) {
-        const char *op = (const char *)sqlite3_column_text(st, 1);
-        int64_t a = sqlite3_column_int64(st, 2), b = sqlite3_column_int64(st, 3);
-        if (op && !strcmp(op, "alloc")) {
-            live += b;
-            if (used == cap) {
-                cap *= 2;
-                int64_t *na = realloc(addr, cap * sizeof *na);
-                if (na) addr = na;
-                int64_t *ns = realloc(size, cap * sizeof *ns);
-                if (ns) size = ns;
-                if (!na || !ns) break;
-            }
-            addr[used] = a;
-            size[used++] = b;
-        } else {
-            for (size_t k = used; k-- > 0;)
-                if (addr[k] == a) { live -= size[k]; addr[k] = addr[--used]; size[k] = size[used]; break; }
-        }
-        if (i++ % every == 0 || i == n) {
-            run->points[run->n_points].ts_ns = sqlite3_column_int64(st, 0);
-            run->points[run->n_points++].bytes = live;
-        }
-    }
-    sqlite3_finalize(st);
-    free(addr);
-    free(size);
-}
-
 static int load_one(const char *file, tpa_report_t *r, char *why, size_t why_len) {
     sqlite3 *db;
     if (tpa_db_open(file, &db, why, why_len)) return -1;
@@ -161,8 +118,7 @@ static int load_one(const char *file, tpa_report_t *r, char *why, size_t why_len
                                                                             : why_off);
         r->inconclusive = 1;
     }
-    load_series(db, run);
-    if (tpa_memory_by_library(db, audit > 0 ? begin : INT64_MAX, run)) {
+    if (tpa_scan_allocations(db, audit > 0 ? begin : INT64_MAX, run)) {
         snprintf(why, why_len, "%s: cannot query allocations: %s", file, sqlite3_errmsg(db));
         sqlite3_close(db);
         return -1;

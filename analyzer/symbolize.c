@@ -1,9 +1,12 @@
 /* symbolize.c - offline symbolization of recorded native stacks: each
  * return address is mapped to its module through the database's module
  * table, then to function, file and line with elfutils' libdw where the
- * module (and its debug info) is readable here, else module+offset. */
+ * module (and its debug info) is readable here, else module+offset.  C++
+ * names are demangled through libstdc++'s __cxa_demangle when that library
+ * can be loaded (it is looked up at run time, so the analyzer stays C). */
 #include "analyzer.h"
 
+#include <dlfcn.h>
 #include <elfutils/libdwfl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,29 @@ static const Dwfl_Callbacks OFFLINE_CALLBACKS = {
     .find_debuginfo = dwfl_standard_find_debuginfo,
     .section_address = dwfl_offline_section_address,
 };
+
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+static demangle_fn find_demangler(void) {
+    static int looked;
+    static demangle_fn fn;
+    if (!looked) {
+        looked = 1;
+        void *lib = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        if (lib) *(void **)&fn = dlsym(lib, "__cxa_demangle");
+    }
+    return fn;
+}
+
+/* The readable form of a symbol: demangled C++ when possible, else as is. */
+static char *readable_name(const char *name) {
+    demangle_fn demangle = name[0] == '_' && name[1] == 'Z' ? find_demangler() : NULL;
+    int status = -1;
+    char *plain = demangle ? demangle(name, NULL, NULL, &status) : NULL;
+    if (plain && status == 0) return plain;
+    free(plain);
+    return tpa_strdup(name);
+}
 
 /* Resolves `offset` (address - module base) inside the file at `path`. */
 static void resolve_in_file(const char *path, uint64_t offset, tpa_frame_t *frame) {
@@ -26,7 +52,7 @@ static void resolve_in_file(const char *path, uint64_t offset, tpa_frame_t *fram
         /* Return addresses point after the call: look up the byte before. */
         Dwarf_Addr pc = base + offset - (offset ? 1 : 0);
         const char *name = dwfl_module_addrname(mod, pc);
-        if (name) frame->function = tpa_strdup(name);
+        if (name) frame->function = readable_name(name);
         Dwfl_Line *line = dwfl_module_getsrc(mod, pc);
         if (line) {
             int lineno = 0;
@@ -47,9 +73,15 @@ static int is_tool_frame(const tpa_frame_t *f) {
     return 0;
 }
 
+/* The CUDA runtime's own unnamed internals below its entry point (cudaMalloc). */
+static int is_runtime_internal(const tpa_frame_t *f) {
+    return f->module && strstr(f->module, "libcudart") && !f->function;
+}
+
 static void drop_tool_frames(tpa_frames_t *fr) {
     size_t skip = 0;
     while (skip < fr->n && is_tool_frame(&fr->v[skip])) skip++;
+    while (skip < fr->n && is_runtime_internal(&fr->v[skip])) skip++;
     if (skip == fr->n) return; /* keep something to show */
     for (size_t i = 0; i < skip; i++) {
         free(fr->v[i].file);

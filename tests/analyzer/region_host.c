@@ -2,7 +2,9 @@
  * it carves a parameter arena (recorded as a region with its native stack),
  * builds an optimizer over a tensor in it, replaces that tensor, and audits.
  * The analyzer must report the stale tensor inside the arena, with the
- * arena's allocation stack symbolized to carve_parameter_arena. */
+ * arena's allocation stack symbolized to carve_parameter_arena.  That
+ * function carries a C++ mangled symbol name, native::carve_parameter_arena
+ * (unsigned long), so the report must also show it demangled. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 
 static float *arena;
 
+static void carve_parameter_arena(size_t bytes) __asm__("_ZN6native21carve_parameter_arenaEm");
 __attribute__((noinline)) static void carve_parameter_arena(size_t bytes) {
     arena = calloc(1, bytes);
     tpaudit_region_t region = TPAUDIT_INIT_REGION;

@@ -189,11 +189,12 @@ def test_native_region_stack_is_symbolized(tmp_path):
     alloc = stale["allocation"]
     assert alloc["bytes"] == 2 * 100 * 16 * 4
     functions = [fr.get("function") for fr in alloc["stack"]]
-    assert "carve_parameter_arena" in functions, alloc["stack"]
-    frame = alloc["stack"][functions.index("carve_parameter_arena")]
+    demangled = "native::carve_parameter_arena(unsigned long)"
+    assert demangled in functions, alloc["stack"]
+    frame = alloc["stack"][functions.index(demangled)]
     assert frame["file"].endswith("region_host.c") and frame["line"] > 0
     text = tpaudit("report", tmp_path / "native").stdout
-    assert "allocated at" in text and "carve_parameter_arena" in text
+    assert "allocated at" in text and demangled in text
 
 
 def test_golden_json(tmp_path):
