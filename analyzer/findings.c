@@ -120,24 +120,32 @@ static int counted_add(struct counted *c, int64_t ptr) {
     return 1;
 }
 
-static void attach_events(sqlite3 *db, tpa_finding_t *f) {
+/* Stack of the latest event of `kind` about `key` (or, for a master, about
+ * the working tensor a map entry pairs it with): the Python stack when the
+ * event has one, else its native stack, symbolized. */
+static void event_stack(sqlite3 *db, int64_t audit, const char *kind, const char *key_col, uint64_t key,
+                        tpa_frames_t *out) {
+    char q[512];
+    snprintf(q, sizeof q,
+             "SELECT py_stack, stack_id FROM event WHERE kind=?1 AND (py_stack IS NOT NULL OR stack_id IS NOT NULL)"
+             " AND (%s=?2 OR %s IN (SELECT tensor_key FROM ref WHERE audit_id=?3 AND role='map_entry' AND peer_key=?2))"
+             " ORDER BY (%s=?2) DESC, id DESC LIMIT 1", key_col, key_col, key_col);
     sqlite3_stmt *st;
-    const char *sql = "SELECT py_stack FROM event WHERE kind=?1 AND %s=?2 AND py_stack IS NOT NULL ORDER BY id DESC LIMIT 1";
-    char q[256];
-    snprintf(q, sizeof q, sql, "new_key");
-    if (sqlite3_prepare_v2(db, q, -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, "param_created", -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 2, (int64_t)f->key);
-        if (sqlite3_step(st) == SQLITE_ROW) parse_py_stack((const char *)sqlite3_column_text(st, 0), &f->created_at);
-        sqlite3_finalize(st);
+    if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK) return;
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, (int64_t)key);
+    sqlite3_bind_int64(st, 3, audit);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        if (sqlite3_column_type(st, 0) != SQLITE_NULL) parse_py_stack((const char *)sqlite3_column_text(st, 0), out);
+        else tpa_symbolize_stack(db, sqlite3_column_int64(st, 1), out);
     }
-    snprintf(q, sizeof q, sql, "old_key");
-    if (sqlite3_prepare_v2(db, q, -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, "param_replaced", -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 2, (int64_t)f->key);
-        if (sqlite3_step(st) == SQLITE_ROW) parse_py_stack((const char *)sqlite3_column_text(st, 0), &f->replaced_at);
-        sqlite3_finalize(st);
-    }
+    sqlite3_finalize(st);
+}
+
+static void attach_events(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
+    event_stack(db, audit, "param_created", "new_key", f->key, &f->created_at);
+    event_stack(db, audit, "param_replaced", "old_key", f->key, &f->replaced_at);
+    sqlite3_stmt *st;
     if (!f->replaced_at.n && sqlite3_prepare_v2(db,
             "SELECT py_stack FROM event WHERE kind='module_replaced' AND py_stack IS NOT NULL AND ?1 LIKE name || '.%' "
             "ORDER BY id DESC LIMIT 1", -1, &st, NULL) == SQLITE_OK) {
@@ -290,7 +298,7 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
             for (size_t i = 0; i < live.n; i++) if (live.v[i] == ptr) shared_with_live = 1;
             f.retained_bytes = (counts && ptr && !shared_with_live && counted_add(&counted, ptr)) ? bytes : 0;
             if (k == 0 || k == 3) find_successor(db, audit, &f);
-            attach_events(db, &f);
+            attach_events(db, audit, &f);
             attach_allocation(db, audit_begin, ptr, &f);
             push_finding(r, &f);
         }
