@@ -43,6 +43,8 @@ int tprt_audit_wanted(int step) {
     return bad ? plan_wants("1,2,exit", step, &bad) : want;
 }
 
+int (*tprt_storage_hook)(const tprt_tensor *t, tprt_storage *s);
+
 /* Tensors already recorded in the open audit (each once). */
 typedef struct { const tprt_tensor *seen[4096]; int n; } audit_ctx; /* 4 per param at most */
 
@@ -61,6 +63,13 @@ static void tensor_facts(audit_ctx *a, const tprt_tensor *t, const char *type, i
     x.storage_ptr = (uint64_t)(uintptr_t)t->data;
     x.storage_bytes = t->data ? t->numel * sizeof(float) : 0;
     x.nbytes = x.storage_bytes;
+    tprt_storage dev;
+    if (tprt_storage_hook && !tprt_storage_hook(t, &dev)) { /* held by the device backend */
+        x.dtype = dev.dtype;
+        x.device = dev.device;
+        x.storage_ptr = dev.ptr;
+        x.storage_bytes = x.nbytes = dev.bytes;
+    }
     x.requires_grad = requires_grad;
     x.has_grad = has_grad;
     x.type = type;

@@ -122,4 +122,12 @@ void tprt_audit(const gpt2_model *m, const tprt_adamw *o, const char *label, int
 void tprt_audit_replaced(const gpt2_model *m, const tprt_tensor *old_t, const tprt_tensor *new_t, const char *detail);
 /* optimizer_created event for the optimizer. */
 void tprt_audit_created(const tprt_adamw *o);
+/* Where a tensor's storage lives when a device backend holds it: set by the
+ * backend (kernels/cuda/gpt2_cuda.c); returns 0 and fills *s for a tensor
+ * on the device, nonzero for a host (fp32) tensor.  NULL: all on the host. */
+typedef struct tprt_storage {
+    const char *device, *dtype;
+    uint64_t ptr, bytes;
+} tprt_storage;
+extern int (*tprt_storage_hook)(const tprt_tensor *t, tprt_storage *s);
 #endif

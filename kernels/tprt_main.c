@@ -22,6 +22,9 @@
 #ifndef TPRT_HAVE_CUDA
 #define TPRT_HAVE_CUDA 0
 #endif
+#if TPRT_HAVE_CUDA
+#include "gpt2_cuda.h" /* kernels/cuda: the device path (TP=1) */
+#endif
 #define MAX_RANKS 64
 
 typedef struct {
@@ -89,6 +92,13 @@ static int parse(int argc, char **argv, options *o) {
     if (gpt2_config_named(o->model, &c)) return bad("--model: unknown model '%s' (tiny, gpt2-124m)", o->model);
     if (!strcmp(o->device, "cuda") && !TPRT_HAVE_CUDA) return bad("--device cuda: this build has no CUDA backend");
     if (strcmp(o->device, "cpu") && strcmp(o->device, "cuda")) return bad("--device: unknown device '%s' (cpu, cuda)", o->device);
+#if TPRT_HAVE_CUDA
+    if (!strcmp(o->device, "cuda")) {
+        char why[160];
+        if (o->tp != 1) return bad("--device cuda: --tp %d: the CUDA backend runs TP=1 only (no NCCL backend yet)", o->tp);
+        if (tprt_cuda_available(why, sizeof why)) return bad("--device cuda: %s", why);
+    }
+#endif
     if (o->tp > c.n_head) return bad("--tp %d is larger than the %d heads of %s", o->tp, c.n_head, o->model);
     if (c.n_head % o->tp) return bad("--tp %d does not divide the %d heads of %s", o->tp, c.n_head, o->model);
     if (o->seq > c.max_seq) return bad("--seq %d is longer than the %d positions of %s", o->seq, c.max_seq, o->model);
@@ -113,23 +123,48 @@ static int rank_main(const options *op, tprt_comm *comm) {
     tpaudit_set_rank(comm->rank, comm->world);
     gpt2_config cfg;
     gpt2_config_named(op->model, &cfg);
-    int BT = op->batch * op->seq, rc = 0, status = 0;
+    int BT = op->batch * op->seq, rc = 0, status = 0, cuda = !strcmp(op->device, "cuda");
+#if TPRT_HAVE_CUDA
+    tprt_cuda_model *dev = NULL;
+#endif
     gpt2_model *m = gpt2_create(&cfg, op->seed);
     tprt_adamw *o = m ? tprt_adamw_create(m, op->lr, 0.1f, 1.0f) : NULL;
     int *tok = malloc(sizeof(int) * (size_t)BT), *tgt = malloc(sizeof(int) * (size_t)BT);
     if (!m || !o || !tok || !tgt) { status = rank_fail(comm, "model setup", -1); goto done; }
     tprt_audit_created(o);
     /* the policy runs after the optimizer exists, as in the ColossalAI flow */
-    if ((rc = tp_policy_apply(m, o, op->policy, comm)) || (rc = gpt2_alloc_acts(m, op->batch, op->seq))) {
+    if ((rc = tp_policy_apply(m, o, op->policy, comm)) || (!cuda && (rc = gpt2_alloc_acts(m, op->batch, op->seq)))) {
         status = rank_fail(comm, "tensor-parallel setup", rc);
         goto done;
     }
+#if TPRT_HAVE_CUDA
+    if (cuda) { /* weights, masters, state and activations move to the device; the host copies stay as built */
+        m->B = op->batch, m->T = op->seq;
+        if (!(dev = tprt_cuda_create(m, o, op->batch, op->seq))) {
+            fprintf(stderr, "tprt: rank %d: CUDA setup: %s\n", comm->rank, tprt_cuda_error());
+            status = 1;
+            goto done;
+        }
+    }
+#endif
     for (int step = 1; step <= op->steps; step++) {
         double t0 = now_s();
         tprt_synthetic_batch(tok, tgt, op->batch, op->seq, cfg.vocab, op->seed, step);
-        gpt2_zero_grad(m);
-        if ((rc = gpt2_forward(m, tok, tgt, comm))) { status = rank_fail(comm, "forward", rc); goto done; }
-        if ((rc = gpt2_backward(m, comm))) { status = rank_fail(comm, "backward", rc); goto done; }
+#if TPRT_HAVE_CUDA
+        if (cuda) {
+            tprt_cuda_zero_grad(dev);
+            if (tprt_cuda_forward(dev, tok, tgt, comm) || tprt_cuda_backward(dev, comm)) {
+                fprintf(stderr, "tprt: rank %d: CUDA: %s\n", comm->rank, tprt_cuda_error());
+                status = 1;
+                goto done;
+            }
+        } else
+#endif
+        {
+            gpt2_zero_grad(m);
+            if ((rc = gpt2_forward(m, tok, tgt, comm))) { status = rank_fail(comm, "forward", rc); goto done; }
+            if ((rc = gpt2_backward(m, comm))) { status = rank_fail(comm, "backward", rc); goto done; }
+        }
         if (step == 1 && comm->world > 1) { /* replicated grads must agree bit for bit on every rank */
             char why[160];
             if ((rc = gpt2_check_replicated_grads(m, comm, why, sizeof why))) {
@@ -139,7 +174,14 @@ static int rank_main(const options *op, tprt_comm *comm) {
             }
         }
         if (tprt_audit_wanted(step)) tprt_audit(m, o, "step", step);
-        if ((rc = tprt_adamw_step(o, m, comm))) { status = rank_fail(comm, "optimizer step", rc); goto done; }
+#if TPRT_HAVE_CUDA
+        if (cuda && tprt_cuda_step(dev, comm)) {
+            fprintf(stderr, "tprt: rank %d: CUDA: %s\n", comm->rank, tprt_cuda_error());
+            status = 1;
+            goto done;
+        }
+#endif
+        if (!cuda && (rc = tprt_adamw_step(o, m, comm))) { status = rank_fail(comm, "optimizer step", rc); goto done; }
         double dt = now_s() - t0;
         if (comm->rank == 0) {
             printf("step %d loss %.6f tokens/s %.0f\n", step, m->loss, (double)BT / (dt > 0 ? dt : 1e-9));
@@ -148,6 +190,10 @@ static int rank_main(const options *op, tprt_comm *comm) {
     }
     if (tprt_audit_wanted(-1)) tprt_audit(m, o, "exit", -1);
 done:
+#if TPRT_HAVE_CUDA
+    if (dev) tprt_cuda_profile_report(dev, stderr);
+    tprt_cuda_free(dev);
+#endif
     tprt_adamw_free(o, m);
     gpt2_free(m);
     free(tok);

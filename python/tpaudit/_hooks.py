@@ -84,7 +84,14 @@ def _on_optimizer_created(opt):
 def _on_param_set(module, name, old, new):
     prefix = _track.module_path(module)
     path = (prefix + "." + name) if prefix else name
-    _track.owners.put(new, (_track.weakref.ref(module), name)) if new is not None else None
+    if new is not None:
+        first_home = _track.owners.get(new) is None
+        _track.owners.put(new, (_track.weakref.ref(module), name))
+        if first_home and state.recorder is not None:
+            # Where the tensor was made: its first registration on a module.
+            state.recorder.event(N.EVENT_PARAM_CREATED, name=path, holder_class=type(module).__name__,
+                                 holder_id=id(module), new_key=id(new),
+                                 detail=str(tuple(new.shape)), py_stack=_stack())
     if old is not None and old is not new and state.recorder is not None:
         _track.remember_name(old, path)
         state.recorder.event(N.EVENT_PARAM_REPLACED, name=path, holder_class=type(module).__name__,

@@ -19,7 +19,8 @@ TPAUDIT = str(Path(LIB).parents[1] / "bin" / "tpaudit")
 
 def audited(tmp_path, name, argv, env=None, check=True):
     out = tmp_path / name
-    e = dict(os.environ, TPAUDIT_AUDIT="1,2", **(env or {}))
+    e = dict(os.environ, TPAUDIT_AUDIT="1,2")
+    e.update(env or {})
     r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", *argv], env=e, capture_output=True, text=True)
     if check:
         assert r.returncode == 0, r.stdout + r.stderr
@@ -175,3 +176,36 @@ def test_probe_off_says_so_once_and_run_goes_on(tmp_path, how, flag, env, value)
     assert len(lines) == 1 and "ownership probe off" in lines[0], r.stderr
     (con,) = dbs(out)
     assert con.execute("select python from run").fetchone()[0] == value
+
+
+def test_stale_tensor_has_its_creation_stack(tmp_path):
+    doc = scenario(tmp_path, "hf_resize")
+    created = by_kind(doc, "stale_param")["lm_head.weight"]["created_at"]
+    assert any(fr["file"].endswith("ownership.py") and fr["function"] == "gpt2" for fr in created), created
+
+
+def test_probe_does_not_change_numerics(tmp_path):
+    plain = subprocess.run([sys.executable, str(SCEN), "numerics"], capture_output=True, text=True, check=True)
+    _, audited_run = audited(tmp_path, "numerics", [sys.executable, str(SCEN), "numerics"],
+                             env={"TPAUDIT_AUDIT": "1,2,3,4,5"})
+    assert audited_run.stdout == plain.stdout and len(plain.stdout.split()) == 5
+
+
+def test_exception_in_hook_turns_probe_off_once(tmp_path):
+    out, r = audited(tmp_path, "boom", [sys.executable, str(SCEN), "hook_error"], env={"TPAUDIT_AUDIT": "1,2,3,exit"})
+    assert "training finished" in r.stdout
+    lines = [l for l in r.stderr.splitlines() if l.startswith("tpaudit:") and "databases in" not in l]
+    assert len(lines) == 1 and "python probe off after an internal error" in lines[0], r.stderr
+    (con,) = dbs(out)
+    assert con.execute("select python from run").fetchone()[0] == "off: internal error"
+
+
+def test_explicit_audit_without_preload(tmp_path):
+    probe_dir = Path(LIB).parents[1] / "share" / "tpaudit" / "python"
+    env = dict(os.environ, PYTHONPATH=str(probe_dir), TPAUDIT_OUT=str(tmp_path / "explicit"))
+    env.pop("LD_PRELOAD", None)
+    r = subprocess.run([sys.executable, str(SCEN), "explicit"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("audit id ") and r.stdout.split()[-1] != "None"
+    doc = report(tmp_path / "explicit")
+    assert set(by_kind(doc, "stale_param")) == {"2.weight", "2.bias"}

@@ -4,7 +4,9 @@
     torchrun --nproc_per_node 2 ownership.py CASE  (distributed cases, gloo)
 
 Single process: hf_resize, meta_to_empty, tied, frozen, data_pad, gc_freed,
-spawn_child.  Distributed: dtensor_tp, fsdp2, adagrad_fsdp, ddp_before,
+spawn_child, numerics (prints its losses), hook_error (a model whose
+named_parameters raises inside the audit), explicit (tpaudit.audit() without
+the shim preloaded).  Distributed: dtensor_tp, fsdp2, adagrad_fsdp, ddp_before,
 ddp_after.  Nothing here calls tpaudit: audits come from the optimizer step
 hook (TPAUDIT_AUDIT) and the exit audit, as in an unmodified program.
 """
@@ -102,6 +104,43 @@ def gc_freed(_twin):
     sys.exit(1 if alive else 0)
 
 
+def numerics(_twin):
+    torch.manual_seed(0)
+    model = mlp()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    x = torch.randn(8, 16)
+    for _ in range(5):
+        opt.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        print(repr(loss.item()))
+
+
+class Exploding(nn.Sequential):
+    def named_parameters(self, *args, **kwargs):  # breaks only the probe's walk
+        if kwargs.get("remove_duplicate") is False:
+            raise RuntimeError("named_parameters exploded")
+        return super().named_parameters(*args, **kwargs)
+
+
+def hook_error(_twin):
+    torch.manual_seed(0)
+    model = Exploding(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    train(model, opt, lambda: torch.randn(4, 16), steps=4)
+    print("training finished")
+
+
+def explicit(_twin):
+    import tpaudit
+    model = mlp()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model[2] = nn.Linear(32, 16)
+    status = tpaudit.audit(label="explicit", models=[model], optimizers=[opt])
+    print("audit id", status)
+
+
 def _spawned():
     model = mlp()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -174,6 +213,7 @@ def ddp(before):
 CASES = {
     "hf_resize": hf_resize, "meta_to_empty": meta_to_empty, "tied": tied, "frozen": frozen,
     "data_pad": data_pad, "gc_freed": gc_freed, "spawn_child": spawn_child,
+    "numerics": numerics, "hook_error": hook_error, "explicit": explicit,
     "dtensor_tp": dtensor_tp, "fsdp2": fsdp2, "adagrad_fsdp": adagrad_fsdp,
     "ddp_before": lambda _t: ddp(True), "ddp_after": lambda _t: ddp(False),
 }

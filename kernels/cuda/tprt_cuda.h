@@ -1,0 +1,102 @@
+/* tprt_cuda.h - the CUDA kernels of tprt, one .cu file per layer, callable
+ * from C.  Semantics follow the CPU reference (layers.h, crossentropy.c,
+ * adamw.c): backward functions accumulate (+=).  Activations and weights are
+ * bf16 (tprt_bf16, raw bits), parameter grads, optimizer state, norms and
+ * layernorm/softmax statistics fp32.  Every launcher runs on the default
+ * stream and returns 0, or -1 when a launch or cuBLAS call failed. */
+#ifndef TPRT_CUDA_H
+#define TPRT_CUDA_H
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint16_t tprt_bf16; /* bfloat16 bits */
+
+/* Host conversions (round to nearest even; NaN stays NaN). */
+static inline tprt_bf16 tprt_f2bf(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (tprt_bf16)(u >> 16);
+}
+static inline float tprt_bf2f(tprt_bf16 b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* cast.cu: conversions on the device */
+int cuda_f32_to_bf16(tprt_bf16 *out, const float *in, size_t n);
+int cuda_bf16_to_f32(float *out, const tprt_bf16 *in, size_t n);
+
+/* encoder.cu: out[bt] = wte[tok - v0] for v0 <= tok < v0+vl, else 0; out += wpe[t] */
+int cuda_encoder_forward(tprt_bf16 *out, const int *tok, const tprt_bf16 *wte, int v0, int vl, int BT, int C);
+int cuda_encoder_backward(float *dwte, const tprt_bf16 *dout, const int *tok, int v0, int vl, int BT, int C);
+int cuda_pos_forward(tprt_bf16 *out, const tprt_bf16 *wpe, int B, int T, int C);
+int cuda_pos_backward(float *dwpe, const tprt_bf16 *dout, int B, int T, int C);
+
+/* layernorm.cu (eps 1e-5) */
+int cuda_layernorm_forward(tprt_bf16 *out, float *mean, float *rstd, const tprt_bf16 *inp, const tprt_bf16 *w,
+                           const tprt_bf16 *b, int BT, int C);
+int cuda_layernorm_backward(tprt_bf16 *dinp, float *dw, float *db, const tprt_bf16 *dout, const tprt_bf16 *inp,
+                            const tprt_bf16 *w, const float *mean, const float *rstd, int BT, int C);
+
+/* matmul.cu: out(BT,OC) = inp(BT,IC) @ W(OC,IC)^T + bias through cuBLAS
+ * (bf16 operands, fp32 accumulation); `ld` is the row stride of out / dout
+ * (>= OC; the LM head pads it).  bias, dinp, dw, dbias may be NULL. */
+int cuda_blas_init(void);
+void cuda_blas_shutdown(void);
+int cuda_matmul_forward(tprt_bf16 *out, const tprt_bf16 *inp, const tprt_bf16 *w, const tprt_bf16 *bias, int BT,
+                        int IC, int OC, int ld);
+int cuda_matmul_backward(tprt_bf16 *dinp, float *dw, float *dbias, const tprt_bf16 *dout, const tprt_bf16 *inp,
+                         const tprt_bf16 *w, int BT, int IC, int OC, int ld);
+int cuda_bias_add(tprt_bf16 *out, const tprt_bf16 *bias, int BT, int OC, int ld);
+int cuda_bias_backward(float *dbias, const tprt_bf16 *dout, int BT, int OC, int ld);
+
+/* attention.cu: causal attention over NH heads of qkv (B,T,3*Cl) = [q|k|v];
+ * att (B,NH,T,T) keeps the probabilities for the backward; scratch holds
+ * cuda_attention_scratch_bytes() bytes (shared by all layers). */
+size_t cuda_attention_scratch_bytes(int B, int T, int Cl, int NH);
+int cuda_attention_forward(tprt_bf16 *out, tprt_bf16 *att, const tprt_bf16 *qkv, void *scratch, int B, int T, int Cl,
+                           int NH);
+int cuda_attention_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const tprt_bf16 *qkv, const tprt_bf16 *att,
+                            void *scratch, int B, int T, int Cl, int NH);
+
+/* gelu.cu (tanh approximation) */
+int cuda_gelu_forward(tprt_bf16 *out, const tprt_bf16 *inp, size_t n);
+int cuda_gelu_backward(tprt_bf16 *dinp, const tprt_bf16 *inp, const tprt_bf16 *dout, size_t n);
+
+/* residual.cu */
+int cuda_residual_forward(tprt_bf16 *out, const tprt_bf16 *a, const tprt_bf16 *b, size_t n);
+int cuda_residual_backward(tprt_bf16 *da, tprt_bf16 *db, const tprt_bf16 *dout, size_t n);
+
+/* crossentropy.cu: vocab-parallel, in the three steps of crossentropy.c so
+ * a multi-rank caller can all-reduce between them.  logits (BT, vl), row
+ * stride ld; columns >= vocab - v0 are padding. */
+int cuda_ce_rowmax(float *rowmax, const tprt_bf16 *logits, int v0, int vl, int vocab, int BT, int ld);
+/* scratch[0..BT): sum of exp(x - rowmax); scratch[BT..2BT): target logit (0 off-slice) */
+int cuda_ce_rowsum(float *scratch, const tprt_bf16 *logits, const float *rowmax, const int *targets, int v0, int vl,
+                   int vocab, int BT, int ld);
+/* rowsum = scratch[0..BT); *loss = mean(log(sum) + max - target logit) (device float) */
+int cuda_ce_loss(float *loss, float *rowsum, const float *scratch, const float *rowmax, int BT);
+/* dlogits = dloss * (softmax - onehot) / BT; may alias logits */
+int cuda_crossentropy_backward(tprt_bf16 *dlogits, const tprt_bf16 *logits, const float *rowmax, const float *rowsum,
+                               const int *targets, int v0, int vl, int vocab, int BT, int ld, float dloss);
+
+/* adamw.cu: *acc += sum(g^2); AdamW on an fp32 master with the clip scale
+ * from the squared norms acc[0] + acc[1], master -> bf16 working copy.
+ * decay = lr * weight_decay (0 for no decay), bc1/bc2 the bias corrections. */
+int cuda_sumsq(float *acc, const float *g, size_t n);
+int cuda_adamw_update(float *master, tprt_bf16 *working, const float *g, float *m, float *v, size_t n,
+                      const float *acc, float clip, float lr, float beta1, float beta2, float eps, float decay,
+                      float bc1, float bc2);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,88 @@
+"""tprt's CUDA backend end to end (run by scripts/gpu_tprt.sh on a GPU):
+the TP=1 loss curve on the GPU against the CPU's (20 steps of the tiny
+config, same seed), and the tpaudit findings of `--device cuda` with the
+buggy policy (a stale fp32 master wte on the device, joined to its
+cudaMalloc and stack) and the fixed one (nothing).
+usage: check_tprt_cuda.py TPRT TPAUDIT OUTDIR   (exit 77 without a GPU)"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+tprt, tpaudit, outdir = sys.argv[1:4]
+VOCAB, C = 50257, 64
+failed = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failed.append(what)
+
+
+def losses(text):
+    return [float(m.group(1)) for m in re.finditer(r"^step \d+ loss (\S+)", text, re.M)]
+
+
+def train(*args, env=None):
+    r = subprocess.run([tprt, "train", "--steps", "20", *args], capture_output=True, text=True, timeout=600, env=env)
+    return r
+
+
+gpu = train("--device", "cuda")
+if gpu.returncode == 2 and "no CUDA device" in gpu.stderr:
+    print("skip:", gpu.stderr.strip())
+    sys.exit(77)
+cpu = train("--device", "cpu")
+check(cpu.returncode == 0 and gpu.returncode == 0, f"both train (cpu {cpu.returncode}, cuda {gpu.returncode}) {gpu.stderr[-300:]}")
+lc, lg = losses(cpu.stdout), losses(gpu.stdout)
+check(len(lc) == 20 and len(lg) == 20, f"20 losses each ({len(lc)}, {len(lg)})")
+if lc and lg:
+    rel = [abs(a - b) / abs(a) for a, b in zip(lc, lg)]
+    print("step  cpu loss   cuda loss  rel diff")
+    for i, (a, b, d) in enumerate(zip(lc, lg, rel), 1):
+        print(f"{i:4d}  {a:9.5f}  {b:9.5f}  {d:.2e}")
+    print(f"max rel diff over 20 steps: {max(rel):.3e} (step {rel.index(max(rel)) + 1}); first step {rel[0]:.3e}")
+    check(max(rel) < 2e-2, "GPU loss curve within 2e-2 relative of the CPU's (bf16 weights and activations)")
+    check(lg[-1] < lg[0] - 0.3, f"GPU loss goes down ({lg[0]:.4f} -> {lg[-1]:.4f})")
+
+
+def audited(policy):
+    out = os.path.join(outdir, f"audit-cuda-{policy}")
+    subprocess.run(["rm", "-rf", out])
+    env = dict(os.environ, TPAUDIT_AUDIT="1,2,exit")
+    r = subprocess.run([tpaudit, "run", "-o", out, "--", tprt, "train", "--device", "cuda", "--steps", "3",
+                        "--policy", policy], capture_output=True, text=True, env=env, timeout=300)
+    check(r.returncode == 0, f"tpaudit run --policy {policy} --device cuda: exit {r.returncode} {r.stderr[-400:]}")
+    rep = subprocess.run([tpaudit, "report", "--format", "json", out], capture_output=True, text=True, timeout=120)
+    check(rep.returncode == 0, f"report {policy}: exit {rep.returncode} {rep.stderr[-300:]}")
+    with open(os.path.join(outdir, f"report-cuda-{policy}.json"), "w") as f:
+        f.write(rep.stdout)
+    return json.loads(rep.stdout) if rep.returncode == 0 else {"findings": None, "runs": []}
+
+
+doc = audited("buggy")
+findings = doc["findings"] or []
+for f in findings:
+    t = f["tensor"]
+    alloc = f.get("allocation")
+    print(f"finding {f['kind']} ({f['severity']}): {t['name']} {t['shape']} local {t['local_shape']} {t['dtype']} "
+          f"{t['device']} retained {f['retained_bytes']} B; allocation "
+          + (f"{alloc['bytes']} B at {alloc['address']:#x}, stack: "
+             + " <- ".join(fr.get('function') or '?' for fr in alloc['stack'][:6]) if alloc else "none"))
+stale = [f for f in findings if f["kind"] == "stale_param"]
+check(len(stale) == 1, f"one stale_param ({len(stale)})")
+if stale:
+    s = stale[0]
+    check(s["tensor"]["name"] == "transformer.wte.weight" and s["tensor"]["shape"] == [VOCAB, C], "stale_param is wte [50257, 64]")
+    check(s["retained_bytes"] == VOCAB * C * 4, f"retained {s['retained_bytes']} == 50257*64*4")
+    check(s["tensor"]["device"] == "cuda:0" and s["tensor"]["dtype"] == "float32", "stale master is fp32 on cuda:0")
+    a = s.get("allocation")
+    check(bool(a) and a["bytes"] >= VOCAB * C * 4 and len(a["stack"]) > 0, "stale master joined to its cudaMalloc with a stack")
+for run in doc["runs"]:
+    print("run:", {k: run.get(k) for k in ("rank", "inconclusive", "cupti") if k in run})
+fixed = audited("fixed")
+check(fixed["findings"] == [], f"--policy fixed: no findings ({fixed['findings']})")
+print("FAILED:" if failed else "all tprt CUDA checks passed", *failed, sep="\n  " if failed else "")
+sys.exit(1 if failed else 0)

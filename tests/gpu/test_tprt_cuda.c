@@ -1,0 +1,333 @@
+/* test_tprt_cuda.c - every tprt CUDA kernel (kernels/cuda) against its CPU
+ * reference (layers.h, crossentropy.c, adamw.c's arithmetic) on fresh random
+ * inputs, forward and backward.  Inputs are rounded to bf16 first so both
+ * sides see the same values; outputs are compared by ||gpu - cpu|| / ||cpu||
+ * with bf16 tolerances (1e-2 for bf16 results, tighter for fp32 ones), NaN
+ * never passing.  Forward outputs are poisoned (NaN) before each launch so
+ * an unwritten element fails; backward outputs start from random values so
+ * the accumulation (+=) is checked.  Exit 77 (skip) without a GPU. */
+#include "layers.h"
+#include "model.h"
+#include "tprt_cuda.h"
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t g_rng;
+static float frand(void) { /* uniform in [-1, 1) */
+    g_rng = g_rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((g_rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+static int g_failed, g_checks;
+
+static float *rnd(size_t n, float scale, int to_bf16) {
+    float *h = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) {
+        h[i] = frand() * scale;
+        if (to_bf16) h[i] = tprt_bf2f(tprt_f2bf(h[i]));
+    }
+    return h;
+}
+static void *dev_bf(const float *h, size_t n) { /* device bf16 copy of h (or poisoned when h is NULL) */
+    void *d;
+    if (cudaMalloc(&d, n * 2 + 2) != cudaSuccess) { fprintf(stderr, "cudaMalloc failed\n"); exit(1); }
+    if (!h) { cudaMemset(d, 0xff, n * 2); return d; }
+    tprt_bf16 *t = malloc(n * 2 + 2);
+    for (size_t i = 0; i < n; i++) t[i] = tprt_f2bf(h[i]);
+    cudaMemcpy(d, t, n * 2, cudaMemcpyHostToDevice);
+    free(t);
+    return d;
+}
+static float *dev_f(const float *h, size_t n) {
+    float *d;
+    if (cudaMalloc((void **)&d, n * 4 + 4) != cudaSuccess) { fprintf(stderr, "cudaMalloc failed\n"); exit(1); }
+    if (h) cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice);
+    else cudaMemset(d, 0xff, n * 4);
+    return d;
+}
+static float *host_bf(const void *d, size_t n) {
+    tprt_bf16 *t = malloc(n * 2 + 2);
+    float *h = malloc(n * 4 + 4);
+    cudaMemcpy(t, d, n * 2, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; i++) h[i] = tprt_bf2f(t[i]);
+    free(t);
+    return h;
+}
+static float *host_f(const float *d, size_t n) {
+    float *h = malloc(n * 4 + 4);
+    cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost);
+    return h;
+}
+static void sync_or_die(const char *what, int rc) {
+    cudaError_t e = cudaDeviceSynchronize();
+    if (rc || e != cudaSuccess) {
+        fprintf(stderr, "FAIL %s: launcher rc %d, %s\n", what, rc, cudaGetErrorString(e));
+        exit(1);
+    }
+}
+/* ||a - ref|| / ||ref||, infinite when a holds a NaN */
+static double relerr(const float *a, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isinf(a[i])) return INFINITY;
+        double d = (double)a[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+static void check(const char *name, const float *gpu, const float *ref, size_t n, double tol) {
+    double e = relerr(gpu, ref, n);
+    int ok = e <= tol;
+    g_checks++;
+    g_failed += !ok;
+    printf("%-4s %-34s rel err %.3e (tol %.0e)\n", ok ? "ok" : "FAIL", name, e, tol);
+}
+#define BF_TOL 1e-2
+#define F32_TOL 1e-4
+
+static void test_encoder(void) {
+    int B = 3, T = 17, C = 40, BT = B * T, V = 100, v0 = 20, vl = 50;
+    int *tok = malloc(sizeof(int) * BT), *dtok;
+    for (int i = 0; i < BT; i++) tok[i] = (int)((frand() + 1.0f) * 0.5f * V) % V;
+    float *wte = rnd((size_t)vl * C, 0.5f, 1), *wpe = rnd((size_t)T * C, 0.5f, 1), *ref = malloc(sizeof(float) * BT * C);
+    cudaMalloc((void **)&dtok, sizeof(int) * BT);
+    cudaMemcpy(dtok, tok, sizeof(int) * BT, cudaMemcpyHostToDevice);
+    void *dwte = dev_bf(wte, (size_t)vl * C), *dwpe = dev_bf(wpe, (size_t)T * C), *dout = dev_bf(NULL, (size_t)BT * C);
+    sync_or_die("encoder forward", cuda_encoder_forward(dout, dtok, dwte, v0, vl, BT, C) || cuda_pos_forward(dout, dwpe, B, T, C));
+    encoder_forward(ref, tok, wte, v0, vl, BT, C);
+    pos_forward(ref, wpe, B, T, C);
+    float *got = host_bf(dout, (size_t)BT * C);
+    check("encoder+pos forward", got, ref, (size_t)BT * C, BF_TOL);
+    float *g = rnd((size_t)BT * C, 1.0f, 1), *gwte = rnd((size_t)vl * C, 1.0f, 0), *gwpe = rnd((size_t)T * C, 1.0f, 0);
+    void *dg = dev_bf(g, (size_t)BT * C);
+    float *dgwte = dev_f(gwte, (size_t)vl * C), *dgwpe = dev_f(gwpe, (size_t)T * C);
+    sync_or_die("encoder backward", cuda_encoder_backward(dgwte, dg, dtok, v0, vl, BT, C) || cuda_pos_backward(dgwpe, dg, B, T, C));
+    encoder_backward(gwte, g, tok, v0, vl, BT, C);
+    pos_backward(gwpe, g, B, T, C);
+    float *h1 = host_f(dgwte, (size_t)vl * C), *h2 = host_f(dgwpe, (size_t)T * C);
+    check("encoder backward dwte", h1, gwte, (size_t)vl * C, F32_TOL);
+    check("pos backward dwpe", h2, gwpe, (size_t)T * C, F32_TOL);
+    cudaFree(dtok), cudaFree(dwte), cudaFree(dwpe), cudaFree(dout), cudaFree(dg), cudaFree(dgwte), cudaFree(dgwpe);
+    free(tok), free(wte), free(wpe), free(ref), free(got), free(g), free(gwte), free(gwpe), free(h1), free(h2);
+}
+
+static void test_layernorm(void) {
+    int BT = 37, C = 96;
+    size_t n = (size_t)BT * C;
+    float *x = rnd(n, 2.0f, 1), *w = rnd(C, 0.3f, 0), *b = rnd(C, 0.3f, 1);
+    for (int c = 0; c < C; c++) w[c] = tprt_bf2f(tprt_f2bf(1.0f + w[c]));
+    float *out = malloc(n * 4), *mean = malloc(BT * 4), *rstd = malloc(BT * 4);
+    layernorm_forward(out, mean, rstd, x, w, b, BT, C);
+    void *dx = dev_bf(x, n), *dw = dev_bf(w, C), *db = dev_bf(b, C), *dout = dev_bf(NULL, n);
+    float *dmean = dev_f(NULL, BT), *drstd = dev_f(NULL, BT);
+    sync_or_die("layernorm forward", cuda_layernorm_forward(dout, dmean, drstd, dx, dw, db, BT, C));
+    float *got = host_bf(dout, n), *gm = host_f(dmean, BT), *gr = host_f(drstd, BT);
+    check("layernorm forward out", got, out, n, BF_TOL);
+    check("layernorm forward mean", gm, mean, BT, F32_TOL);
+    check("layernorm forward rstd", gr, rstd, BT, F32_TOL);
+    float *dy = rnd(n, 1.0f, 1), *dinp = rnd(n, 1.0f, 1), *gw = rnd(C, 1.0f, 0), *gb = rnd(C, 1.0f, 0);
+    void *ddy = dev_bf(dy, n), *ddinp = dev_bf(dinp, n);
+    float *dgw = dev_f(gw, C), *dgb = dev_f(gb, C);
+    sync_or_die("layernorm backward", cuda_layernorm_backward(ddinp, dgw, dgb, ddy, dx, dw, dmean, drstd, BT, C));
+    layernorm_backward(dinp, gw, gb, dy, x, w, mean, rstd, BT, C);
+    float *h1 = host_bf(ddinp, n), *h2 = host_f(dgw, C), *h3 = host_f(dgb, C);
+    check("layernorm backward dinp", h1, dinp, n, BF_TOL);
+    check("layernorm backward dw", h2, gw, C, 1e-3);
+    check("layernorm backward db", h3, gb, C, 1e-3);
+    cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dout), cudaFree(dmean), cudaFree(drstd), cudaFree(ddy);
+    cudaFree(ddinp), cudaFree(dgw), cudaFree(dgb);
+    free(x), free(w), free(b), free(out), free(mean), free(rstd), free(got), free(gm), free(gr), free(dy), free(dinp);
+    free(gw), free(gb), free(h1), free(h2), free(h3);
+}
+
+/* ld > OC: the padding columns of dout hold NaN and must never be read. */
+static void test_matmul(int ld_pad) {
+    int BT = 70, IC = 96, OC = 130, ld = OC + ld_pad;
+    char name[64];
+    float *x = rnd((size_t)BT * IC, 1.0f, 1), *w = rnd((size_t)OC * IC, 0.2f, 1), *bias = rnd(OC, 0.5f, 1);
+    float *ref = malloc(sizeof(float) * BT * OC);
+    matmul_forward(ref, x, w, bias, BT, IC, OC);
+    void *dx = dev_bf(x, (size_t)BT * IC), *dw = dev_bf(w, (size_t)OC * IC), *dbias = dev_bf(bias, OC);
+    void *dout = dev_bf(NULL, (size_t)BT * ld);
+    sync_or_die("matmul forward", cuda_matmul_forward(dout, dx, dw, dbias, BT, IC, OC, ld));
+    float *full = host_bf(dout, (size_t)BT * ld), *got = malloc(sizeof(float) * BT * OC);
+    for (int i = 0; i < BT; i++) memcpy(got + (size_t)i * OC, full + (size_t)i * ld, sizeof(float) * OC);
+    snprintf(name, sizeof name, "matmul forward (ld %d)", ld);
+    check(name, got, ref, (size_t)BT * OC, BF_TOL);
+    float *dy = rnd((size_t)BT * OC, 1.0f, 1), *dyp = malloc(sizeof(float) * BT * ld);
+    for (int i = 0; i < BT; i++)
+        for (int j = 0; j < ld; j++) dyp[(size_t)i * ld + j] = j < OC ? dy[(size_t)i * OC + j] : NAN;
+    float *dinp = rnd((size_t)BT * IC, 1.0f, 1), *gw = rnd((size_t)OC * IC, 1.0f, 0), *gb = rnd(OC, 1.0f, 0);
+    void *ddy = dev_bf(dyp, (size_t)BT * ld), *ddinp = dev_bf(dinp, (size_t)BT * IC);
+    float *dgw = dev_f(gw, (size_t)OC * IC), *dgb = dev_f(gb, OC);
+    sync_or_die("matmul backward", cuda_matmul_backward(ddinp, dgw, dgb, ddy, dx, dw, BT, IC, OC, ld));
+    matmul_backward(dinp, gw, gb, dy, x, w, BT, IC, OC);
+    float *h1 = host_bf(ddinp, (size_t)BT * IC), *h2 = host_f(dgw, (size_t)OC * IC), *h3 = host_f(dgb, OC);
+    snprintf(name, sizeof name, "matmul backward dinp (ld %d)", ld);
+    check(name, h1, dinp, (size_t)BT * IC, BF_TOL);
+    snprintf(name, sizeof name, "matmul backward dw (ld %d)", ld);
+    check(name, h2, gw, (size_t)OC * IC, 1e-3);
+    snprintf(name, sizeof name, "matmul backward dbias (ld %d)", ld);
+    check(name, h3, gb, OC, 1e-3);
+    cudaFree(dx), cudaFree(dw), cudaFree(dbias), cudaFree(dout), cudaFree(ddy), cudaFree(ddinp), cudaFree(dgw), cudaFree(dgb);
+    free(x), free(w), free(bias), free(ref), free(full), free(got), free(dy), free(dyp), free(dinp), free(gw), free(gb);
+    free(h1), free(h2), free(h3);
+}
+
+static void test_attention(void) {
+    int B = 2, T = 33, NH = 3, hs = 16, Cl = NH * hs;
+    size_t nq = (size_t)B * T * 3 * Cl, no = (size_t)B * T * Cl, na = (size_t)B * NH * T * T;
+    float *qkv = rnd(nq, 1.0f, 1), *out = malloc(no * 4), *att = malloc(na * 4);
+    attention_forward(out, att, qkv, B, T, Cl, NH);
+    void *dqkv = dev_bf(qkv, nq), *dout = dev_bf(NULL, no), *datt = dev_bf(NULL, na), *scratch;
+    cudaMalloc(&scratch, cuda_attention_scratch_bytes(B, T, Cl, NH));
+    sync_or_die("attention forward", cuda_attention_forward(dout, datt, dqkv, scratch, B, T, Cl, NH));
+    float *got = host_bf(dout, no), *gatt = host_bf(datt, na);
+    check("attention forward out", got, out, no, BF_TOL);
+    check("attention forward att", gatt, att, na, BF_TOL);
+    float *dy = rnd(no, 1.0f, 1), *g = rnd(nq, 0.05f, 1);
+    void *ddy = dev_bf(dy, no), *dg = dev_bf(g, nq);
+    sync_or_die("attention backward", cuda_attention_backward(dg, ddy, dqkv, datt, scratch, B, T, Cl, NH));
+    attention_backward(g, dy, qkv, att, B, T, Cl, NH);
+    float *h = host_bf(dg, nq);
+    check("attention backward dqkv", h, g, nq, 2e-2);
+    cudaFree(dqkv), cudaFree(dout), cudaFree(datt), cudaFree(scratch), cudaFree(ddy), cudaFree(dg);
+    free(qkv), free(out), free(att), free(got), free(gatt), free(dy), free(g), free(h);
+}
+
+static void test_pointwise(void) {
+    size_t n = 4099;
+    float *x = rnd(n, 3.0f, 1), *y = rnd(n, 1.0f, 1), *ref = malloc(n * 4);
+    void *dx = dev_bf(x, n), *dy = dev_bf(y, n), *dout = dev_bf(NULL, n);
+    sync_or_die("gelu forward", cuda_gelu_forward(dout, dx, n));
+    gelu_forward(ref, x, (int)n);
+    float *h = host_bf(dout, n);
+    check("gelu forward", h, ref, n, BF_TOL);
+    free(h);
+    float *din = rnd(n, 1.0f, 1);
+    void *ddin = dev_bf(din, n);
+    sync_or_die("gelu backward", cuda_gelu_backward(ddin, dx, dy, n));
+    gelu_backward(din, x, y, (int)n);
+    h = host_bf(ddin, n);
+    check("gelu backward", h, din, n, BF_TOL);
+    free(h);
+    cudaMemset(dout, 0xff, n * 2);
+    sync_or_die("residual forward", cuda_residual_forward(dout, dx, dy, n));
+    residual_forward(ref, x, y, (int)n);
+    h = host_bf(dout, n);
+    check("residual forward", h, ref, n, BF_TOL);
+    free(h);
+    float *da = rnd(n, 1.0f, 1), *db = rnd(n, 1.0f, 1);
+    void *dda = dev_bf(da, n), *ddb = dev_bf(db, n);
+    sync_or_die("residual backward", cuda_residual_backward(dda, ddb, dy, n));
+    residual_backward(da, db, y, (int)n);
+    float *h1 = host_bf(dda, n), *h2 = host_bf(ddb, n);
+    check("residual backward da", h1, da, n, BF_TOL);
+    check("residual backward db", h2, db, n, BF_TOL);
+    cudaFree(dx), cudaFree(dy), cudaFree(dout), cudaFree(ddin), cudaFree(dda), cudaFree(ddb);
+    free(x), free(y), free(ref), free(din), free(da), free(db), free(h1), free(h2);
+}
+
+/* One vocab slice [v0, v0+vl) of a `vocab`-wide softmax; rows of stride ld. */
+static void test_crossentropy(int v0, int vl, int vocab, int ld) {
+    int BT = 24;
+    char name[80];
+    float *x = rnd((size_t)BT * vl, 4.0f, 1), *xp = malloc(sizeof(float) * BT * ld);
+    for (int i = 0; i < BT; i++)
+        for (int j = 0; j < ld; j++) xp[(size_t)i * ld + j] = j < vl ? x[(size_t)i * vl + j] : NAN;
+    int *tgt = malloc(sizeof(int) * BT), *dtgt;
+    for (int i = 0; i < BT; i++) tgt[i] = (int)((frand() + 1.0f) * 0.5f * vocab) % vocab;
+    tprt_comm one;
+    memset(&one, 0, sizeof one);
+    one.world = 1;
+    float loss, *rmax = malloc(BT * 4), *rsum = malloc(BT * 4), *scr = malloc(2 * BT * 4);
+    crossentropy_forward(&loss, rmax, rsum, scr, x, tgt, v0, vl, vocab, BT, &one);
+    cudaMalloc((void **)&dtgt, sizeof(int) * BT);
+    cudaMemcpy(dtgt, tgt, sizeof(int) * BT, cudaMemcpyHostToDevice);
+    void *dx = dev_bf(xp, (size_t)BT * ld);
+    float *drmax = dev_f(NULL, BT), *drsum = dev_f(NULL, BT), *dscr = dev_f(NULL, 2 * BT), *dloss = dev_f(NULL, 1);
+    sync_or_die("crossentropy forward", cuda_ce_rowmax(drmax, dx, v0, vl, vocab, BT, ld) ||
+                                            cuda_ce_rowsum(dscr, dx, drmax, dtgt, v0, vl, vocab, BT, ld) ||
+                                            cuda_ce_loss(dloss, drsum, dscr, drmax, BT));
+    float *h1 = host_f(drmax, BT), *h2 = host_f(drsum, BT), *h3 = host_f(dloss, 1);
+    snprintf(name, sizeof name, "crossentropy loss (v0 %d vl %d)", v0, vl);
+    check(name, h3, &loss, 1, F32_TOL);
+    check("crossentropy rowmax", h1, rmax, BT, F32_TOL);
+    check("crossentropy rowsum", h2, rsum, BT, F32_TOL);
+    float *dref = malloc(sizeof(float) * BT * vl);
+    crossentropy_backward(dref, x, rmax, rsum, tgt, v0, vl, vocab, BT, 1.0f);
+    sync_or_die("crossentropy backward",
+                cuda_crossentropy_backward(dx, dx, drmax, drsum, dtgt, v0, vl, vocab, BT, ld, 1.0f));
+    float *full = host_bf(dx, (size_t)BT * ld), *got = malloc(sizeof(float) * BT * vl);
+    for (int i = 0; i < BT; i++) memcpy(got + (size_t)i * vl, full + (size_t)i * ld, sizeof(float) * vl);
+    check("crossentropy backward (in place)", got, dref, (size_t)BT * vl, BF_TOL);
+    cudaFree(dtgt), cudaFree(dx), cudaFree(drmax), cudaFree(drsum), cudaFree(dscr), cudaFree(dloss);
+    free(x), free(xp), free(tgt), free(rmax), free(rsum), free(scr), free(h1), free(h2), free(h3), free(dref), free(full);
+    free(got);
+}
+
+static void test_adamw(void) {
+    size_t n = 5003;
+    float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, decay = lr * 0.1f, clip = 1.0f;
+    int t = 3;
+    float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
+    float *p = rnd(n, 1.0f, 0), *g = rnd(n, 0.1f, 0), *m = rnd(n, 0.01f, 0), *v = rnd(n, 1e-4f, 0);
+    for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
+    float *dp = dev_f(p, n), *dgr = dev_f(g, n), *dm = dev_f(m, n), *dv = dev_f(v, n), *acc = dev_f(NULL, 2);
+    void *dwork = dev_bf(NULL, n);
+    cudaMemset(acc, 0, 8);
+    sync_or_die("sumsq", cuda_sumsq(acc, dgr, n / 2) || cuda_sumsq(acc + 1, dgr + n / 2, n - n / 2));
+    double s0 = 0, s1 = 0;
+    for (size_t i = 0; i < n; i++) *(i < n / 2 ? &s0 : &s1) += (double)g[i] * g[i];
+    float ref2[2] = {(float)s0, (float)s1}, *h2 = host_f(acc, 2);
+    check("adamw sumsq (2 accumulators)", h2, ref2, 2, F32_TOL);
+    sync_or_die("adamw", cuda_adamw_update(dp, dwork, dgr, dm, dv, n, acc, clip, lr, b1, b2, eps, decay, bc1, bc2));
+    float norm = sqrtf(h2[0] + h2[1]), scale = norm > clip ? clip / (norm + 1e-6f) : 1.0f;
+    float *work = malloc(n * 4);
+    for (size_t k = 0; k < n; k++) {
+        float gk = g[k] * scale;
+        m[k] = b1 * m[k] + (1.0f - b1) * gk;
+        v[k] = b2 * v[k] + (1.0f - b2) * gk * gk;
+        float x = p[k] - decay * p[k];
+        x -= lr * (m[k] / bc1) / (sqrtf(v[k] / bc2) + eps);
+        p[k] = x;
+        work[k] = tprt_bf2f(tprt_f2bf(x));
+    }
+    float *hp = host_f(dp, n), *hm = host_f(dm, n), *hv = host_f(dv, n), *hw = host_bf(dwork, n);
+    check("adamw master", hp, p, n, 1e-6);
+    check("adamw exp_avg", hm, m, n, 1e-6);
+    check("adamw exp_avg_sq", hv, v, n, 1e-6);
+    check("adamw working (bf16)", hw, work, n, BF_TOL);
+    cudaFree(dp), cudaFree(dgr), cudaFree(dm), cudaFree(dv), cudaFree(acc), cudaFree(dwork);
+    free(p), free(g), free(m), free(v), free(h2), free(work), free(hp), free(hm), free(hv), free(hw);
+}
+
+int main(void) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n < 1) {
+        printf("skip: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 77;
+    }
+    const char *s = getenv("TPRT_TEST_SEED");
+    uint64_t seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
+    g_rng = seed;
+    printf("seed %llu (TPRT_TEST_SEED repeats it)\n", (unsigned long long)seed);
+    if (cuda_blas_init()) { fprintf(stderr, "cublasCreate failed\n"); return 1; }
+    test_encoder();
+    test_layernorm();
+    test_matmul(0);
+    test_matmul(6);
+    test_attention();
+    test_pointwise();
+    test_crossentropy(0, 1000, 990, 1024);
+    test_crossentropy(500, 500, 990, 512);
+    test_adamw();
+    cuda_blas_shutdown();
+    printf("%d of %d checks passed\n", g_checks - g_failed, g_checks);
+    return g_failed ? 1 : 0;
+}
