@@ -209,3 +209,12 @@ def test_explicit_audit_without_preload(tmp_path):
     assert r.stdout.startswith("audit id ") and r.stdout.split()[-1] != "None"
     doc = report(tmp_path / "explicit")
     assert set(by_kind(doc, "stale_param")) == {"2.weight", "2.bias"}
+
+
+def test_optimizer_built_from_named_parameters(tmp_path):
+    out, _ = audited(tmp_path, "named", [sys.executable, str(SCEN), "named_params"])
+    (con,) = dbs(out)
+    detail, stack = con.execute("select detail, py_stack from event where kind='optimizer_created'").fetchone()
+    assert detail == "0.weight,0.bias,2.weight,2.bias"
+    assert any(l.endswith(":named_params") and "ownership.py" in l for l in stack.splitlines()), stack
+    assert set(by_kind(report(out), "stale_param")) == {"0.weight", "0.bias"}
