@@ -144,6 +144,7 @@ static live_slot_t *snapshot(const live_set_t *live, sqlite3_stmt *call, size_t 
 }
 
 static int group_by_library(live_slot_t *v, size_t n, sqlite3_stmt *stack, sqlite3_stmt *mod, tpa_run_t *run) {
+    if (!n) return 0; /* qsort must not see a NULL array */
     qsort(v, n, sizeof *v, by_stack);
     for (size_t i = 0; i < n;) {
         int64_t sid = v[i].stack_id;
