@@ -241,14 +241,40 @@ static void find_successor(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
     sqlite3_finalize(st);
 }
 
+/* Storage of the optimizer state kept for a stale param (exp_avg, ...), each
+ * storage counted once per rank and never when a live param shares it. */
+static int64_t state_bytes_of(sqlite3 *db, int64_t audit, uint64_t key, const struct counted *live, struct counted *counted) {
+    sqlite3_stmt *st;
+    int64_t sum = 0;
+    if (sqlite3_prepare_v2(db, "SELECT t.storage_ptr, t.storage_bytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id"
+                           " AND t.key=r.tensor_key WHERE r.audit_id=?1 AND r.role='state' AND r.peer_key=?2", -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_int64(st, 1, audit);
+    sqlite3_bind_int64(st, 2, (int64_t)key);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t ptr = sqlite3_column_int64(st, 0);
+        int shared = 0;
+        for (size_t i = 0; i < live->n; i++) if (live->v[i] == ptr) shared = 1;
+        if (ptr && !shared && counted_add(counted, ptr)) sum += sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return sum;
+}
+
 static char *make_message(const tpa_finding_t *f) {
     char buf[1024], bytes[32];
     tpa_format_bytes(f->retained_bytes, bytes, sizeof bytes);
     const char *name = f->name ? f->name : "(unnamed)";
+    char state[64] = "";
+    if (f->state_bytes > 0) {
+        char sb[32];
+        tpa_format_bytes(f->state_bytes, sb, sizeof sb);
+        snprintf(state, sizeof state, ", plus %s of its optimizer state", sb);
+    }
     if (!strcmp(f->kind, "stale_param"))
-        snprintf(buf, sizeof buf, "%s %s holds %s %s, which is no longer a model parameter (%s retained%s%s%s)",
+        snprintf(buf, sizeof buf, "%s %s holds %s %s, which is no longer a model parameter (%s retained%s%s%s%s)",
                  f->holder_class ? f->holder_class : "optimizer", f->holder_path ? f->holder_path : "", name,
-                 f->shape, bytes, f->has_successor ? "; live successor " : "; no live successor",
+                 f->shape, bytes, state, f->has_successor ? "; live successor " : "; no live successor",
                  f->has_successor ? f->succ_name : "", f->has_successor ? " is never trained" : "");
     else if (!strcmp(f->kind, "orphan_state"))
         snprintf(buf, sizeof buf, "%s %s keys state by a tensor in no param group (%s retained)",
@@ -298,6 +324,7 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
             for (size_t i = 0; i < live.n; i++) if (live.v[i] == ptr) shared_with_live = 1;
             f.retained_bytes = (counts && ptr && !shared_with_live && counted_add(&counted, ptr)) ? bytes : 0;
             if (k == 0 || k == 3) find_successor(db, audit, &f);
+            if (k == 0) f.state_bytes = state_bytes_of(db, audit, f.key, &live, &counted);
             attach_events(db, audit, &f);
             attach_allocation(db, audit_begin, ptr, &f);
             push_finding(r, &f);

@@ -139,8 +139,8 @@ static void put_finding(FILE *out, const tpa_finding_t *f)
     put_opt_string(out, f->device);
     fputs(",\"type\":", out);
     put_opt_string(out, f->type);
-    fprintf(out, "},\"retained_bytes\":%" PRId64 ",\"has_grad\":%s,\"successor\":",
-            f->retained_bytes, f->has_grad ? "true" : "false");
+    fprintf(out, "},\"retained_bytes\":%" PRId64 ",\"state_bytes\":%" PRId64 ",\"has_grad\":%s,\"successor\":",
+            f->retained_bytes, f->state_bytes, f->has_grad ? "true" : "false");
     if (f->has_successor) {
         fputs("{\"name\":", out);
         put_opt_string(out, f->succ_name);
@@ -180,14 +180,15 @@ int tpa_render_json(const tpa_report_t *r, FILE *out)
         put_run(out, &r->runs[i]);
     }
     fputs("],\n\"findings\":[", out);
-    int64_t total = 0;
+    int64_t total = 0, state_total = 0;
     for (size_t i = 0; i < r->n_findings; i++) {
         fputs(i ? ",\n" : "\n", out);
         put_finding(out, &r->findings[i]);
         if (r->findings[i].is_error)
-            total += r->findings[i].retained_bytes;
+            total += r->findings[i].retained_bytes, state_total += r->findings[i].state_bytes;
     }
-    fprintf(out, "],\n\"totals\":{\"retained_bytes\":%" PRId64 ",\"by_kind\":{", total);
+    fprintf(out, "],\n\"totals\":{\"retained_bytes\":%" PRId64 ",\"state_bytes\":%" PRId64 ",\"by_kind\":{", total,
+            state_total);
     static const char *kinds[] = {"orphan_state", "stale_map_entry", "stale_param",
                                   "state_shape_mismatch", "untrained_param"};
     int first = 1;

@@ -18,15 +18,20 @@ static void put_frames(FILE *out, const char *title, const tpa_frames_t *fr) {
 
 int tpa_render_text(const tpa_report_t *r, FILE *out) {
     size_t errors = 0, warnings = 0;
-    int64_t total = 0;
+    int64_t total = 0, state_total = 0;
     for (size_t i = 0; i < r->n_findings; i++) {
         if (r->findings[i].is_error) errors++; else warnings++;
         if (r->findings[i].is_error) total += r->findings[i].retained_bytes;
+        state_total += r->findings[i].state_bytes;
     }
-    char bytes[32];
+    char bytes[32], state[96] = "";
+    if (state_total > 0) {
+        tpa_format_bytes(state_total, bytes, sizeof bytes);
+        snprintf(state, sizeof state, " (plus %s of their optimizer state)", bytes);
+    }
     tpa_format_bytes(total, bytes, sizeof bytes);
-    fprintf(out, "tpaudit report: %zu run%s, %zu error%s, %zu warning%s, %s retained by stale tensors\n", r->n_runs,
-            r->n_runs == 1 ? "" : "s", errors, errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s", bytes);
+    fprintf(out, "tpaudit report: %zu run%s, %zu error%s, %zu warning%s, %s retained by stale tensors%s\n", r->n_runs,
+            r->n_runs == 1 ? "" : "s", errors, errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s", bytes, state);
     if (!r->n_findings) fputs("verdict: clean - every tensor the optimizers hold is a live model parameter\n", out);
     else fputs(errors ? "verdict: STALE TENSORS - optimizers hold tensors the model replaced\n" : "verdict: warnings only\n", out);
     for (size_t i = 0; i < r->n_runs; i++) {

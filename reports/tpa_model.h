@@ -34,6 +34,7 @@ typedef struct tpa_finding {
     char *holder_kind, *holder_class, *holder_path;
     char *name, *shape, *local_shape, *dtype, *device, *type;
     int64_t retained_bytes;
+    int64_t state_bytes; /* stale_param: its optimizer state's storage, not shared with live params */
     int has_grad;
     int has_successor;
     uint64_t successor_key;

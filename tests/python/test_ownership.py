@@ -218,3 +218,16 @@ def test_optimizer_built_from_named_parameters(tmp_path):
     assert detail == "0.weight,0.bias,2.weight,2.bias"
     assert any(l.endswith(":named_params") and "ownership.py" in l for l in stack.splitlines()), stack
     assert set(by_kind(report(out), "stale_param")) == {"0.weight", "0.bias"}
+
+
+def test_stale_param_counts_its_optimizer_state(tmp_path):
+    out, _ = audited(tmp_path, "state", [sys.executable, str(SCEN), "stale_with_state"], env={"TPAUDIT_AUDIT": "1,2,3"})
+    doc = report(out)
+    stale = by_kind(doc, "stale_param")
+    assert stale["2.weight"]["retained_bytes"] == 16 * 32 * 4
+    assert stale["2.weight"]["state_bytes"] >= 2 * 16 * 32 * 4  # exp_avg and exp_avg_sq (and step)
+    assert doc["totals"]["state_bytes"] == sum(f["state_bytes"] for f in doc["findings"])
+    assert "of its optimizer state" in stale["2.weight"]["message"]
+    twin, _ = audited(tmp_path, "state-twin", [sys.executable, str(SCEN), "stale_with_state", "--twin"],
+                      env={"TPAUDIT_AUDIT": "1,2,3"})
+    assert report(twin)["findings"] == []

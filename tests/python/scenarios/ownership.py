@@ -4,7 +4,7 @@
     torchrun --nproc_per_node 2 ownership.py CASE  (distributed cases, gloo)
 
 Single process: hf_resize, meta_to_empty, tied, frozen, data_pad, gc_freed,
-spawn_child, named_params, numerics (prints its losses), hook_error (a model whose
+spawn_child, named_params, stale_with_state, numerics (prints its losses), hook_error (a model whose
 named_parameters raises inside the audit), explicit (tpaudit.audit() without
 the shim preloaded).  Distributed: dtensor_tp, fsdp2, adagrad_fsdp, ddp_before,
 ddp_after.  Nothing here calls tpaudit: audits come from the optimizer step
@@ -139,6 +139,15 @@ def named_params(_twin):
     train(model, opt, lambda: torch.randn(4, 16))
 
 
+def stale_with_state(twin):
+    model = mlp()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    train(model, opt, lambda: torch.randn(4, 16), steps=1)  # AdamW state exists now
+    if not twin:
+        model[2] = nn.Linear(32, 16)
+    train(model, opt, lambda: torch.randn(4, 16), steps=2)
+
+
 def explicit(_twin):
     import tpaudit
     model = mlp()
@@ -221,6 +230,7 @@ CASES = {
     "hf_resize": hf_resize, "meta_to_empty": meta_to_empty, "tied": tied, "frozen": frozen,
     "data_pad": data_pad, "gc_freed": gc_freed, "spawn_child": spawn_child,
     "numerics": numerics, "hook_error": hook_error, "explicit": explicit, "named_params": named_params,
+    "stale_with_state": stale_with_state,
     "dtensor_tp": dtensor_tp, "fsdp2": fsdp2, "adagrad_fsdp": adagrad_fsdp,
     "ddp_before": lambda _t: ddp(True), "ddp_after": lambda _t: ddp(False),
 }
