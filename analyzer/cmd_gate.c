@@ -51,7 +51,7 @@ static void add_rule(tpa_report_t *r, const char *rule, int64_t limit, int64_t m
     tpa_gate_rule_t *v = realloc(r->rules, (r->n_rules + 1) * sizeof *v);
     if (!v) return;
     r->rules = v;
-    r->rules[r->n_rules++] = (tpa_gate_rule_t){tpa_strdup(rule), limit, measured, rank, passed};
+    r->rules[r->n_rules++] = (tpa_gate_rule_t){tpa_strdup(rule), limit, measured, rank, 0, passed};
 }
 
 int tpa_cmd_gate(int argc, char **argv) {
@@ -116,6 +116,7 @@ int tpa_cmd_gate(int argc, char **argv) {
         int ok = retained <= max_retained;
         passed &= ok;
         add_rule(&r, "max-retained", max_retained, retained, rank, ok);
+        if (!ranked) r.rules[r.n_rules - 1].pid = r.runs[i].pid;
     }
     int64_t counted = 0;
     for (size_t j = 0; j < r.n_findings; j++)
@@ -130,7 +131,9 @@ int tpa_cmd_gate(int argc, char **argv) {
         char lim[32], got[32], rank[32];
         if (!strcmp(g->rule, "max-retained")) { tpa_format_bytes(g->limit, lim, sizeof lim); tpa_format_bytes(g->measured, got, sizeof got); }
         else { snprintf(lim, sizeof lim, "%lld", (long long)g->limit); snprintf(got, sizeof got, "%lld", (long long)g->measured); }
-        if (g->rank >= 0) snprintf(rank, sizeof rank, "rank %lld", (long long)g->rank); else snprintf(rank, sizeof rank, "all ranks");
+        if (g->rank >= 0) snprintf(rank, sizeof rank, "rank %lld", (long long)g->rank);
+        else if (g->pid) snprintf(rank, sizeof rank, "pid %lld (no rank)", (long long)g->pid);
+        else snprintf(rank, sizeof rank, "all ranks");
         if (!junit) fprintf(out, "gate: %-4s %s on %s: measured %s, limit %s%s\n", g->passed ? "ok" : "FAIL", g->rule, rank, got, lim,
                             g->passed ? "" : " (over the limit)");
     }

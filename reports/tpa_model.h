@@ -97,7 +97,8 @@ typedef struct tpa_gate_rule {
     char *rule;        /* "max-retained", "max-findings", "complete" */
     int64_t limit;
     int64_t measured;
-    int64_t rank;      /* -1: all ranks */
+    int64_t rank;      /* -1: all ranks (or the process `pid` when set) */
+    int64_t pid;       /* max-retained of a process without a rank, else 0 */
     int passed;
 } tpa_gate_rule_t;
 
