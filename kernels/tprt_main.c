@@ -1,10 +1,11 @@
 /* tprt_main.c - the tprt command line.  `tprt train` checks its options,
- * forks the tensor-parallel ranks over shared-memory collectives and
- * trains GPT-2 on synthetic tokens.  The parent process is rank 0 and the
- * supervisor (so there is one process, and one tpaudit database, per rank):
- * a rank that dies or fails marks the collectives dead, every other rank
- * fails out of its next collective, the parent stops the rest, waits for
- * all of them and exits 1.  Bad input: one "tprt: ..." line, exit 2. */
+ * forks the tensor-parallel ranks over shared-memory collectives (NCCL on
+ * the device path, one GPU per rank) and trains GPT-2 on synthetic tokens.
+ * The parent process is rank 0 and the supervisor (so there is one process,
+ * and one tpaudit database, per rank): a rank that dies or fails marks the
+ * collectives dead, every other rank fails out of its next collective, the
+ * parent stops the rest, waits for all of them and exits 1.  Bad input:
+ * one "tprt: ..." line, exit 2. */
 #define _DEFAULT_SOURCE
 #include "model.h"
 #include "tpaudit.h"
@@ -22,8 +23,14 @@
 #ifndef TPRT_HAVE_CUDA
 #define TPRT_HAVE_CUDA 0
 #endif
+#ifndef TPRT_HAVE_NCCL
+#define TPRT_HAVE_NCCL 0
+#endif
 #if TPRT_HAVE_CUDA
-#include "gpt2_cuda.h" /* kernels/cuda: the device path (TP=1) */
+#include "gpt2_cuda.h" /* kernels/cuda: the device path */
+#endif
+#if TPRT_HAVE_NCCL
+#include "collectives_nccl.h" /* its collectives at TP>1: one rank per GPU */
 #endif
 #define MAX_RANKS 64
 
@@ -95,8 +102,9 @@ static int parse(int argc, char **argv, options *o) {
 #if TPRT_HAVE_CUDA
     if (!strcmp(o->device, "cuda")) {
         char why[160];
-        if (o->tp != 1) return bad("--device cuda: --tp %d: the CUDA backend runs TP=1 only (no NCCL backend yet)", o->tp);
-        if (tprt_cuda_available(why, sizeof why)) return bad("--device cuda: %s", why);
+        if (o->tp != 1 && !TPRT_HAVE_NCCL) return bad("--device cuda: --tp %d: this build has no NCCL backend", o->tp);
+        /* TP>1: rank 0 counts the GPUs after fork() (a CUDA context must not cross a fork) */
+        if (o->tp == 1 && tprt_cuda_available(why, sizeof why)) return bad("--device cuda: %s", why);
     }
 #endif
     if (o->tp > c.n_head) return bad("--tp %d is larger than the %d heads of %s", o->tp, c.n_head, o->model);
@@ -115,6 +123,17 @@ static double now_s(void) {
 static int rank_fail(tprt_comm *c, const char *what, int rc) {
     if (rc < 0 && c->error[0]) fprintf(stderr, "tprt: rank %d: %s: %s\n", c->rank, what, c->error);
     else fprintf(stderr, "tprt: rank %d: %s failed (out of memory?)\n", c->rank, what);
+    if (c->world > 1 && rc != TPRT_COMM_EABORT) c->ops->abort(c, c->rank);
+    return 1;
+}
+
+static int g_device; /* this rank's GPU (device path) */
+
+/* A device-path failure: prints it; the other ranks' collectives fail too. */
+static int cuda_rank_fail(tprt_comm *c, int rc) {
+#if TPRT_HAVE_CUDA
+    fprintf(stderr, "tprt: rank %d: CUDA: %s\n", c->rank, tprt_cuda_error());
+#endif
     if (c->world > 1 && rc != TPRT_COMM_EABORT) c->ops->abort(c, c->rank);
     return 1;
 }
@@ -140,8 +159,9 @@ static int rank_main(const options *op, tprt_comm *comm) {
 #if TPRT_HAVE_CUDA
     if (cuda) { /* weights, masters, state and activations move to the device; the host copies stay as built */
         m->B = op->batch, m->T = op->seq;
-        if (!(dev = tprt_cuda_create(m, o, op->batch, op->seq))) {
+        if (!(dev = tprt_cuda_create(m, o, op->batch, op->seq, g_device))) {
             fprintf(stderr, "tprt: rank %d: CUDA setup: %s\n", comm->rank, tprt_cuda_error());
+            if (comm->world > 1) comm->ops->abort(comm, comm->rank);
             status = 1;
             goto done;
         }
@@ -153,9 +173,8 @@ static int rank_main(const options *op, tprt_comm *comm) {
 #if TPRT_HAVE_CUDA
         if (cuda) {
             tprt_cuda_zero_grad(dev);
-            if (tprt_cuda_forward(dev, tok, tgt, comm) || tprt_cuda_backward(dev, comm)) {
-                fprintf(stderr, "tprt: rank %d: CUDA: %s\n", comm->rank, tprt_cuda_error());
-                status = 1;
+            if ((rc = tprt_cuda_forward(dev, tok, tgt, comm)) || (rc = tprt_cuda_backward(dev, comm))) {
+                status = cuda_rank_fail(comm, rc);
                 goto done;
             }
         } else
@@ -165,19 +184,24 @@ static int rank_main(const options *op, tprt_comm *comm) {
             if ((rc = gpt2_forward(m, tok, tgt, comm))) { status = rank_fail(comm, "forward", rc); goto done; }
             if ((rc = gpt2_backward(m, comm))) { status = rank_fail(comm, "backward", rc); goto done; }
         }
-        if (step == 1 && comm->world > 1) { /* replicated grads must agree bit for bit on every rank */
+        if (step == 1 && comm->world > 1) { /* replicated grads agree on every rank (CPU: bit for bit) */
             char why[160];
-            if ((rc = gpt2_check_replicated_grads(m, comm, why, sizeof why))) {
+#if TPRT_HAVE_CUDA
+            rc = cuda ? tprt_cuda_check_replicated_grads(dev, comm, why, sizeof why)
+                      : gpt2_check_replicated_grads(m, comm, why, sizeof why);
+#else
+            rc = gpt2_check_replicated_grads(m, comm, why, sizeof why);
+#endif
+            if (rc) {
                 if (rc > 0) fprintf(stderr, "tprt: rank %d: %s\n", comm->rank, why);
-                status = rc > 0 ? 1 : rank_fail(comm, "grad check", rc);
+                status = rc > 0 ? 1 : cuda ? cuda_rank_fail(comm, rc) : rank_fail(comm, "grad check", rc);
                 goto done;
             }
         }
         if (tprt_audit_wanted(step)) tprt_audit(m, o, "step", step);
 #if TPRT_HAVE_CUDA
-        if (cuda && tprt_cuda_step(dev, comm)) {
-            fprintf(stderr, "tprt: rank %d: CUDA: %s\n", comm->rank, tprt_cuda_error());
-            status = 1;
+        if (cuda && (rc = tprt_cuda_step(dev, comm))) {
+            status = cuda_rank_fail(comm, rc);
             goto done;
         }
 #endif
@@ -203,6 +227,77 @@ done:
 
 /* ---- the supervisor (rank 0's process) ---- */
 static tprt_shm *g_shm;
+#if TPRT_HAVE_NCCL
+static tprt_nccl_rdv *g_rdv; /* device path at TP>1: the NCCL id and the dead-rank word */
+
+static int shared_gpu_allowed(void) {
+    const char *v = getenv("TPRT_ALLOW_SHARED_GPU");
+    return v && !strcmp(v, "1");
+}
+
+/* Rank r joins the NCCL communicator.  Rank 0 (CUDA untouched before the
+ * fork) counts the GPUs, refuses too few, and hands the unique id to the
+ * others through g_rdv.  0 joined; 2 refused (rank 0 said why, once); 1 failed. */
+static int nccl_join(const options *op, int r, tprt_comm *c) {
+    char why[200] = "";
+    int ndev = 0, verdict;
+    memset(c, 0, sizeof *c);
+    if (r == 0) {
+        verdict = 0;
+        if ((ndev = tprt_cuda_device_count(why, sizeof why)) < 0) verdict = bad("--device cuda: %s", why);
+        else if (ndev < op->tp && !shared_gpu_allowed())
+            verdict = bad("--tp %d needs %d GPUs, this machine has %d (NCCL refuses two ranks of one communicator on one "
+                          "GPU; TPRT_ALLOW_SHARED_GPU=1 tries it anyway, over loopback sockets)", op->tp, op->tp, ndev);
+        if (!verdict && ndev < op->tp) {
+            fprintf(stderr, "tprt: TPRT_ALLOW_SHARED_GPU=1: %d ranks on %d GPU(s), one NCCL_HOSTID per rank, loopback "
+                            "sockets (slow; for testing)\n", op->tp, ndev);
+            tprt_nccl_shared_gpu_env(r);
+        }
+        if (tprt_nccl_publish(g_rdv, verdict, ndev, why, sizeof why)) {
+            fprintf(stderr, "tprt: rank 0: %s\n", why);
+            return 1;
+        }
+        if (verdict) return verdict;
+    } else {
+        verdict = tprt_nccl_wait(g_rdv, op->timeout, &ndev, why, sizeof why);
+        if (verdict) {
+            if (why[0]) fprintf(stderr, "tprt: rank %d: %s\n", r, why);
+            return verdict;
+        }
+        if (ndev < op->tp) tprt_nccl_shared_gpu_env(r);
+    }
+    g_device = r % ndev;
+    if (tprt_nccl_attach(c, g_rdv, r, op->tp, g_device, op->timeout)) {
+        fprintf(stderr, "tprt: rank %d: GPU %d: %s\n", r, g_device, c->error);
+        tprt_nccl_detach(c);
+        return 1;
+    }
+    return 0;
+}
+#endif
+
+/* One rank: its communicator (NCCL on the device path at TP>1, else the shared segment), then training. */
+static int run_rank(const options *op, int r) {
+    tprt_comm c;
+#if TPRT_HAVE_NCCL
+    if (g_rdv) {
+        int st = nccl_join(op, r, &c);
+        if (st) return st;
+        st = rank_main(op, &c);
+        tprt_nccl_detach(&c);
+        return st;
+    }
+#endif
+    tprt_shm_attach(g_shm, &c, r);
+    return rank_main(op, &c);
+}
+
+static void mark_dead(int r) { /* async-signal-safe */
+    tprt_shm_mark_dead(g_shm, r);
+#if TPRT_HAVE_NCCL
+    tprt_nccl_mark_dead(g_rdv, r);
+#endif
+}
 static pid_t g_pid[MAX_RANKS];
 static int g_status[MAX_RANKS];
 static volatile sig_atomic_t g_done[MAX_RANKS], g_world, g_reaped;
@@ -218,7 +313,7 @@ static void on_sigchld(int sig) {
         g_status[r] = st;
         g_done[r] = 1;
         g_reaped++;
-        if (failed(st)) tprt_shm_mark_dead(g_shm, r); /* atomic: async-signal-safe */
+        if (failed(st)) mark_dead(r); /* atomic: async-signal-safe */
     }
     errno = saved;
 }
@@ -247,6 +342,12 @@ static int train(const options *op) {
         return rank_main(op, &c);
     }
     if (!(g_shm = tprt_shm_create(N, op->timeout))) { fprintf(stderr, "tprt: cannot map shared memory for %d ranks\n", N); return 1; }
+#if TPRT_HAVE_NCCL
+    if (!strcmp(op->device, "cuda") && !(g_rdv = tprt_nccl_rdv_create(N))) {
+        fprintf(stderr, "tprt: cannot map shared memory for %d ranks\n", N);
+        return 1;
+    }
+#endif
     g_world = N;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -263,23 +364,21 @@ static int train(const options *op) {
     int status = 0;
     for (int r = 1; r < N && !status; r++) {
         pid_t p = fork();
-        if (p < 0) { fprintf(stderr, "tprt: fork: %s\n", strerror(errno)); tprt_shm_mark_dead(g_shm, 0); status = 1; break; }
+        if (p < 0) { fprintf(stderr, "tprt: fork: %s\n", strerror(errno)); mark_dead(0); status = 1; break; }
         if (p == 0) {
             signal(SIGCHLD, SIG_DFL);
             sigprocmask(SIG_SETMASK, &old, NULL);
             prctl(PR_SET_PDEATHSIG, SIGKILL); /* rank 0 gone: so are we */
             if (getppid() != parent) _exit(1);
-            tprt_comm c;
-            tprt_shm_attach(g_shm, &c, r);
-            exit(rank_main(op, &c)); /* exit, not _exit: the shim closes its database */
+            exit(run_rank(op, r)); /* exit, not _exit: the shim closes its database */
         }
         g_pid[r] = p;
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
-    if (!status) {
-        tprt_comm c;
-        tprt_shm_attach(g_shm, &c, 0);
-        status = rank_main(op, &c);
+    if (!status) status = run_rank(op, 0);
+    if (status == 2) { /* the device path refused (rank 0 said why): the others exit 2 silently */
+        if (!wait_children(5.0)) { signal_children(SIGKILL); wait_children(5.0); }
+        return 2;
     }
     int culprit[MAX_RANKS] = {0}, stopped[MAX_RANKS] = {0};
     for (int r = 1; r < N; r++) culprit[r] = g_done[r] && failed(g_status[r]);

@@ -2,7 +2,11 @@
 # GPU part of scripts/gpu_all.sh for tprt's CUDA backend: the kernel tests
 # (every CUDA kernel against its CPU reference), the TP=1 loss curve on the
 # GPU against the CPU's and the tpaudit findings of --device cuda
-# (tests/gpu/check_tprt_cuda.py), then the GPT-2 124M throughput against
+# (tests/gpu/check_tprt_cuda.py), TP=2 over NCCL (tests/gpu/check_tprt_tp.py:
+# with >= 2 GPUs the GPU TP=2 loss curve against the CPU TP=2 one, the buggy
+# policy's stale table on both ranks, a killed rank; with 1 GPU "skip: needs
+# 2 GPUs", the refusal, and the same checks as notes with both ranks on the
+# one GPU, TPRT_ALLOW_SHARED_GPU=1), then the GPT-2 124M throughput against
 # PyTorch (bench/tprt/bench_tprt.sh).  Skip the bench: TPRT_NO_BENCH=1.
 set -uo pipefail
 build="${TPAUDIT_GPU_BUILD:?}"
@@ -13,6 +17,8 @@ echo "== kernel tests"
 "$build/bin/test_tprt_cuda" || rc=1
 echo "== loss curve and audit"
 python3 tests/gpu/check_tprt_cuda.py "$build/bin/tprt" "$build/bin/tpaudit" "$out" || rc=1
+echo "== TP=2 over NCCL ($(nvidia-smi -L | grep -c '^GPU ') GPU(s))"
+python3 tests/gpu/check_tprt_tp.py "$build/bin/tprt" "$build/bin/tpaudit" "$out" || rc=1
 if [ -z "${TPRT_NO_BENCH:-}" ]; then
   echo "== bench"
   bash bench/tprt/bench_tprt.sh "$build/bin/tprt" 25 || rc=1

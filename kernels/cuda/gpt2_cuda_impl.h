@@ -1,0 +1,73 @@
+/* gpt2_cuda_impl.h - what the files of tprt's device model share
+ * (gpt2_cuda.c: setup, uploads, audit hook, profile; gpt2_cuda_pass.c:
+ * forward and backward; gpt2_cuda_step.c: replicated grads and AdamW):
+ * the device copy of a host tensor, the activation pointers, the model
+ * struct, the profile marks and the error helpers.  Not a public header. */
+#ifndef TPRT_GPT2_CUDA_IMPL_H
+#define TPRT_GPT2_CUDA_IMPL_H
+#include "gpt2_cuda.h"
+#include "tprt_cuda.h"
+#include <cuda_runtime.h>
+
+typedef struct {
+    const tprt_tensor *t;
+    void *data;  /* bf16 (working) or fp32 (master, state) */
+    float *grad; /* fp32, live params only */
+    int bf16;
+    size_t numel;
+} dev_tensor;
+
+enum { K_ENCODER, K_LAYERNORM, K_MATMUL, K_ATTENTION, K_GELU, K_RESIDUAL, K_CROSSENT, K_ADAMW, K_COMM, K_OTHER, K_COUNT };
+#define MAX_MARKS 2048
+#define PROFILE_SKIP 2
+
+typedef struct {
+    tprt_bf16 *ln1, *qkv, *atty, *att, *attp, *res2, *ln2, *fch, *fcg, *fcp, *res3;
+    float *ln1m, *ln1r, *ln2m, *ln2r;
+} layer_acts;
+
+struct tprt_cuda_model {
+    gpt2_model *m;
+    tprt_adamw *o;
+    int device;      /* the GPU of this rank */
+    char devname[16]; /* "cuda:<device>" for the audit facts */
+    int n_dt, cap_dt;
+    dev_tensor *dt;
+    int B, T, ldv;   /* ldv: row stride of the logits (vocab slice padded to 64) */
+    void *acts_block, *grads_block, *attn_scratch;
+    layer_acts *la;
+    tprt_bf16 *enc, *lnf, *logits;
+    float *lnfm, *lnfr, *rowmax, *rowsum, *ce_scratch, *loss, *norm2;
+    tprt_bf16 *dres, *dln, *datty, *dqkv, *dfcg, *dfch;
+    int *tok, *tgt;
+    /* profiling: events and the kind each one opens */
+    int profile, n_marks, steps_seen, steps_profiled; /* the first PROFILE_SKIP steps are warm-up */
+    cudaEvent_t ev[MAX_MARKS];
+    int ev_kind[MAX_MARKS];
+    double kind_ms[K_COUNT];
+};
+
+/* This rank's local sizes: channels of its heads, its heads, its MLP width. */
+typedef struct { int N, C, Cl, NH, NHl, Hl; } tp_dims;
+static inline tp_dims tp_dims_of(const gpt2_model *m) {
+    tp_dims t;
+    t.N = m->tp_world, t.C = m->cfg.channels, t.NH = m->cfg.n_head;
+    t.Cl = t.C / t.N, t.NHl = t.NH / t.N, t.Hl = 4 * t.C / t.N;
+    return t;
+}
+
+/* gpt2_cuda.c */
+int cuda_fail(const char *what);                     /* sets the error from CUDA's last one; -1 */
+int cuda_comm_fail(const char *what, tprt_comm *c, int rc); /* sets the error from the comm's; rc */
+dev_tensor *dev_find(const tprt_cuda_model *d, const tprt_tensor *t);
+void mark(tprt_cuda_model *d, int kind);
+void marks_flush(tprt_cuda_model *d);
+
+#define TRY(call, what) do { if (call) return cuda_fail(what); } while (0)
+#define COMM(call, what) do { int rc_ = (call); if (rc_) return cuda_comm_fail(what, comm, rc_); } while (0)
+#define PASS(call) do { int rc_ = (call); if (rc_) return rc_; } while (0)
+#define PW(i) ((tprt_bf16 *)dev_find(d, m->params[i])->data)
+#define PG(i) (dev_find(d, m->params[i])->grad)
+#define LW(l, s) PW(gpt2_layer_param(l, s))
+#define LG(l, s) PG(gpt2_layer_param(l, s))
+#endif

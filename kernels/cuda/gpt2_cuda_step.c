@@ -1,0 +1,120 @@
+/* gpt2_cuda_step.c - the optimizer side of tprt's device model: the check
+ * that replicated grads agree across ranks, their sync, and the AdamW step
+ * (adamw.c's semantics: masters whose working tensor got no grad are
+ * skipped, so the buggy policy's stale master and its live shard stay
+ * untrained, as on the CPU).  On the GPU the replicated grads (layernorms,
+ * wpe, row-parallel biases) are summed with fp32 atomics in an order that
+ * differs between ranks, so at TP>1 they agree to rounding, not bit for
+ * bit: the check allows 1e-4 of the tensor's largest grad, and the step
+ * first averages them (ncclAvg) so every rank applies the same update; the
+ * replicated part of the squared grad norm is averaged for the same reason. */
+#include "gpt2_cuda_impl.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define REPLICATED_TOL 1e-4f
+
+static int replicated_with_grad(const gpt2_model *m, const tprt_tensor *t) {
+    return t->shard == TPRT_REPLICATED && gpt2_has_grad(m, t);
+}
+
+/* Max and -min over the ranks of one grad (2n floats of scratch): the spread and the scale. */
+static int spread_of(const dev_tensor *x, float *host, float *dev, tprt_comm *comm, float *spread, float *scale) {
+    size_t n = x->numel;
+    TRY(cudaMemcpy(host, x->grad, n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess, "replicated grad check");
+    for (size_t k = 0; k < n; k++) host[n + k] = -host[k];
+    TRY(cudaMemcpy(dev, host, 2 * n * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess, "replicated grad check");
+    COMM(tprt_allreduce_dev(comm, dev, 2 * n, TPRT_F32, TPRT_MAX), "replicated grad check");
+    COMM(tprt_dev_sync(comm), "replicated grad check");
+    TRY(cudaMemcpy(host, dev, 2 * n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess, "replicated grad check");
+    *spread = 0.0f, *scale = 0.0f;
+    for (size_t k = 0; k < n; k++) {
+        float hi = host[k], lo = -host[n + k];
+        *spread = fmaxf(*spread, hi - lo);
+        *scale = fmaxf(*scale, fmaxf(fabsf(hi), fabsf(lo)));
+    }
+    return 0;
+}
+
+int tprt_cuda_check_replicated_grads(tprt_cuda_model *d, tprt_comm *comm, char *why, size_t why_len) {
+    const gpt2_model *m = d->m;
+    size_t most = 0;
+    for (int i = 0; i < m->n_params; i++)
+        if (replicated_with_grad(m, m->params[i]) && m->params[i]->numel > most) most = m->params[i]->numel;
+    if (comm->world == 1 || !most) return 0;
+    COMM(tprt_dev_sync(comm), "replicated grad check");
+    float *host = malloc(2 * most * sizeof(float)), *dev = NULL;
+    if (!host || cudaMalloc((void **)&dev, 2 * most * sizeof(float)) != cudaSuccess) {
+        free(host);
+        return cuda_fail("replicated grad check scratch");
+    }
+    int rc = 0;
+    for (int i = 0; i < m->n_params && !rc; i++) {
+        const tprt_tensor *t = m->params[i];
+        float spread = 0.0f, scale = 0.0f;
+        if (!replicated_with_grad(m, t)) continue;
+        if ((rc = spread_of(dev_find(d, t), host, dev, comm, &spread, &scale))) break;
+        if (spread > REPLICATED_TOL * scale) {
+            snprintf(why, why_len, "%s: grad differs across ranks by %.3g (largest grad %.3g)", t->name, (double)spread,
+                     (double)scale);
+            rc = 1;
+        }
+    }
+    cudaFree(dev);
+    free(host);
+    return rc;
+}
+
+/* TP>1: every rank takes the mean of the replicated grads (fp32, ncclAvg). */
+static int sync_replicated(tprt_cuda_model *d, tprt_comm *comm) {
+    const gpt2_model *m = d->m;
+    if (m->tp_world == 1) return 0;
+    for (int i = 0; i < m->n_params; i++) {
+        if (!replicated_with_grad(m, m->params[i])) continue;
+        dev_tensor *x = dev_find(d, m->params[i]);
+        COMM(tprt_allreduce_dev(comm, x->grad, x->numel, TPRT_F32, TPRT_AVG), "replicated grads");
+    }
+    return 0;
+}
+
+int tprt_cuda_step(tprt_cuda_model *d, tprt_comm *comm) {
+    tprt_adamw *o = d->o;
+    const gpt2_model *m = d->m;
+    if (m->tp_world > 1) mark(d, K_COMM);
+    PASS(sync_replicated(d, comm));
+    mark(d, K_ADAMW);
+    cudaMemsetAsync(d->norm2, 0, 2 * sizeof(float), 0);
+    for (int i = 0; i < o->n; i++) {
+        const tprt_tensor *w = o->e[i].working;
+        if (!gpt2_has_grad(m, w)) continue;
+        dev_tensor *x = dev_find(d, w);
+        /* norm2[0]: sharded grads (all-reduced at TP>1), norm2[1]: replicated, counted once */
+        TRY(cuda_sumsq(d->norm2 + (w->shard == TPRT_REPLICATED), x->grad, x->numel), "grad norm");
+    }
+    if (m->tp_world > 1) {
+        mark(d, K_COMM);
+        COMM(tprt_allreduce_dev(comm, d->norm2, 1, TPRT_F32, TPRT_SUM), "grad norm");
+        COMM(tprt_allreduce_dev(comm, d->norm2 + 1, 1, TPRT_F32, TPRT_AVG), "grad norm"); /* same bits everywhere */
+        mark(d, K_ADAMW);
+    }
+    o->t++;
+    float bc1 = 1.0f - powf(o->beta1, (float)o->t), bc2 = 1.0f - powf(o->beta2, (float)o->t);
+    for (int i = 0; i < o->n; i++) {
+        tprt_adamw_entry *e = &o->e[i];
+        if (!gpt2_has_grad(m, e->working)) continue;
+        dev_tensor *w = dev_find(d, e->working), *p = dev_find(d, e->master), *mo = dev_find(d, e->m), *vo = dev_find(d, e->v);
+        float decay = e->decay ? o->lr * o->weight_decay : 0.0f;
+        TRY(cuda_adamw_update(p->data, w->data, w->grad, mo->data, vo->data, p->numel, d->norm2, o->clip, o->lr, o->beta1,
+                              o->beta2, o->eps, decay, bc1, bc2), "adamw");
+    }
+    mark(d, K_OTHER);
+    COMM(tprt_dev_sync(comm), "optimizer step");
+    float n2[2];
+    TRY(cudaMemcpy(n2, d->norm2, sizeof n2, cudaMemcpyDeviceToHost) != cudaSuccess, "grad norm");
+    o->last_norm = sqrtf(n2[0] + n2[1]);
+    mark(d, K_OTHER);
+    marks_flush(d);
+    if (d->steps_seen++ >= PROFILE_SKIP) d->steps_profiled++;
+    return 0;
+}
