@@ -127,7 +127,7 @@ static int rank_fail(tprt_comm *c, const char *what, int rc) {
     return 1;
 }
 
-static int g_device; /* this rank's GPU (device path) */
+static int g_device __attribute__((unused)); /* this rank's GPU (device path; unused without CUDA) */
 
 /* A device-path failure: prints it; the other ranks' collectives fail too. */
 static int cuda_rank_fail(tprt_comm *c, int rc) {
