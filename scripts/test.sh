@@ -15,5 +15,8 @@ status=0
 echo "== sanitized build: unit and gate suites"
 (cd "$here/build-asan" && ctest -L 'unit|gate' -j "$jobs" --output-on-failure) || status=1
 echo "== full build: all suites"
+if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
+  echo "gpu tests will skip: no NVIDIA driver (libcuda.so.1) on this machine; scripts/gpu_all.sh runs them on a GPU machine"
+fi
 (cd "$here/build" && ctest -j "$jobs" --output-on-failure) || status=1
 exit $status
