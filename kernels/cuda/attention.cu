@@ -3,7 +3,9 @@
  * GEMMs (bf16 in, fp32 accumulation), the causal softmax is a kernel (one
  * warp per row).  att keeps the probabilities (bf16) for the backward.
  * scratch: q, k, v | y or dy | dq, dk, dv (bf16, B*T*Cl each),
- *          scores or datt (fp32, B*NH*T*T), dscores (bf16, B*NH*T*T). */
+ *          scores or datt (fp32, B*NH*T*T), dscores (bf16, B*NH*T*T).
+ * The backend's default is attention_fused.cu (no T x T buffers); this path
+ * runs with TPRT_ATTENTION=gemm, for comparison. */
 #include "common.cuh"
 
 extern "C" int tprt_cuda_gemm_batched(bool ta, bool tb, int m, int n, int k, float alpha, const void *A, int lda,

@@ -156,7 +156,8 @@ static int carve_acts(tprt_cuda_model *d, carver *c) {
     for (int l = 0; l < m->cfg.n_layer; l++) {
         layer_acts *a = &d->la[l];
         a->ln1 = take(c, BT * C * bf), a->qkv = take(c, BT * 3 * Cl * bf), a->atty = take(c, BT * Cl * bf);
-        a->att = take(c, (size_t)d->B * NH * (size_t)d->T * (size_t)d->T * bf);
+        if (d->attn_fused) a->lse = take(c, (size_t)d->B * NH * (size_t)d->T * f);
+        else a->att = take(c, (size_t)d->B * NH * (size_t)d->T * (size_t)d->T * bf);
         a->attp = take(c, BT * C * bf), a->res2 = take(c, BT * C * bf), a->ln2 = take(c, BT * C * bf);
         a->fch = take(c, BT * H * bf), a->fcg = take(c, BT * H * bf), a->fcp = take(c, BT * C * bf);
         a->res3 = take(c, BT * C * bf);
@@ -188,6 +189,8 @@ tprt_cuda_model *tprt_cuda_create(gpt2_model *m, tprt_adamw *o, int B, int T, in
     d->profile = prof && *prof && strcmp(prof, "0");
     if (!d->la || cudaSetDevice(device) != cudaSuccess || cuda_blas_init()) { cuda_fail("device setup"); goto bad; }
     if (upload_params(d) || upload_masters(d) || upload_state(d) || upload_stale_working(d)) { cuda_fail("upload"); goto bad; }
+    tp_dims t = tp_dims_of(m);
+    d->attn_fused = cuda_attention_use_fused(t.Cl, t.NHl);
     carver c = {NULL, 0};
     carve_acts(d, &c);
     if (cudaMalloc(&d->acts_block, c.off) != cudaSuccess) { cuda_fail("activations"); goto bad; }
@@ -198,8 +201,9 @@ tprt_cuda_model *tprt_cuda_create(gpt2_model *m, tprt_adamw *o, int B, int T, in
     if (cudaMalloc(&d->grads_block, g.off) != cudaSuccess) { cuda_fail("activation grads"); goto bad; }
     g.base = d->grads_block, g.off = 0;
     carve_grads(d, &g);
-    tp_dims t = tp_dims_of(m);
-    if (cudaMalloc(&d->attn_scratch, cuda_attention_scratch_bytes(B, T, t.Cl, t.NHl)) != cudaSuccess) {
+    size_t scratch = d->attn_fused ? cuda_attention_fused_scratch_bytes(B, T, t.NHl)
+                                   : cuda_attention_scratch_bytes(B, T, t.Cl, t.NHl);
+    if (cudaMalloc(&d->attn_scratch, scratch) != cudaSuccess) {
         cuda_fail("attention scratch");
         goto bad;
     }
@@ -236,4 +240,5 @@ void tprt_cuda_profile_report(const tprt_cuda_model *d, FILE *f) {
             fprintf(f, "profile: %-13s %9.3f ms %5.1f%%\n", KIND_NAME[k], d->kind_ms[k] / d->steps_profiled,
                     total > 0 ? 100.0 * d->kind_ms[k] / total : 0.0);
     fprintf(f, "profile: %-13s %9.3f ms\n", "total", total / d->steps_profiled);
+    fprintf(f, "profile: attention path %s\n", d->attn_fused ? "fused (attention_fused.cu)" : "gemm (TPRT_ATTENTION=gemm)");
 }

@@ -24,6 +24,7 @@ enum { K_ENCODER, K_LAYERNORM, K_MATMUL, K_ATTENTION, K_GELU, K_RESIDUAL, K_CROS
 typedef struct {
     tprt_bf16 *ln1, *qkv, *atty, *att, *attp, *res2, *ln2, *fch, *fcg, *fcp, *res3;
     float *ln1m, *ln1r, *ln2m, *ln2r;
+    float *lse; /* fused attention: per-row logsumexp (B,NH,T); att (B,NH,T,T) only on the gemm path */
 } layer_acts;
 
 struct tprt_cuda_model {
@@ -34,6 +35,7 @@ struct tprt_cuda_model {
     int n_dt, cap_dt;
     dev_tensor *dt;
     int B, T, ldv;   /* ldv: row stride of the logits (vocab slice padded to 64) */
+    int attn_fused;  /* attention_fused.cu (default) or the cuBLAS path (TPRT_ATTENTION=gemm) */
     void *acts_block, *grads_block, *attn_scratch;
     layer_acts *la;
     tprt_bf16 *enc, *lnf, *logits;

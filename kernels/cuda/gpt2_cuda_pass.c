@@ -62,7 +62,8 @@ int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets,
         mark(d, K_MATMUL);
         TRY(cuda_matmul_forward(a->qkv, a->ln1, LW(l, P_QKVW), LW(l, P_QKVB), BT, C, 3 * Cl, 3 * Cl), "c_attn");
         mark(d, K_ATTENTION);
-        TRY(cuda_attention_forward(a->atty, a->att, a->qkv, d->attn_scratch, B, T, Cl, t.NHl), "attention");
+        if (d->attn_fused) TRY(cuda_attention_fused_forward(a->atty, a->lse, a->qkv, B, T, Cl, t.NHl), "attention");
+        else TRY(cuda_attention_forward(a->atty, a->att, a->qkv, d->attn_scratch, B, T, Cl, t.NHl), "attention");
         mark(d, K_MATMUL);
         PASS(row_parallel(d, a->attp, a->atty, LW(l, P_ATTPW), LW(l, P_ATTPB), BT, Cl, C, comm, "attn.c_proj"));
         mark(d, K_RESIDUAL);
@@ -144,8 +145,11 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
         TRY(cuda_matmul_backward(d->datty, LG(l, P_ATTPW), LG(l, P_ATTPB), d->dres, a->atty, LW(l, P_ATTPW), BT, Cl, C, C),
             "attn.c_proj backward");
         mark(d, K_ATTENTION);
-        TRY(cuda_attention_backward(d->dqkv, d->datty, a->qkv, a->att, d->attn_scratch, B, T, Cl, t.NHl),
-            "attention backward");
+        if (d->attn_fused)
+            TRY(cuda_attention_fused_backward(d->dqkv, d->datty, a->qkv, a->atty, a->lse, d->attn_scratch, B, T, Cl,
+                                              t.NHl), "attention backward");
+        else TRY(cuda_attention_backward(d->dqkv, d->datty, a->qkv, a->att, d->attn_scratch, B, T, Cl, t.NHl),
+                 "attention backward");
         mark(d, K_MATMUL);
         TRY(cuda_matmul_backward(d->dln, LG(l, P_QKVW), LG(l, P_QKVB), d->dqkv, a->ln1, LW(l, P_QKVW), BT, C, 3 * Cl, 3 * Cl),
             "c_attn backward");

@@ -67,6 +67,22 @@ int cuda_attention_forward(tprt_bf16 *out, tprt_bf16 *att, const tprt_bf16 *qkv,
 int cuda_attention_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const tprt_bf16 *qkv, const tprt_bf16 *att,
                             void *scratch, int B, int T, int Cl, int NH);
 
+/* attention_fused.cu: the same attention without the T x T matrix (flash
+ * style: tiled online softmax, tensor cores).  The forward writes out and
+ * lse (B,NH,T) fp32, the natural-log logsumexp of each row's scaled scores;
+ * the backward recomputes the probabilities from qkv, out, dout and lse
+ * and accumulates into dqkv; scratch holds
+ * cuda_attention_fused_scratch_bytes() bytes.  Head size Cl/NH: a multiple
+ * of 16 up to 128 (cuda_attention_fused_supported); other sizes return -1.
+ * cuda_attention_use_fused: supported and env TPRT_ATTENTION is not "gemm"
+ * (the cuBLAS path above, kept for comparison). */
+int cuda_attention_fused_supported(int Cl, int NH);
+int cuda_attention_use_fused(int Cl, int NH);
+size_t cuda_attention_fused_scratch_bytes(int B, int T, int NH);
+int cuda_attention_fused_forward(tprt_bf16 *out, float *lse, const tprt_bf16 *qkv, int B, int T, int Cl, int NH);
+int cuda_attention_fused_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const tprt_bf16 *qkv, const tprt_bf16 *out,
+                                  const float *lse, void *scratch, int B, int T, int Cl, int NH);
+
 /* gelu.cu (tanh approximation) */
 int cuda_gelu_forward(tprt_bf16 *out, const tprt_bf16 *inp, size_t n);
 int cuda_gelu_backward(tprt_bf16 *dinp, const tprt_bf16 *inp, const tprt_bf16 *dout, size_t n);

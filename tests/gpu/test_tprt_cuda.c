@@ -5,7 +5,10 @@
  * with bf16 tolerances (1e-2 for bf16 results, tighter for fp32 ones), NaN
  * never passing.  Forward outputs are poisoned (NaN) before each launch so
  * an unwritten element fails; backward outputs start from random values so
- * the accumulation (+=) is checked.  Exit 77 (skip) without a GPU. */
+ * the accumulation (+=) is checked.  The fused (flash) attention is checked
+ * at several shapes (T = 1, T not a multiple of its 64-row tile, head sizes
+ * 16..128) against the same CPU attention.  Exit 77 (skip) without a GPU. */
+#define _DEFAULT_SOURCE
 #include "layers.h"
 #include "model.h"
 #include "tprt_cuda.h"
@@ -199,6 +202,76 @@ static void test_attention(void) {
     free(qkv), free(out), free(att), free(got), free(gatt), free(dy), free(g), free(h);
 }
 
+/* attention_fused.cu at B x T x NH heads of size hs: out and lse against the CPU forward (lse from its
+ * scores), dqkv (+= into random grads, whole and by q / k / v part) against the CPU backward. */
+static void test_attention_fused(int B, int T, int NH, int hs) {
+    int Cl = NH * hs, C3 = 3 * Cl;
+    size_t nq = (size_t)B * T * C3, no = (size_t)B * T * Cl, na = (size_t)B * NH * T * T, nl = (size_t)B * NH * T;
+    char name[96];
+    float *qkv = rnd(nq, 1.0f, 1), *out = malloc(no * 4 + 4), *att = malloc(na * 4 + 4), *lse = malloc(nl * 4 + 4);
+    attention_forward(out, att, qkv, B, T, Cl, NH);
+    double scale = 1.0 / sqrt((double)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                double mx = -1e300, sum = 0, sc[t + 1];
+                for (int u = 0; u <= t; u++) {
+                    double d = 0;
+                    for (int i = 0; i < hs; i++)
+                        d += (double)qkv[((size_t)b * T + t) * C3 + h * hs + i] * qkv[((size_t)b * T + u) * C3 + Cl + h * hs + i];
+                    sc[u] = d * scale;
+                    if (sc[u] > mx) mx = sc[u];
+                }
+                for (int u = 0; u <= t; u++) sum += exp(sc[u] - mx);
+                lse[((size_t)b * NH + h) * T + t] = (float)(mx + log(sum));
+            }
+    void *dqkv = dev_bf(qkv, nq), *dout = dev_bf(NULL, no), *scratch;
+    float *dlse = dev_f(NULL, nl);
+    cudaMalloc(&scratch, cuda_attention_fused_scratch_bytes(B, T, NH));
+    sync_or_die("fused attention forward", cuda_attention_fused_forward(dout, dlse, dqkv, B, T, Cl, NH));
+    float *got = host_bf(dout, no), *glse = host_f(dlse, nl);
+    snprintf(name, sizeof name, "fused attn fwd out B%d T%d NH%d hs%d", B, T, NH, hs);
+    check(name, got, out, no, BF_TOL);
+    snprintf(name, sizeof name, "fused attn fwd lse T%d hs%d", T, hs);
+    check(name, glse, lse, nl, F32_TOL);
+    float *dy = rnd(no, 1.0f, 1), *g = rnd(nq, 0.05f, 1);
+    void *ddy = dev_bf(dy, no), *dg = dev_bf(g, nq);
+    sync_or_die("fused attention backward",
+                cuda_attention_fused_backward(dg, ddy, dqkv, dout, dlse, scratch, B, T, Cl, NH));
+    attention_backward(g, dy, qkv, att, B, T, Cl, NH);
+    float *hg = host_bf(dg, nq);
+    snprintf(name, sizeof name, "fused attn bwd dqkv T%d hs%d", T, hs);
+    check(name, hg, g, nq, 2e-2);
+    float *pa = malloc(no * 4 + 4), *pr = malloc(no * 4 + 4);
+    for (int part = 0; part < 3; part++) {
+        for (size_t r = 0; r < (size_t)B * T; r++)
+            for (int c = 0; c < Cl; c++) {
+                pa[r * Cl + c] = hg[r * C3 + part * Cl + c];
+                pr[r * Cl + c] = g[r * C3 + part * Cl + c];
+            }
+        snprintf(name, sizeof name, "fused attn bwd d%c T%d hs%d", "qkv"[part], T, hs);
+        check(name, pa, pr, no, 2e-2);
+    }
+    cudaFree(dqkv), cudaFree(dout), cudaFree(dlse), cudaFree(scratch), cudaFree(ddy), cudaFree(dg);
+    free(qkv), free(out), free(att), free(lse), free(got), free(glse), free(dy), free(g), free(hg), free(pa), free(pr);
+}
+
+/* the path switch: fused for head sizes 16..128 (multiples of 16) unless TPRT_ATTENTION=gemm */
+static void test_attention_switch(void) {
+    const char *old = getenv("TPRT_ATTENTION");
+    char *keep = old ? strdup(old) : NULL;
+    unsetenv("TPRT_ATTENTION");
+    int a = cuda_attention_use_fused(768, 12), b = cuda_attention_use_fused(24 * 2, 2), c = cuda_attention_use_fused(1024, 4);
+    setenv("TPRT_ATTENTION", "gemm", 1);
+    int d = cuda_attention_use_fused(768, 12);
+    if (keep) setenv("TPRT_ATTENTION", keep, 1), free(keep);
+    else unsetenv("TPRT_ATTENTION");
+    int ok = a == 1 && b == 0 && c == 0 && d == 0;
+    g_checks++;
+    g_failed += !ok;
+    printf("%-4s %-34s hs64 %d hs24 %d hs256 %d gemm %d\n", ok ? "ok" : "FAIL", "attention path switch", a, b, c, d);
+}
+
 static void test_pointwise(void) {
     size_t n = 4099;
     float *x = rnd(n, 3.0f, 1), *y = rnd(n, 1.0f, 1), *ref = malloc(n * 4);
@@ -323,6 +396,14 @@ int main(void) {
     test_matmul(0);
     test_matmul(6);
     test_attention();
+    test_attention_switch();
+    test_attention_fused(2, 33, 3, 16);
+    test_attention_fused(1, 1, 2, 64);
+    test_attention_fused(2, 100, 2, 64);
+    test_attention_fused(1, 200, 2, 64);
+    test_attention_fused(2, 64, 2, 32);
+    test_attention_fused(1, 77, 2, 96);
+    test_attention_fused(1, 130, 1, 128);
     test_pointwise();
     test_crossentropy(0, 1000, 990, 1024);
     test_crossentropy(500, 500, 990, 512);
