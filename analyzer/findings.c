@@ -292,7 +292,8 @@ static char *make_message(const tpa_finding_t *f) {
 }
 
 /* Adds the findings of one database to the report. */
-int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t rank, int64_t step, tpa_report_t *r) {
+int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t rank, int64_t step, int with_details,
+                        tpa_report_t *r) {
     struct counted live = {0}, counted = {0};
     collect_live_storage(db, audit, &live);
     size_t first = r->n_findings;
@@ -325,8 +326,10 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
             f.retained_bytes = (counts && ptr && !shared_with_live && counted_add(&counted, ptr)) ? bytes : 0;
             if (k == 0 || k == 3) find_successor(db, audit, &f);
             if (k == 0) f.state_bytes = state_bytes_of(db, audit, f.key, &live, &counted);
-            attach_events(db, audit, &f);
-            attach_allocation(db, audit_begin, ptr, &f);
+            if (with_details) {
+                attach_events(db, audit, &f);
+                attach_allocation(db, audit_begin, ptr, &f);
+            }
             push_finding(r, &f);
         }
         sqlite3_finalize(st);
@@ -340,7 +343,7 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
                 r->findings[j].successor_key == u->key)
                 u->is_error = 1;
     }
-    for (size_t i = first; i < r->n_findings; i++) r->findings[i].message = make_message(&r->findings[i]);
+    for (size_t i = first; with_details && i < r->n_findings; i++) r->findings[i].message = make_message(&r->findings[i]);
     free(live.v);
     free(counted.v);
     return 0;

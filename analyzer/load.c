@@ -10,7 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t rank, int64_t step, tpa_report_t *r);
+/* with_details 0: kinds and bytes only (no stacks, allocations or messages). */
+int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t rank, int64_t step, int with_details,
+                        tpa_report_t *r);
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -123,24 +125,27 @@ static int load_one(const char *file, tpa_report_t *r, char *why, size_t why_len
         sqlite3_close(db);
         return -1;
     }
-    if (sqlite3_prepare_v2(db, "SELECT begin_ns, step FROM audit WHERE end_ns IS NOT NULL ORDER BY id", -1, &st, NULL) == SQLITE_OK) {
+    /* Stale bytes at every closed audit with references, for the plot. */
+    if (sqlite3_prepare_v2(db, "SELECT id, begin_ns, step FROM audit a WHERE end_ns IS NOT NULL ORDER BY id", -1, &st, NULL) == SQLITE_OK) {
         run->marks = calloc((size_t)run->n_audits + 1, sizeof *run->marks);
         while (run->marks && sqlite3_step(st) == SQLITE_ROW && run->n_marks < (size_t)run->n_audits) {
-            run->marks[run->n_marks].ts_ns = sqlite3_column_int64(st, 0);
-            run->marks[run->n_marks++].step = sqlite3_column_int64(st, 1);
+            tpa_audit_mark_t *m = &run->marks[run->n_marks++];
+            m->ts_ns = sqlite3_column_int64(st, 1);
+            m->step = sqlite3_column_int64(st, 2);
+            tpa_report_t scratch;
+            memset(&scratch, 0, sizeof scratch);
+            if (tpa_findings_for_db(db, sqlite3_column_int64(st, 0), m->ts_ns, -1, m->step, 0, &scratch) == 0)
+                for (size_t i = 0; i < scratch.n_findings; i++)
+                    if (scratch.findings[i].is_error) m->stale_bytes += scratch.findings[i].retained_bytes;
+            tpa_report_free(&scratch);
         }
         sqlite3_finalize(st);
     }
     int rc = 0;
     if (audit > 0) {
         size_t first = r->n_findings;
-        rc = tpa_findings_for_db(db, audit, begin, run->has_rank ? run->rank : -1, run->headline_step, r);
-        int64_t stale = 0;
-        for (size_t i = first; i < r->n_findings; i++) {
-            r->findings[i].run_index = r->n_runs - 1;
-            if (r->findings[i].is_error) stale += r->findings[i].retained_bytes;
-        }
-        if (run->n_marks) run->marks[run->n_marks - 1].stale_bytes = stale;
+        rc = tpa_findings_for_db(db, audit, begin, run->has_rank ? run->rank : -1, run->headline_step, 1, r);
+        for (size_t i = first; i < r->n_findings; i++) r->findings[i].run_index = r->n_runs - 1;
         if (rc) snprintf(why, why_len, "%s: cannot query: %s", file, sqlite3_errmsg(db));
     }
     sqlite3_close(db);

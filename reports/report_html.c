@@ -11,6 +11,14 @@ static void put_plot(FILE *out, const tpa_run_t *run) {
         fputs("<p class=\"note\">no allocation records (CUPTI ", out);
         tpa_put_xml_escaped(out, run->cupti);
         fputs(")</p>\n", out);
+        if (run->n_marks) fputs("<table class=\"audits\"><tr><th>audit at step</th><th>stale bytes</th></tr>\n", out);
+        for (size_t i = 0; i < run->n_marks; i++) {
+            char b[32];
+            tpa_format_bytes(run->marks[i].stale_bytes, b, sizeof b);
+            if (run->marks[i].step < 0) fprintf(out, "<tr><td>exit</td><td>%s</td></tr>\n", b);
+            else fprintf(out, "<tr><td>%lld</td><td>%s</td></tr>\n", (long long)run->marks[i].step, b);
+        }
+        if (run->n_marks) fputs("</table>\n", out);
         return;
     }
     int64_t t0 = run->points[0].ts_ns, t1 = run->points[run->n_points - 1].ts_ns, peak = 1;

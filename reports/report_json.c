@@ -102,7 +102,11 @@ static void put_run(FILE *out, const tpa_run_t *run)
     tpa_put_json_string(out, run->python);
     fprintf(out, ",\"audits\":%d,\"inconclusive\":%s", run->n_audits,
             run->inconclusive ? "true" : "false");
-    fputs(",\"memory_by_library\":[", out);
+    fputs(",\"audit_points\":[", out);
+    for (size_t i = 0; i < run->n_marks; i++)
+        fprintf(out, "%s{\"step\":%" PRId64 ",\"stale_bytes\":%" PRId64 "}", i ? "," : "", run->marks[i].step,
+                run->marks[i].stale_bytes);
+    fputs("],\"memory_by_library\":[", out);
     for (size_t i = 0; i < run->n_by_library; i++) {
         fputs(i ? ",{\"library\":" : "{\"library\":", out);
         tpa_put_json_string(out, run->by_library[i].library);

@@ -228,6 +228,9 @@ def test_stale_param_counts_its_optimizer_state(tmp_path):
     assert stale["2.weight"]["state_bytes"] >= 2 * 16 * 32 * 4  # exp_avg and exp_avg_sq (and step)
     assert doc["totals"]["state_bytes"] == sum(f["state_bytes"] for f in doc["findings"])
     assert "of its optimizer state" in stale["2.weight"]["message"]
+    stale_then = (16 * 32 + 16) * 4  # replaced after step 1: stale from the audit at step 2 on
+    assert doc["runs"][0]["audit_points"] == [{"step": 1, "stale_bytes": 0}, {"step": 2, "stale_bytes": stale_then},
+                                              {"step": 3, "stale_bytes": stale_then}]
     twin, _ = audited(tmp_path, "state-twin", [sys.executable, str(SCEN), "stale_with_state", "--twin"],
                       env={"TPAUDIT_AUDIT": "1,2,3"})
     assert report(twin)["findings"] == []
