@@ -209,15 +209,35 @@ static const char *FINDING_SQL[] = {
 };
 static const char *FINDING_KIND[] = {"stale_param", "orphan_state", "state_shape_mismatch", "stale_map_entry", "untrained_param"};
 
-/* Live storage pointers at the audit: retained bytes never include them. */
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Live storage pointers at the audit, sorted: retained bytes never include them.
+ * (SELECT DISTINCT already dedups, so they are appended without a search.) */
 static void collect_live_storage(sqlite3 *db, int64_t audit, struct counted *live) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "SELECT DISTINCT t.storage_ptr FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND "
-                               "t.key=r.tensor_key WHERE r.audit_id=?1 AND r.role='param'", -1, &st, NULL) != SQLITE_OK)
+                               "t.key=r.tensor_key WHERE r.audit_id=?1 AND r.role='param' AND t.storage_ptr<>0", -1, &st, NULL) != SQLITE_OK)
         return;
     sqlite3_bind_int64(st, 1, audit);
-    while (sqlite3_step(st) == SQLITE_ROW) counted_add(live, sqlite3_column_int64(st, 0));
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (live->n == live->cap) {
+            size_t cap = live->cap ? live->cap * 2 : 64;
+            int64_t *v = realloc(live->v, cap * sizeof *v);
+            if (!v) break;
+            live->v = v;
+            live->cap = cap;
+        }
+        live->v[live->n++] = sqlite3_column_int64(st, 0);
+    }
     sqlite3_finalize(st);
+    if (live->n) qsort(live->v, live->n, sizeof *live->v, cmp_i64);
+}
+
+static int is_live_storage(const struct counted *live, int64_t ptr) {
+    return live->n && bsearch(&ptr, live->v, live->n, sizeof *live->v, cmp_i64) != NULL;
 }
 
 static void find_successor(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
@@ -253,9 +273,7 @@ static int64_t state_bytes_of(sqlite3 *db, int64_t audit, uint64_t key, const st
     sqlite3_bind_int64(st, 2, (int64_t)key);
     while (sqlite3_step(st) == SQLITE_ROW) {
         int64_t ptr = sqlite3_column_int64(st, 0);
-        int shared = 0;
-        for (size_t i = 0; i < live->n; i++) if (live->v[i] == ptr) shared = 1;
-        if (ptr && !shared && counted_add(counted, ptr)) sum += sqlite3_column_int64(st, 1);
+        if (ptr && !is_live_storage(live, ptr) && counted_add(counted, ptr)) sum += sqlite3_column_int64(st, 1);
     }
     sqlite3_finalize(st);
     return sum;
@@ -321,9 +339,7 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
             f.holder_class = col_text(st, 11);
             f.holder_path = col_text(st, 12);
             int counts = k != 4 && k != 2;
-            int shared_with_live = 0;
-            for (size_t i = 0; i < live.n; i++) if (live.v[i] == ptr) shared_with_live = 1;
-            f.retained_bytes = (counts && ptr && !shared_with_live && counted_add(&counted, ptr)) ? bytes : 0;
+            f.retained_bytes = (counts && ptr && !is_live_storage(&live, ptr) && counted_add(&counted, ptr)) ? bytes : 0;
             if (k == 0 || k == 3) find_successor(db, audit, &f);
             if (k == 0) f.state_bytes = state_bytes_of(db, audit, f.key, &live, &counted);
             if (with_details) {
