@@ -6,9 +6,10 @@ cudaMalloc and stack) and the fixed one (nothing).
 usage: check_tprt_cuda.py TPRT TPAUDIT OUTDIR   (exit 77 without a GPU)"""
 import json
 import os
-import re
 import subprocess
 import sys
+
+from tprt_curves import compare_curves
 
 tprt, tpaudit, outdir = sys.argv[1:4]
 VOCAB, C = 50257, 64
@@ -19,10 +20,6 @@ def check(ok, what):
     print(("ok   " if ok else "FAIL ") + what, flush=True)
     if not ok:
         failed.append(what)
-
-
-def losses(text):
-    return [float(m.group(1)) for m in re.finditer(r"^step \d+ loss (\S+)", text, re.M)]
 
 
 def train(*args, env=None):
@@ -36,16 +33,7 @@ if gpu.returncode == 2 and "no CUDA device" in gpu.stderr:
     sys.exit(77)
 cpu = train("--device", "cpu")
 check(cpu.returncode == 0 and gpu.returncode == 0, f"both train (cpu {cpu.returncode}, cuda {gpu.returncode}) {gpu.stderr[-300:]}")
-lc, lg = losses(cpu.stdout), losses(gpu.stdout)
-check(len(lc) == 20 and len(lg) == 20, f"20 losses each ({len(lc)}, {len(lg)})")
-if lc and lg:
-    rel = [abs(a - b) / abs(a) for a, b in zip(lc, lg)]
-    print("step  cpu loss   cuda loss  rel diff")
-    for i, (a, b, d) in enumerate(zip(lc, lg, rel), 1):
-        print(f"{i:4d}  {a:9.5f}  {b:9.5f}  {d:.2e}")
-    print(f"max rel diff over 20 steps: {max(rel):.3e} (step {rel.index(max(rel)) + 1}); first step {rel[0]:.3e}")
-    check(max(rel) < 2e-2, "GPU loss curve within 2e-2 relative of the CPU's (bf16 weights and activations)")
-    check(lg[-1] < lg[0] - 0.3, f"GPU loss goes down ({lg[0]:.4f} -> {lg[-1]:.4f})")
+compare_curves(cpu.stdout, gpu.stdout, "TP=1", check)
 
 
 def audited(policy):

@@ -9,12 +9,13 @@ both ranks on the one GPU, each with its own NCCL_HOSTID (loopback sockets).
 usage: check_tprt_tp.py TPRT TPAUDIT OUTDIR   (exit 77 without a GPU)"""
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from tprt_curves import compare_curves
 
 tprt, tpaudit, outdir = sys.argv[1:4]
 VOCAB, C = 50257, 64
@@ -36,10 +37,6 @@ def gpu_count():
     return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU "))
 
 
-def losses(text):
-    return [float(m.group(1)) for m in re.finditer(r"^step \d+ loss (\S+)", text, re.M)]
-
-
 def train(device, *args, env=None, timeout=300):
     cmd = [tprt, "train", "--tp", "2", "--device", device, "--steps", "20", "--timeout", "30", *args]
     try:
@@ -52,16 +49,7 @@ def loss_curve(env):
     gpu, cpu = train("cuda", env=env), train("cpu")
     check(cpu.returncode == 0 and gpu.returncode == 0,
           f"TP=2 trains on both (cpu {cpu.returncode}, cuda {gpu.returncode}) {gpu.stderr[-400:]}")
-    lc, lg = losses(cpu.stdout), losses(gpu.stdout)
-    check(len(lc) == 20 and len(lg) == 20, f"20 losses each ({len(lc)}, {len(lg)})")
-    if len(lc) == len(lg) == 20:
-        rel = [abs(a - b) / abs(a) for a, b in zip(lc, lg)]
-        print("step  cpu TP=2   cuda TP=2  rel diff")
-        for i, (a, b, d) in enumerate(zip(lc, lg, rel), 1):
-            print(f"{i:4d}  {a:9.5f}  {b:9.5f}  {d:.2e}")
-        print(f"max rel diff over 20 steps: {max(rel):.3e} (step {rel.index(max(rel)) + 1}); first step {rel[0]:.3e}")
-        check(max(rel) < 2e-2, "GPU TP=2 loss curve within 2e-2 relative of the CPU TP=2 one")
-        check(lg[-1] < lg[0] - 0.3, f"GPU TP=2 loss goes down ({lg[0]:.4f} -> {lg[-1]:.4f})")
+    compare_curves(cpu.stdout, gpu.stdout, "TP=2", check)
     return gpu.returncode == 0
 
 
