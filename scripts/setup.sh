@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what tpaudit needs on a fresh Debian/Ubuntu machine: the build and
 # test packages (apt-get) and a Python venv with the pinned torch,
-# transformers and pytest, cached outside the clone and keyed by the lock
-# file. Prints the venv's python path on its last line. Safe to rerun.
+# transformers, pytest and the training frameworks tested against, cached
+# outside the clone and keyed by the lock file. Prints the venv's python
+# path on its last line. Safe to rerun.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -28,7 +29,12 @@ if [ ! -f "$venv/.complete" ]; then
   rm -rf "$venv"
   mkdir -p "$cache"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r "$lock" >&2
+  # Everything but deepspeed first; deepspeed's sdist imports torch to build,
+  # so it is built without isolation and without compiled ops afterwards.
+  grep -v '^deepspeed==' "$lock" > "$cache/lock-$key.txt"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$cache/lock-$key.txt" >&2
+  DS_BUILD_OPS=0 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation \
+    "$(grep '^deepspeed==' "$lock")" >&2
   touch "$venv/.complete"
 fi
 echo "$venv/bin/python"

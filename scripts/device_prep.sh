@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Run here (with network), before a GPU run: fills .carry/ (git-ignored) with
+# what the GPU machine lacks and scripts/gpu_all.sh needs there.
+#   .carry/debs: Debian 12 build packages (libunwind, SQLite's header, static
+#                library and CLI, libdw and its compression libraries),
+#                unpacked on the device into a private sysroot, never into /.
+#   .carry/whl:  Python wheels of the frameworks the device lacks (cp312):
+#                megatron-core, and deepspeed built here without compiled ops.
+# Usage: scripts/device_prep.sh [PYTHON with torch, for building deepspeed]
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+python="${1:-$(bash "$here/scripts/setup.sh" | tail -n 1)}"
+carry="$here/.carry"
+mkdir -p "$carry/debs" "$carry/whl"
+
+debs=(libunwind-dev libunwind8 libsqlite3-dev libsqlite3-0 sqlite3 libdw-dev libdw1 libelf-dev libelf1
+      liblzma-dev zlib1g-dev libzstd-dev libbz2-dev)
+(cd "$carry/debs" && apt-get download "${debs[@]}" >/dev/null)
+
+# Wheels for the device's Python 3.12 (one version of each).
+wheels=(megatron-core==0.19.2 hjson==3.1.0 pydantic==2.14.4 pydantic_core==2.50.5 annotated-types==0.8.0
+        typing-inspection==0.4.5 typing_extensions==4.16.0 py-cpuinfo==9.0.0 msgpack==1.2.4)
+"$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 -d "$carry/whl" "${wheels[@]}"
+if ! ls "$carry/whl"/deepspeed-*.whl >/dev/null 2>&1; then
+  DS_BUILD_OPS=0 "$python" -m pip wheel -q --no-deps --no-build-isolation -w "$carry/whl" deepspeed==0.19.8
+fi
+du -sh "$carry" | sed 's/^/device_prep: /'
