@@ -5,7 +5,9 @@
  * caching allocator under libc10_cuda).  The same single pass over the
  * alloc table in time order also gives the memory-over-time series of the
  * plot.  A hash of live addresses keeps it linear in the events; API-call
- * stacks are looked up for the survivors only. */
+ * stacks are looked up for the survivors only.  Nothing is sized by a count
+ * read earlier: the series grows as rows come, bytes are range-checked and
+ * sums saturate (tpa_model.h). */
 #include "analyzer.h"
 
 #include <stdlib.h>
@@ -51,10 +53,10 @@ static int live_put(live_set_t *s, int64_t address, int64_t bytes, int is_device
     if ((s->used + 1) * 2 > s->cap && live_grow(s)) return -1;
     size_t j = slot_of(s, address);
     while (s->v[j].address > 0 && s->v[j].address != address) j = (j + 1) & (s->cap - 1);
-    if (s->v[j].address == address) *total -= s->v[j].bytes;
+    if (s->v[j].address == address) *total = tpa_add_bytes(*total, -s->v[j].bytes);
     else s->used++;
     s->v[j] = (live_slot_t){address, bytes, stack_id, correlation, is_device};
-    *total += bytes;
+    *total = tpa_add_bytes(*total, bytes);
     return 0;
 }
 
@@ -86,6 +88,7 @@ static char *owner_of(sqlite3_stmt *stack, sqlite3_stmt *mod, int64_t stack_id) 
     const unsigned char *ips = sqlite3_column_blob(stack, 1);
     int depth = sqlite3_column_int(stack, 0), bytes = sqlite3_column_bytes(stack, 1);
     if (depth > bytes / 8) depth = bytes / 8;
+    if (depth > TPA_MAX_FRAMES) depth = TPA_MAX_FRAMES;
     for (int i = 0; i < depth && !owner; i++) {
         uint64_t ip = 0;
         for (int b = 7; b >= 0; b--) ip = (ip << 8) | ips[i * 8 + b];
@@ -114,7 +117,7 @@ static int by_bytes_desc(const void *a, const void *b) {
 static int add_to(tpa_run_t *run, const char *library, int64_t bytes) {
     for (size_t i = 0; i < run->n_by_library; i++)
         if (!strcmp(run->by_library[i].library, library)) {
-            run->by_library[i].bytes += bytes;
+            run->by_library[i].bytes = tpa_add_bytes(run->by_library[i].bytes, bytes);
             run->by_library[i].allocations++;
             return 0;
         }
@@ -158,23 +161,33 @@ static int group_by_library(live_slot_t *v, size_t n, sqlite3_stmt *stack, sqlit
     return 0;
 }
 
+static int add_point(tpa_run_t *run, size_t *cap, int64_t ts, int64_t bytes) {
+    if (run->n_points == *cap) {
+        size_t grown = *cap ? *cap * 2 : 256;
+        tpa_point_t *v = realloc(run->points, grown * sizeof *v);
+        if (!v) return -1;
+        run->points = v;
+        *cap = grown;
+    }
+    run->points[run->n_points++] = (tpa_point_t){ts, bytes < 0 ? 0 : bytes};
+    return 0;
+}
+
 int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run) {
     sqlite3_stmt *scan = NULL, *stack = NULL, *mod = NULL, *call = NULL;
     live_set_t live = {0};
     live_slot_t *at = NULL;
-    size_t n_at = 0;
-    int64_t rows = 0, every, i = 0, live_bytes = 0;
-    int rc = -1, taken = 0;
+    size_t n_at = 0, cap = 0;
+    int64_t rows = 0, every, i = 0, live_bytes = 0, last_ts = 0;
+    int rc = -1, taken = 0, pending = 0;
+    /* The row count only picks the sampling stride (about 512 points). */
     if (sqlite3_prepare_v2(db, "SELECT count(*) FROM alloc", -1, &scan, NULL) != SQLITE_OK || sqlite3_step(scan) != SQLITE_ROW)
         goto done;
     rows = sqlite3_column_int64(scan, 0);
     sqlite3_finalize(scan);
     scan = NULL;
-    if (!rows) { rc = 0; goto done; }
     every = rows / 512 + 1;
-    run->points = malloc(((size_t)(rows / every) + 2) * sizeof *run->points);
-    if (!run->points ||
-        sqlite3_prepare_v2(db,
+    if (sqlite3_prepare_v2(db,
             "SELECT ts_ns, op, address, bytes, memkind IN ('device','managed','vmm'), coalesce(stack_id, 0), "
             "coalesce(correlation, 0) FROM alloc ORDER BY ts_ns, id", -1, &scan, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db, "SELECT depth, ips FROM stack WHERE id=?1", -1, &stack, NULL) != SQLITE_OK ||
@@ -182,24 +195,28 @@ int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run) {
         sqlite3_prepare_v2(db, "SELECT path FROM module WHERE low<=?1 AND ?1<high ORDER BY id DESC LIMIT 1", -1, &mod, NULL) != SQLITE_OK)
         goto done;
     while (sqlite3_step(scan) == SQLITE_ROW) {
-        int64_t ts = sqlite3_column_int64(scan, 0);
+        int64_t ts = tpa_clamp_ts(sqlite3_column_int64(scan, 0));
         if (!taken && ts > at_ns) {
             at = snapshot(&live, call, &n_at);
             taken = 1;
         }
         const char *op = (const char *)sqlite3_column_text(scan, 1);
-        int64_t address = sqlite3_column_int64(scan, 2);
+        int64_t address = sqlite3_column_int64(scan, 2), bytes = sqlite3_column_int64(scan, 3);
+        bytes = bytes < 0 ? 0 : bytes > TPA_MAX_BYTES ? TPA_MAX_BYTES : bytes;
         if (op && !strcmp(op, "free")) {
-            live_bytes -= live_drop(&live, address);
-        } else if (live_put(&live, address, sqlite3_column_int64(scan, 3), sqlite3_column_int(scan, 4),
+            live_bytes = tpa_add_bytes(live_bytes, -live_drop(&live, address));
+        } else if (live_put(&live, address, bytes, sqlite3_column_int(scan, 4),
                             sqlite3_column_int64(scan, 5), sqlite3_column_int64(scan, 6), &live_bytes)) {
             goto done;
         }
-        if (i++ % every == 0 || i == rows) {
-            run->points[run->n_points].ts_ns = ts;
-            run->points[run->n_points++].bytes = live_bytes;
+        last_ts = ts;
+        pending = 1;
+        if (i++ % every == 0) {
+            if (add_point(run, &cap, ts, live_bytes)) goto done;
+            pending = 0;
         }
     }
+    if (pending && add_point(run, &cap, last_ts, live_bytes)) goto done; /* the last row always */
     if (!taken) at = snapshot(&live, call, &n_at);
     if (!at || group_by_library(at, n_at, stack, mod, run)) goto done;
     rc = 0;

@@ -13,7 +13,10 @@
 
 enum tpa_exit { TPA_EXIT_OK = 0, TPA_EXIT_GATE = 1, TPA_EXIT_USAGE = 2, TPA_EXIT_INCONCLUSIVE = 3 };
 
+/* Opens a database for reading without writing, locking or adding files
+ * beside it; close it with tpa_db_close (db_open.c). */
 int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len);
+void tpa_db_close(sqlite3 *db);
 
 /* Expands PATH arguments (files or directories of *.db) into a sorted list. */
 int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *why, size_t why_len);
@@ -21,8 +24,12 @@ int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *
 /* Loads every database into one report (runs + findings). 0, or -1 with why. */
 int tpa_analyze(char **files, size_t n_files, tpa_report_t *report, char *why, size_t why_len);
 
-/* Native stack `stack_id` of `db` as frames (function, file:line or module+offset). */
+/* Native stack `stack_id` of `db` as frames (function, file:line or
+ * module+offset), at most TPA_MAX_FRAMES of them; modules are opened once
+ * and cached.  tpa_symbolize_forget drops what was cached about `db`. */
+#define TPA_MAX_FRAMES 256
 int tpa_symbolize_stack(sqlite3 *db, int64_t stack_id, tpa_frames_t *out);
+void tpa_symbolize_forget(sqlite3 *db);
 
 /* One pass over the alloc table: run->points (memory over time, about 512
  * points) and run->by_library (device memory live at at_ns). alloc_scan.c */

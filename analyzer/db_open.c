@@ -1,55 +1,225 @@
-/* db_open.c - opens one tpaudit database read-only and checks that it is
- * one: SQLite magic, integrity, schema version and the tables we read. */
+/* db_open.c - opens one tpaudit database for reading without touching it
+ * and checks that it is one: a regular file, SQLite magic, integrity,
+ * schema version and the tables we read.
+ *
+ * The input is never written, locked or given -shm/-wal files:
+ * - a database with no pending journal is opened through a file: URI with
+ *   mode=ro&immutable=1 (no locks, no side files, so a read-only directory
+ *   or another process's lock does not matter);
+ * - a database with a non-empty -wal or -journal beside it (a run still
+ *   being written, or one that was killed) is copied, with that file, into
+ *   a private temporary directory and read there, so the committed
+ *   transactions in its WAL are seen and the copy is one snapshot.
+ * Everything is read inside one read transaction. */
 #include "analyzer.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Private copies in use: closed databases remove theirs. */
+typedef struct snapshot_dir { sqlite3 *db; char *dir; } snapshot_dir_t;
+static snapshot_dir_t *g_snapshots;
+static size_t g_n_snapshots;
+
+/* Opens `path` only if it is a regular file (never blocks on a FIFO or
+ * opens a device); returns the fd, or -1 with why. */
+static int open_regular(const char *path, struct stat *sb, char *why, size_t why_len) {
+    if (stat(path, sb) != 0) { snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno)); return -1; }
+    if (!S_ISREG(sb->st_mode)) { snprintf(why, why_len, "%s is not a regular file", path); return -1; }
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) { snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno)); return -1; }
+    if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
+        snprintf(why, why_len, "%s is not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* A side file (-wal, -journal) that holds something to apply. */
+static int has_pending(const char *path, const char *suffix) {
+    char side[4200];
+    struct stat sb;
+    snprintf(side, sizeof side, "%s%s", path, suffix);
+    return lstat(side, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0;
+}
+
+/* Copies a regular file; one that is absent or not a regular file is skipped. */
+static int copy_file(const char *from, const char *to) {
+    struct stat sb;
+    char why[64];
+    if (lstat(from, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+    int in = open_regular(from, &sb, why, sizeof why);
+    if (in < 0) return -1;
+    int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (out < 0) { close(in); return -1; }
+    char buf[1 << 16];
+    ssize_t n;
+    int rc = 0;
+    while ((n = read(in, buf, sizeof buf)) != 0) {
+        if (n < 0) { if (errno == EINTR || errno == EAGAIN) continue; rc = -1; break; }
+        for (ssize_t done = 0; done < n;) {
+            ssize_t w = write(out, buf + done, (size_t)(n - done));
+            if (w < 0) { if (errno == EINTR) continue; rc = -1; break; }
+            done += w;
+        }
+        if (rc) break;
+    }
+    close(in);
+    if (close(out) != 0) rc = -1;
+    return rc;
+}
+
+static void remove_snapshot_files(const char *dir) {
+    static const char *NAMES[] = {"db", "db-wal", "db-journal", "db-shm"};
+    char p[4200];
+    for (size_t i = 0; i < sizeof NAMES / sizeof *NAMES; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, NAMES[i]);
+        unlink(p);
+    }
+}
+
+static void remove_snapshot_dir(const char *dir) {
+    remove_snapshot_files(dir);
+    rmdir(dir);
+}
+
+static int same_file_state(const struct stat *a, const struct stat *b) {
+    return a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Copies the database and its pending side files into a new private
+ * directory; retries while a writer changes them under the copy. */
+static char *make_snapshot(const char *path) {
+    const char *tmp = getenv("TMPDIR");
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/tpaudit-read-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) return NULL;
+    static const char *SIDES[] = {"-wal", "-journal"};
+    for (int attempt = 0; attempt < 5; attempt++) {
+        remove_snapshot_files(dir);
+        struct stat before[3], after[3];
+        char from[4200], to[4200];
+        int ok = 1;
+        for (int i = 0; i < 3; i++) {
+            snprintf(from, sizeof from, "%s%s", path, i ? SIDES[i - 1] : "");
+            if (stat(from, &before[i]) != 0) memset(&before[i], 0, sizeof before[i]);
+        }
+        /* The WAL first: a checkpoint running meanwhile only moves pages
+         * the copied WAL still holds into the main file. */
+        for (int i = 2; i >= 0 && ok; i--) {
+            snprintf(from, sizeof from, "%s%s", path, i ? SIDES[i - 1] : "");
+            snprintf(to, sizeof to, "%s/db%s", dir, i ? SIDES[i - 1] : "");
+            ok = copy_file(from, to) == 0;
+        }
+        for (int i = 0; i < 3 && ok; i++) {
+            snprintf(from, sizeof from, "%s%s", path, i ? SIDES[i - 1] : "");
+            if (stat(from, &after[i]) != 0) memset(&after[i], 0, sizeof after[i]);
+            if (!same_file_state(&before[i], &after[i]) && attempt < 4) ok = 0;
+        }
+        if (ok) return tpa_strdup(dir);
+    }
+    remove_snapshot_dir(dir);
+    return NULL;
+}
+
+/* "file:" URI of a path, with the characters a URI reserves escaped. */
+static void file_uri(const char *path, const char *query, char *uri, size_t len) {
+    size_t n = (size_t)snprintf(uri, len, "file:%s", path[0] == '/' ? "//" : "");
+    for (const unsigned char *p = (const unsigned char *)path; *p && n + 4 < len; p++) {
+        if (*p <= 0x20 || *p >= 0x7f || *p == '%' || *p == '?' || *p == '#')
+            n += (size_t)snprintf(uri + n, len - n, "%%%02X", *p);
+        else
+            uri[n++] = (char)*p;
+    }
+    snprintf(uri + n, len - n, "?%s", query);
+}
+
+void tpa_db_close(sqlite3 *db) {
+    if (!db) return;
+    tpa_symbolize_forget(db);
+    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close(db);
+    for (size_t i = 0; i < g_n_snapshots; i++)
+        if (g_snapshots[i].db == db) {
+            remove_snapshot_dir(g_snapshots[i].dir);
+            free(g_snapshots[i].dir);
+            g_snapshots[i] = g_snapshots[--g_n_snapshots];
+            break;
+        }
+}
+
+static int fail(sqlite3 *db, int code) {
+    tpa_db_close(db);
+    return code;
+}
 
 int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(why, why_len, "cannot read %s", path); return -1; }
+    struct stat sb;
+    int fd = open_regular(path, &sb, why, why_len);
+    if (fd < 0) return -1;
     char magic[16] = {0};
-    size_t n = fread(magic, 1, sizeof magic, f);
-    fclose(f);
+    ssize_t n = read(fd, magic, sizeof magic);
+    close(fd);
     if (n < 16 || memcmp(magic, "SQLite format 3", 16) != 0) {
         snprintf(why, why_len, "%s is not a SQLite database", path);
         return -1;
     }
-    sqlite3 *db = NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-        snprintf(why, why_len, "cannot open %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
-        sqlite3_close(db);
-        return -1;
+    char *snap = NULL;
+    if (has_pending(path, "-wal") || has_pending(path, "-journal")) {
+        snap = make_snapshot(path);
+        if (!snap) { snprintf(why, why_len, "cannot take a private copy of %s (it has a pending journal): %s", path, strerror(errno)); return -1; }
     }
-    sqlite3_busy_timeout(db, 5000);
+    char uri[8600], file[4300];
+    if (snap) snprintf(file, sizeof file, "%s/db", snap);
+    file_uri(snap ? file : path, snap ? "mode=rw" : "mode=ro&immutable=1", uri, sizeof uri);
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(uri, &db, (snap ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY) | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    if (snap) {
+        snapshot_dir_t *v = realloc(g_snapshots, (g_n_snapshots + 1) * sizeof *v);
+        if (!v) { remove_snapshot_dir(snap); free(snap); sqlite3_close(db); snprintf(why, why_len, "out of memory"); return -1; }
+        g_snapshots = v;
+        g_snapshots[g_n_snapshots++] = (snapshot_dir_t){db, snap};
+    }
+    if (rc != SQLITE_OK) {
+        snprintf(why, why_len, "cannot open %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+        return fail(db, -1);
+    }
+    sqlite3_busy_timeout(db, 0);
+    sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+    sqlite3_exec(db, "PRAGMA query_only=1", NULL, NULL, NULL);
     sqlite3_stmt *st = NULL;
     int version = -1;
-    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        version = sqlite3_column_int(st, 0);
+    rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM sqlite_master), * FROM pragma_user_version", -1, &st, NULL)) == SQLITE_OK &&
+        (rc = sqlite3_step(st)) == SQLITE_ROW)
+        version = sqlite3_column_int(st, 1);
     sqlite3_finalize(st);
     if (version < 0) {
-        snprintf(why, why_len, "%s is corrupt or truncated: %s", path, sqlite3_errmsg(db));
-        sqlite3_close(db);
-        return -1;
+        if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+            snprintf(why, why_len, "%s is locked by another process: %s", path, sqlite3_errmsg(db));
+        else
+            snprintf(why, why_len, "%s is corrupt or truncated: %s", path, sqlite3_errmsg(db));
+        return fail(db, -1);
     }
     const char *ok = NULL;
-    if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
+    if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
         ok = (const char *)sqlite3_column_text(st, 0);
     int healthy = ok && strcmp(ok, "ok") == 0;
     sqlite3_finalize(st);
     if (!healthy) {
         snprintf(why, why_len, "%s is corrupt or truncated (integrity check failed)", path);
-        sqlite3_close(db);
-        return -1;
+        return fail(db, -1);
     }
     if (version > TPA_SCHEMA_VERSION) {
-        snprintf(why, why_len, "%s has schema version %d, newer than this tpaudit reads (%d)", path,
-                 version, TPA_SCHEMA_VERSION);
-        sqlite3_close(db);
-        return -1;
+        snprintf(why, why_len, "%s has schema version %d, newer than this tpaudit reads (%d)", path, version, TPA_SCHEMA_VERSION);
+        return fail(db, -1);
     }
     int tables = 0;
     if (sqlite3_prepare_v2(db,
@@ -61,8 +231,7 @@ int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len) {
     sqlite3_finalize(st);
     if (version != TPA_SCHEMA_VERSION || tables != 6) {
         snprintf(why, why_len, "%s is a SQLite database but not a tpaudit database", path);
-        sqlite3_close(db);
-        return -1;
+        return fail(db, -1);
     }
     *out = db;
     return 0;

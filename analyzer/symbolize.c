@@ -3,13 +3,17 @@
  * table, then to function, file and line with elfutils' libdw where the
  * module (and its debug info) is readable here, else module+offset.  C++
  * names are demangled through libstdc++'s __cxa_demangle when that library
- * can be loaded (it is looked up at run time, so the analyzer stays C). */
+ * can be loaded (it is looked up at run time, so the analyzer stays C).
+ * Bounded: at most TPA_MAX_FRAMES frames of a stack are read, each module
+ * file is opened once per analysis, and the module table of a database is
+ * read once into memory. */
 #include "analyzer.h"
 
 #include <dlfcn.h>
 #include <elfutils/libdwfl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const Dwfl_Callbacks OFFLINE_CALLBACKS = {
     .find_elf = dwfl_build_id_find_elf,
@@ -40,27 +44,118 @@ static char *readable_name(const char *name) {
     return tpa_strdup(name);
 }
 
-/* Resolves `offset` (address - module base) inside the file at `path`. */
+/* One libdw session per module file, opened on first use and kept for the
+ * whole analysis (modules are the same files across databases).  Files
+ * that are not regular (a FIFO would block) or not ELF are remembered as
+ * unreadable.  At most MAX_SESSIONS files are opened. */
+#define MAX_SESSIONS 128
+typedef struct session {
+    char *path;
+    Dwfl *dwfl;        /* NULL: not readable */
+    Dwfl_Module *mod;
+    Dwarf_Addr base;
+} session_t;
+static session_t g_sessions[MAX_SESSIONS];
+static size_t g_n_sessions;
+
+static const session_t *session_for(const char *path) {
+    for (size_t i = 0; i < g_n_sessions; i++)
+        if (!strcmp(g_sessions[i].path, path)) return &g_sessions[i];
+    if (g_n_sessions == MAX_SESSIONS) return NULL;
+    session_t *s = &g_sessions[g_n_sessions];
+    memset(s, 0, sizeof *s);
+    s->path = tpa_strdup(path);
+    if (!s->path) return NULL;
+    g_n_sessions++;
+    struct stat sb;
+    if (path[0] != '/' || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return s;
+    s->dwfl = dwfl_begin(&OFFLINE_CALLBACKS);
+    if (!s->dwfl) return s;
+    s->mod = dwfl_report_offline(s->dwfl, path, path, -1);
+    dwfl_report_end(s->dwfl, NULL, NULL);
+    if (!s->mod) { dwfl_end(s->dwfl); s->dwfl = NULL; return s; }
+    dwfl_module_info(s->mod, NULL, &s->base, NULL, NULL, NULL, NULL, NULL);
+    return s;
+}
+
+/* Resolves `offset` (address - module base) inside the module at `path`. */
 static void resolve_in_file(const char *path, uint64_t offset, tpa_frame_t *frame) {
-    Dwfl *dwfl = dwfl_begin(&OFFLINE_CALLBACKS);
-    if (!dwfl) return;
-    Dwfl_Module *mod = dwfl_report_offline(dwfl, path, path, -1);
-    dwfl_report_end(dwfl, NULL, NULL);
-    if (mod) {
-        Dwarf_Addr base = 0;
-        dwfl_module_info(mod, NULL, &base, NULL, NULL, NULL, NULL, NULL);
-        /* Return addresses point after the call: look up the byte before. */
-        Dwarf_Addr pc = base + offset - (offset ? 1 : 0);
-        const char *name = dwfl_module_addrname(mod, pc);
-        if (name) frame->function = readable_name(name);
-        Dwfl_Line *line = dwfl_module_getsrc(mod, pc);
-        if (line) {
-            int lineno = 0;
-            const char *src = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
-            if (src) { frame->file = tpa_strdup(src); frame->line = lineno; }
-        }
+    const session_t *s = session_for(path);
+    if (!s || !s->dwfl) return;
+    /* Return addresses point after the call: look up the byte before. */
+    Dwarf_Addr pc = s->base + offset - (offset ? 1 : 0);
+    const char *name = dwfl_module_addrname(s->mod, pc);
+    if (name) frame->function = readable_name(name);
+    Dwfl_Line *line = dwfl_module_getsrc(s->mod, pc);
+    if (line) {
+        int lineno = 0;
+        const char *src = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
+        if (src) { frame->file = tpa_strdup(src); frame->line = lineno; }
     }
-    dwfl_end(dwfl);
+}
+
+/* The module table of one database, in memory and sorted by `low`, with
+ * the running maximum of `high` so an address is found by binary search
+ * (the latest-loaded module containing it wins, as in the table). */
+typedef struct module_row { int64_t id; char *path; uint64_t base; int64_t low, high, max_high; } module_row_t;
+static struct { sqlite3 *db; module_row_t *v; size_t n; } g_modules;
+
+static int by_low(const void *a, const void *b) {
+    const module_row_t *x = a, *y = b;
+    return x->low < y->low ? -1 : x->low > y->low ? 1 : x->id < y->id ? -1 : x->id > y->id;
+}
+
+void tpa_symbolize_forget(sqlite3 *db) {
+    if (g_modules.db != db) return;
+    for (size_t i = 0; i < g_modules.n; i++) free(g_modules.v[i].path);
+    free(g_modules.v);
+    memset(&g_modules, 0, sizeof g_modules);
+}
+
+static void load_modules(sqlite3 *db) {
+    if (g_modules.db == db) return;
+    tpa_symbolize_forget(g_modules.db);
+    g_modules.db = db;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT id, path, base, low, high FROM module WHERE high > low", -1, &st, NULL) != SQLITE_OK) return;
+    size_t cap = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (g_modules.n == cap) {
+            size_t grown = cap ? cap * 2 : 64;
+            module_row_t *v = realloc(g_modules.v, grown * sizeof *v);
+            if (!v) break;
+            g_modules.v = v;
+            cap = grown;
+        }
+        const char *path = (const char *)sqlite3_column_text(st, 1);
+        g_modules.v[g_modules.n++] = (module_row_t){sqlite3_column_int64(st, 0), tpa_strdup(path ? path : ""),
+                                                   (uint64_t)sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
+                                                   sqlite3_column_int64(st, 4), 0};
+    }
+    sqlite3_finalize(st);
+    if (g_modules.n) qsort(g_modules.v, g_modules.n, sizeof *g_modules.v, by_low);
+    int64_t max_high = INT64_MIN;
+    for (size_t i = 0; i < g_modules.n; i++) {
+        if (g_modules.v[i].high > max_high) max_high = g_modules.v[i].high;
+        g_modules.v[i].max_high = max_high;
+    }
+}
+
+/* Signed comparisons, as SQL compares the table's int64 columns. */
+static const module_row_t *module_of(uint64_t ip) {
+    int64_t a = (int64_t)ip;
+    size_t lo = 0, hi = g_modules.n; /* first row with low > a */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (g_modules.v[mid].low <= a) lo = mid + 1; else hi = mid;
+    }
+    const module_row_t *best = NULL;
+    for (size_t i = lo; i-- > 0;) {
+        const module_row_t *m = &g_modules.v[i];
+        if (m->max_high <= a) break; /* no earlier row reaches a */
+        if (a < m->high && (!best || m->id > best->id)) best = m;
+    }
+    return best;
 }
 
 /* Frames inside the tracing machinery (the shim, CUPTI, the driver's
@@ -95,35 +190,29 @@ static void drop_tool_frames(tpa_frames_t *fr) {
 int tpa_symbolize_stack(sqlite3 *db, int64_t stack_id, tpa_frames_t *out) {
     out->v = NULL;
     out->n = 0;
-    sqlite3_stmt *st, *mod;
+    sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "SELECT depth, ips FROM stack WHERE id=?1", -1, &st, NULL) != SQLITE_OK) return -1;
     sqlite3_bind_int64(st, 1, stack_id);
     if (sqlite3_step(st) != SQLITE_ROW) { sqlite3_finalize(st); return 0; }
+    load_modules(db);
     int depth = sqlite3_column_int(st, 0);
     const unsigned char *ips = sqlite3_column_blob(st, 1);
     int bytes = sqlite3_column_bytes(st, 1);
     if (depth > bytes / 8) depth = bytes / 8;
+    if (depth > TPA_MAX_FRAMES) depth = TPA_MAX_FRAMES;
     if (depth > 0) out->v = calloc((size_t)depth, sizeof *out->v);
-    if (sqlite3_prepare_v2(db, "SELECT path, base FROM module WHERE low<=?1 AND ?1<high ORDER BY id DESC LIMIT 1", -1, &mod, NULL) != SQLITE_OK) {
-        sqlite3_finalize(st);
-        return -1;
-    }
     for (int i = 0; out->v && i < depth; i++) {
         uint64_t ip = 0;
         for (int b = 7; b >= 0; b--) ip = (ip << 8) | ips[i * 8 + b];
         tpa_frame_t *frame = &out->v[out->n++];
         frame->address = ip;
-        sqlite3_reset(mod);
-        sqlite3_bind_int64(mod, 1, (int64_t)ip);
-        if (sqlite3_step(mod) == SQLITE_ROW) {
-            const char *path = (const char *)sqlite3_column_text(mod, 0);
-            uint64_t base = (uint64_t)sqlite3_column_int64(mod, 1);
-            frame->module = tpa_strdup(path);
-            frame->address = ip - base;
-            if (path && path[0] == '/') resolve_in_file(path, ip - base, frame);
+        const module_row_t *m = module_of(ip);
+        if (m) {
+            frame->module = tpa_strdup(m->path);
+            frame->address = ip - m->base;
+            resolve_in_file(m->path, ip - m->base, frame);
         }
     }
-    sqlite3_finalize(mod);
     sqlite3_finalize(st);
     drop_tool_frames(out);
     return 0;

@@ -6,12 +6,41 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* Decodes one UTF-8 character at p (strict RFC 3629: no overlongs, no
+ * surrogates, nothing above U+10FFFF); returns its length and sets *cp, or
+ * returns 1 with *cp = -1 for an invalid byte. */
+static int utf8_next(const unsigned char *p, int32_t *cp)
+{
+    int n = p[0] < 0x80 ? 1 : p[0] < 0xc2 ? 0 : p[0] < 0xe0 ? 2 : p[0] < 0xf0 ? 3 : p[0] < 0xf5 ? 4 : 0;
+    if (n == 1) {
+        *cp = p[0];
+        return 1;
+    }
+    *cp = -1;
+    if (n == 0)
+        return 1;
+    int32_t v = p[0] & (0x3f >> (n - 1));
+    for (int i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 1;
+        v = (v << 6) | (p[i] & 0x3f);
+    }
+    static const int32_t MIN[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < MIN[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 1;
+    *cp = v;
+    return n;
+}
 
 void tpa_put_json_string(FILE *out, const char *s)
 {
     fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        switch (*p) {
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+        int32_t cp;
+        int n = utf8_next(p, &cp);
+        switch (cp) {
         case '"': fputs("\\\"", out); break;
         case '\\': fputs("\\\\", out); break;
         case '\n': fputs("\\n", out); break;
@@ -20,32 +49,90 @@ void tpa_put_json_string(FILE *out, const char *s)
         case '<': fputs("\\u003c", out); break;
         case '>': fputs("\\u003e", out); break;
         case '&': fputs("\\u0026", out); break;
+        case -1: fputs("\\ufffd", out); break;
         default:
-            if (*p < 0x20)
-                fprintf(out, "\\u%04x", *p);
+            if (cp < 0x20 || cp == 0x7f || cp == 0x2028 || cp == 0x2029)
+                fprintf(out, "\\u%04x", (unsigned)cp);
             else
-                fputc(*p, out);
+                fwrite(p, 1, (size_t)n, out);
         }
+        p += n;
     }
     fputc('"', out);
 }
 
 void tpa_put_xml_escaped(FILE *out, const char *s)
 {
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        switch (*p) {
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+        int32_t cp;
+        int n = utf8_next(p, &cp);
+        switch (cp) {
         case '<': fputs("&lt;", out); break;
         case '>': fputs("&gt;", out); break;
         case '&': fputs("&amp;", out); break;
         case '"': fputs("&quot;", out); break;
         case '\'': fputs("&#39;", out); break;
+        case '\n': fputs("&#10;", out); break;
+        case '\t': fputs("&#9;", out); break;
         default:
-            if (*p < 0x20 && *p != '\n' && *p != '\t')
-                fputc('?', out); /* not representable in XML 1.0 */
+            /* XML 1.0 cannot carry other C0 controls, U+FFFE or U+FFFF;
+             * C1 controls and DEL are legal but unsafe to show. */
+            if (cp < 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0xfffe || cp == 0xffff)
+                fputs("\xef\xbf\xbd", out);
             else
-                fputc(*p, out);
+                fwrite(p, 1, (size_t)n, out);
         }
+        p += n;
     }
+}
+
+const char *tpa_term(const char *s)
+{
+    static char *ring[16];
+    static size_t cap[16];
+    static unsigned next;
+    if (!s)
+        return NULL;
+    unsigned slot = next++ % 16;
+    size_t need = strlen(s) * 4 + 1;
+    if (cap[slot] < need) {
+        char *v = realloc(ring[slot], need);
+        if (!v)
+            return "(out of memory)";
+        ring[slot] = v;
+        cap[slot] = need;
+    }
+    char *o = ring[slot];
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int32_t cp;
+        int n = utf8_next(p, &cp);
+        if (cp < 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0x2028 || cp == 0x2029 ||
+            (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)) {
+            /* controls and bidirectional overrides: shown, never obeyed */
+            for (int i = 0; i < n; i++)
+                o += sprintf(o, "\\x%02x", p[i]);
+        } else {
+            memcpy(o, p, (size_t)n);
+            o += n;
+        }
+        p += n;
+    }
+    *o = 0;
+    return ring[slot];
+}
+
+int64_t tpa_add_bytes(int64_t a, int64_t b)
+{
+    if (b > 0 && a > INT64_MAX - b)
+        return INT64_MAX;
+    if (b < 0 && a < INT64_MIN - b)
+        return INT64_MIN;
+    return a + b;
+}
+
+int64_t tpa_clamp_ts(int64_t ts)
+{
+    return ts < 0 ? 0 : ts > TPA_MAX_TS ? TPA_MAX_TS : ts;
 }
 
 void tpa_format_bytes(int64_t bytes, char *buf, size_t len)
@@ -73,7 +160,7 @@ int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank)
     int64_t sum = 0;
     for (size_t i = 0; i < r->n_findings; i++)
         if (r->findings[i].rank == rank && r->findings[i].is_error)
-            sum += r->findings[i].retained_bytes;
+            sum = tpa_add_bytes(sum, r->findings[i].retained_bytes);
     return sum;
 }
 

@@ -120,9 +120,24 @@ int tpa_render_json(const tpa_report_t *r, FILE *out);
 int tpa_render_html(const tpa_report_t *r, FILE *out);
 int tpa_render_junit(const tpa_report_t *r, FILE *out);
 
+/* Numbers read from a database are range-checked into the model: byte
+ * counts lie in [0, TPA_MAX_BYTES] (8 PiB, exact as a double) and times in
+ * [0, TPA_MAX_TS] (about 146 years of nanoseconds), so their sums and
+ * differences cannot overflow; sums of bytes saturate at INT64_MAX. */
+#define TPA_MAX_BYTES ((int64_t)1 << 53)
+#define TPA_MAX_TS ((int64_t)1 << 62)
+int64_t tpa_add_bytes(int64_t a, int64_t b);
+int64_t tpa_clamp_ts(int64_t ts);
+
 /* Helpers shared by the renderers (report_util.c). */
+/* Every stored string goes out through one of these: JSON (valid UTF-8,
+ * invalid bytes become U+FFFD), XML/HTML (the same, plus characters XML
+ * cannot carry), and the terminal (control bytes, ESC, DEL, C1 controls
+ * and invalid UTF-8 shown as \xNN; the result is a buffer reused after
+ * 16 calls, so use it at once). */
 void tpa_put_json_string(FILE *out, const char *s);
 void tpa_put_xml_escaped(FILE *out, const char *s);
+const char *tpa_term(const char *s);
 void tpa_format_bytes(int64_t bytes, char *buf, size_t len);
 const char *tpa_severity(const tpa_finding_t *f);
 int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank);
