@@ -1,0 +1,26 @@
+# What finds tpaudit in an installed prefix: tpaudit.pc (pkg-config) and the
+# CMake package config (tpauditConfig.cmake, its version file, the INTERFACE
+# target tpaudit::tpaudit). Both are relocatable: they locate the prefix from
+# their own directory, so `cmake --install --prefix P` and the Python wheel
+# (installed into a venv) get correct paths.
+
+# libtpaudit.so's directory below the prefix (shim/CMakeLists.txt installs it
+# to lib: `tpaudit run` looks for <bindir>/../lib/libtpaudit.so).
+set(TPAUDIT_SHIM_INSTALL_DIR lib)
+
+set(TPAUDIT_PC_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+file(RELATIVE_PATH TPAUDIT_PC_TO_PREFIX /prefix/${TPAUDIT_PC_INSTALL_DIR} /prefix)
+string(REGEX REPLACE "/$" "" TPAUDIT_PC_TO_PREFIX "${TPAUDIT_PC_TO_PREFIX}")
+configure_file(${PROJECT_SOURCE_DIR}/tpaudit.pc.in ${CMAKE_BINARY_DIR}/tpaudit.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/tpaudit.pc DESTINATION ${TPAUDIT_PC_INSTALL_DIR})
+
+include(CMakePackageConfigHelpers)
+set(TPAUDIT_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/tpaudit)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/tpauditConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/tpauditConfig.cmake
+  INSTALL_DESTINATION ${TPAUDIT_CMAKE_INSTALL_DIR}
+  PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_BINDIR TPAUDIT_SHIM_INSTALL_DIR)
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/tpauditConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion ARCH_INDEPENDENT)
+install(FILES ${CMAKE_BINARY_DIR}/tpauditConfig.cmake ${CMAKE_BINARY_DIR}/tpauditConfigVersion.cmake
+  DESTINATION ${TPAUDIT_CMAKE_INSTALL_DIR})
