@@ -1,5 +1,7 @@
 /* config.c - reads the TPAUDIT_* environment once (bad values: one warning
- * and the default), logging to stderr, and the monotonic clock. */
+ * and the default), logging to stderr, and the monotonic clock.  The output
+ * directory is made absolute here, so a child forked after chdir() writes
+ * beside its parent. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +96,20 @@ void tpa_config_load(void) {
             tpa_log(TPA_LOG_WARN, "bad TPAUDIT_OUT (empty or too long), using ./tpaudit-out");
         else
             snprintf(g_cfg.out_dir, sizeof g_cfg.out_dir, "%s", out);
+    }
+
+    if (g_cfg.out_dir[0] != '/') {
+        char cwd[2048];
+        const char *r = g_cfg.out_dir[0] == '.' && g_cfg.out_dir[1] == '/' ? g_cfg.out_dir + 2 : g_cfg.out_dir;
+        size_t need = strlen(r) + 2;
+        if (getcwd(cwd, sizeof cwd) && strlen(cwd) + need < sizeof g_cfg.out_dir - 64) {
+            char abs[sizeof g_cfg.out_dir];
+            size_t k = strlen(cwd);
+            memcpy(abs, cwd, k);
+            if (k > 1) abs[k++] = '/';
+            memcpy(abs + k, r, need - 1); /* with its NUL */
+            memcpy(g_cfg.out_dir, abs, sizeof abs);
+        }
     }
 
     const char *depth = getenv("TPAUDIT_STACK_DEPTH");

@@ -1,59 +1,73 @@
 /* lifecycle.c - the shim's life in the host: constructor (config, output
  * file, writer, Python bootstrap, CUPTI), clean end through on_exit (which
- * sees the exit status), SIGTERM/SIGINT flush then chain to the host's
- * disposition, fork (the child opens its own file), and the
- * CUDA_INJECTION64_PATH entry point. */
+ * sees the exit status), _exit and exec (exec_exit.c calls in here), a
+ * SIGTERM/SIGINT flush installed on the first record and only over a default
+ * disposition, and fork (the child's database starts on its first record). */
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shim_core.h"
 
+#define TPA_SIGNAL_FLUSH_MS 1000
+#define TPA_DESTRUCTOR_FLUSH_MS 200
+
 static char g_self[PATH_MAX];
-static _Atomic int g_started, g_finished;
-static struct sigaction g_prev_term, g_prev_int;
-static int g_have_term, g_have_int;
+static _Atomic int g_started, g_finished, g_signals_done;
+static _Atomic pid_t g_owner; /* the process this state belongs to (not a vfork child) */
 
 const char *tpa_self_path(void) { return g_self; }
 
-static void finish(int has_status, int status) {
+static void finish(int has_status, int status, const char *ended_by) {
     if (atomic_exchange(&g_finished, 1)) return;
     if (atomic_load(&tpa_state) == TPA_RUNNING) {
         tpa_cupti_flush();
         tpa_cupti_shutdown();
     }
-    tpa_writer_finish(has_status, status);
+    tpa_writer_finish(has_status, status, ended_by, 0);
 }
 
 static void on_exit_cb(int status, void *arg) {
     (void)arg;
-    finish(1, status);
+    finish(1, status, "exit");
 }
 
 /* Runs from _dl_fini, before on_exit_cb (registered earlier, so it runs
- * later): commit what is queued; the final run row comes from on_exit_cb.
- * The library is linked -z nodelete, so on_exit_cb stays mapped. */
+ * later): commit what is queued, briefly; the final run row comes from
+ * on_exit_cb.  The library is linked -z nodelete, so on_exit_cb stays mapped. */
 __attribute__((destructor)) static void tpa_destructor(void) {
-    if (atomic_load(&tpa_state) == TPA_RUNNING) tpa_writer_flush(5000);
+    if (atomic_load(&tpa_state) == TPA_RUNNING && tpa_writer_has_db()) tpa_writer_flush(TPA_DESTRUCTOR_FLUSH_MS);
 }
 
-static void on_signal(int sig, siginfo_t *info, void *uctx) {
+int tpa_before_exec(void) {
+    if (atomic_load(&g_owner) != getpid()) return 0; /* a vfork child shares our memory: hands off */
+    if (atomic_load(&tpa_state) != TPA_RUNNING || !tpa_writer_has_db()) return 0;
+    if (atomic_exchange(&g_finished, 1)) return 0;
+    tpa_cupti_flush();
+    tpa_writer_finish(0, 0, "exec", 1);
+    return 1;
+}
+
+void tpa_after_failed_exec(int ended) {
+    if (!ended) return;
+    atomic_store(&g_finished, 0);
+    tpa_writer_resume_after_exec();
+}
+
+void tpa_before__exit(int status) {
+    if (atomic_load(&g_owner) != getpid()) return;
+    finish(1, status, "_exit");
+}
+
+/* Installed only over SIG_DFL: the host is about to die of this signal, so
+ * commit what is queued, then die of it the same way. */
+static void on_signal(int sig) {
     tpa_run_mark_incomplete();
-    tpa_writer_flush_signal_safe(2000);
-    struct sigaction *prev = sig == SIGTERM ? &g_prev_term : &g_prev_int;
-    if (prev->sa_flags & SA_SIGINFO) {
-        if (prev->sa_sigaction) prev->sa_sigaction(sig, info, uctx);
-        return;
-    }
-    if (prev->sa_handler == SIG_IGN) return;
-    if (prev->sa_handler != SIG_DFL) {
-        prev->sa_handler(sig);
-        return;
-    }
-    /* default: die by the same signal, so the host's status is unchanged */
+    tpa_writer_flush_signal_safe(TPA_SIGNAL_FLUSH_MS);
     signal(sig, SIG_DFL);
     sigset_t s;
     sigemptyset(&s);
@@ -62,31 +76,35 @@ static void on_signal(int sig, siginfo_t *info, void *uctx) {
     raise(sig);
 }
 
-static void install_signal(int sig, struct sigaction *prev, int *have) {
+static void install_over_default(int sig) {
     struct sigaction cur;
     if (sigaction(sig, NULL, &cur) != 0) return;
-    if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN) return; /* keep inherited ignore */
+    if ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL) return; /* the host's, or ignored */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(sig, &sa, prev) == 0) *have = 1;
+    sigaction(sig, &sa, NULL);
 }
 
-static void atfork_prepare(void) { tpa_writer_pause_for_fork(); }
-static void atfork_parent(void) { tpa_writer_resume_after_fork(); }
+/* On the first record, not at load: an interpreter (CPython installs its
+ * SIGINT handler only over SIG_DFL) has set up its own handlers by then.
+ * SIGINT is never taken in a Python interpreter. */
+void tpa_signals_install_lazily(void) {
+    if (atomic_exchange(&g_signals_done, 1)) return;
+    install_over_default(SIGTERM);
+    if (!tpa_is_python()) install_over_default(SIGINT);
+}
 
 static void atfork_child(void) {
+    atomic_store(&g_owner, getpid());
     int was = atomic_load(&tpa_state);
+    if (was == TPA_CLOSED) atomic_store(&tpa_state, TPA_RUNNING);
     tpa_writer_reset_in_child();
     tpa_run_reset_counters();
     tpa_cupti_after_fork_child();
     atomic_store(&g_finished, 0);
-    if (was == TPA_RUNNING || was == TPA_CLOSED) {
-        atomic_store(&tpa_state, TPA_OFF);
-        if (was == TPA_RUNNING) tpa_writer_start();
-    }
 }
 
 static void find_self(void) {
@@ -100,16 +118,16 @@ static void find_self(void) {
 
 static void start(void) {
     if (atomic_exchange(&g_started, 1)) return;
+    atomic_store(&g_owner, getpid());
     find_self();
     if (g_self[0]) setenv("TPAUDIT_LIBRARY", g_self, 1);
     tpa_config_load();
     tpa_run_init();
     tpa_python_bootstrap();
+    tpa_exec_resolve();
     if (tpa_writer_start() != 0) return;
     on_exit(on_exit_cb, NULL);
-    install_signal(SIGTERM, &g_prev_term, &g_have_term);
-    install_signal(SIGINT, &g_prev_int, &g_have_int);
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    pthread_atfork(NULL, NULL, atfork_child);
     if (tpa_config()->cupti_enabled)
         tpa_cupti_on_load();
     else

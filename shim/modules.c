@@ -18,9 +18,8 @@ static size_t g_n, g_cap;
 static unsigned long long g_adds = ~0ULL, g_subs = ~0ULL;
 static int64_t g_next_id = 1;
 
+/* Fork child: the parent's list is dropped, not freed (shared pages). */
 void tpa_modules_reset(void) {
-    for (size_t i = 0; i < g_n; i++) free(g_mods[i].path);
-    free(g_mods);
     g_mods = NULL;
     g_n = g_cap = 0;
     g_adds = g_subs = ~0ULL;

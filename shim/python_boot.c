@@ -50,7 +50,7 @@ static int ignores_pythonpath(const char *cmd, int n) {
     return 0;
 }
 
-static int is_python(void) {
+int tpa_is_python(void) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) return 0;
@@ -61,7 +61,7 @@ static int is_python(void) {
 }
 
 void tpa_python_bootstrap(void) {
-    if (!is_python()) return;
+    if (!tpa_is_python()) return;
     if (!tpa_config()->python_enabled) {
         tpa_run_set_text("python", "off: TPAUDIT_PYTHON=off");
         tpa_log(TPA_LOG_WARN, "python ownership probe off (TPAUDIT_PYTHON=off); allocation tracing continues");

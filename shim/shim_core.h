@@ -10,7 +10,8 @@
 
 /* ---- ring: fixed 64-byte slots, a record spans consecutive slots ---- */
 #define TPA_SLOT 64u
-#define TPA_RING_SLOTS (1u << 18)
+#define TPA_RING_SLOTS (1u << 16)     /* default: 4 MiB of slots + 512 KiB sequence words */
+#define TPA_RING_MIN_SLOTS (1u << 12) /* 256 KiB, under a small RLIMIT_AS */
 #define TPA_REC_MAX (256u * TPA_SLOT)
 
 enum tpa_rec_type {
@@ -64,7 +65,10 @@ TPA_HIDDEN int tpa_enqueue(int type, const void *fixed, uint32_t fixed_len,
 TPA_HIDDEN int tpa_ring_pop(void *buf, struct tpa_rec_view *view);
 TPA_HIDDEN uint64_t tpa_ring_head(void);
 TPA_HIDDEN uint64_t tpa_ring_tail(void);
-TPA_HIDDEN void tpa_ring_reset(void);
+TPA_HIDDEN int tpa_ring_ensure(void);        /* maps the ring once; 0 or TPAUDIT_EDISABLED */
+TPA_HIDDEN uint64_t tpa_ring_flush_target(void); /* head, or this thread's unpublished record */
+TPA_HIDDEN int tpa_ring_used(void);          /* 1 once this process offered a record */
+TPA_HIDDEN void tpa_ring_reset_in_child(void);
 
 /* ---- run state (counters and text fields of the run row) ---- */
 struct tpa_run_snapshot {
@@ -93,13 +97,41 @@ TPA_HIDDEN void tpa_config_load(void);
 TPA_HIDDEN const char *tpa_audit_spec(void);
 
 /* ---- writer thread ---- */
+/* How long an exit, _exit or exec may spend draining the ring before the
+ * rest is discarded and counted, and then closing the file. */
+#define TPA_END_DRAIN_MS 600
+#define TPA_END_CLOSE_MS 300
 TPA_HIDDEN int tpa_writer_start(void);           /* opens the file, starts the thread */
+TPA_HIDDEN int tpa_writer_ensure(void);          /* fork child: the same, on its first record */
 TPA_HIDDEN int tpa_writer_flush(int timeout_ms);  /* waits for everything queued */
 TPA_HIDDEN int tpa_writer_flush_signal_safe(int timeout_ms);
-TPA_HIDDEN void tpa_writer_finish(int has_status, int exit_status);
-TPA_HIDDEN void tpa_writer_pause_for_fork(void);
-TPA_HIDDEN void tpa_writer_resume_after_fork(void);
+/* Ends the database: drains (bounded), writes the final run row with
+ * ended_by ("exit", "_exit", "exec") and closes.  discard_if_empty: a
+ * process that recorded nothing removes its file instead.  Only atomics and
+ * nanosleep on the caller's side (the writer thread does the work), so it
+ * may run in a signal handler that calls _exit. */
+TPA_HIDDEN void tpa_writer_finish(int has_status, int exit_status, const char *ended_by, int discard_if_empty);
+/* After an exec that failed: reopen the same database and go on recording. */
+TPA_HIDDEN void tpa_writer_resume_after_exec(void);
 TPA_HIDDEN void tpa_writer_reset_in_child(void);
+TPA_HIDDEN int tpa_writer_has_db(void);
+
+/* ---- the database's file descriptors (db_fds.c) ---- */
+#define TPA_MIN_NOFILE 64 /* below this RLIMIT_NOFILE the shim stays off */
+TPA_HIDDEN int tpa_dbfd_install(void);          /* private SQLite: single-threaded, syscalls hooked */
+TPA_HIDDEN int tpa_dbfd_floor(void);            /* lowest fd number for the shim, -1: limit too low */
+TPA_HIDDEN int tpa_dbfd_lost(void);             /* 1 once a descriptor was found closed or replaced */
+TPA_HIDDEN int tpa_dbfd_identity(const char *path, uint64_t *dev, uint64_t *ino); /* lstat, regular only */
+TPA_HIDDEN void tpa_dbfd_note_created(uint64_t dev, uint64_t ino);
+TPA_HIDDEN int tpa_dbfd_created(uint64_t dev, uint64_t ino);
+TPA_HIDDEN void tpa_dbfd_forget_in_child(void);
+
+/* ---- exec and _exit (exec_exit.c, lifecycle.c) ---- */
+TPA_HIDDEN void tpa_exec_resolve(void);          /* looks up the real exec/_exit functions */
+TPA_HIDDEN int tpa_before_exec(void);            /* 1 when the database was ended for the exec */
+TPA_HIDDEN void tpa_after_failed_exec(int ended);
+TPA_HIDDEN void tpa_before__exit(int status);
+TPA_HIDDEN void tpa_signals_install_lazily(void); /* on the first record */
 
 /* ---- stacks and modules (writer side) ---- */
 TPA_HIDDEN void tpa_stack_reset(void);
@@ -112,6 +144,7 @@ TPA_HIDDEN void tpa_modules_reset(void);
 /* ---- process facts ---- */
 TPA_HIDDEN const char *tpa_self_path(void);      /* absolute path of libtpaudit.so */
 TPA_HIDDEN void tpa_python_bootstrap(void);
+TPA_HIDDEN int tpa_is_python(void);           /* basename of /proc/self/exe starts with python */
 TPA_HIDDEN int tpa_read_cmdline(char *buf, int cap); /* NUL-separated, returns length */
 
 #endif

@@ -31,9 +31,9 @@ static struct stack_entry *g_tab;
 static size_t g_cap, g_used;
 static int64_t g_next_id = 1;
 
+/* Fork child: the parent's table is dropped, not freed (its pages stay
+ * shared with the parent instead of being touched). */
 void tpa_stack_reset(void) {
-    for (size_t i = 0; i < g_cap; i++) free(g_tab[i].ips);
-    free(g_tab);
     g_tab = NULL;
     g_cap = g_used = 0;
     g_next_id = 1;

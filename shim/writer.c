@@ -1,10 +1,13 @@
 /* writer.c - the one writer thread: owns the SQLite connection and its
  * prepared statements, drains the ring in batched transactions (commit
  * after TPA_BATCH records, TPA_BATCH_NS, an empty ring or a flush request),
- * checks every return code and turns the shim off on any failure. */
+ * checks every return code and turns the shim off on any failure.  Ends a
+ * database within a bounded time (exit, _exit, exec), and starts a fork
+ * child's database only on the child's first record. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -41,7 +44,7 @@ static const char *const g_sql[ST_COUNT] = {
     "label,stack_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT OR REPLACE INTO api_call(correlation,ts_ns,api,thread,stack_id) VALUES(?,?,?,?,?)",
     "UPDATE run SET rank=?,world_size=?,local_rank=?,dropped_events=?,truncated_strings=?,cupti=?,"
-    "cupti_dropped=?,python=?,note=?,end_ns=?,exit_status=?,complete=? WHERE id=1",
+    "cupti_dropped=?,python=?,note=?,end_ns=?,exit_status=?,complete=?,ended_by=? WHERE id=1",
     "BEGIN",
     "COMMIT",
 };
@@ -55,7 +58,7 @@ static const char g_schema[] =
     " start_unix_ns INTEGER NOT NULL, end_ns INTEGER, exit_status INTEGER, complete INTEGER NOT NULL DEFAULT 0,"
     " rank INTEGER, world_size INTEGER, local_rank INTEGER, dropped_events INTEGER NOT NULL DEFAULT 0,"
     " truncated_strings INTEGER NOT NULL DEFAULT 0, cupti TEXT NOT NULL DEFAULT 'off: not started',"
-    " cupti_dropped INTEGER NOT NULL DEFAULT 0, python TEXT NOT NULL DEFAULT 'n/a', note TEXT);"
+    " cupti_dropped INTEGER NOT NULL DEFAULT 0, python TEXT NOT NULL DEFAULT 'n/a', note TEXT, ended_by TEXT);"
     "CREATE TABLE audit(id INTEGER PRIMARY KEY, label TEXT NOT NULL, step INTEGER NOT NULL,"
     " begin_ns INTEGER NOT NULL, end_ns INTEGER, rank INTEGER, world_size INTEGER);"
     "CREATE TABLE tensor(audit_id INTEGER NOT NULL, key INTEGER NOT NULL, name TEXT, shape TEXT NOT NULL,"
@@ -83,15 +86,23 @@ static const char g_schema[] =
 
 static sqlite3 *g_db;
 static sqlite3_stmt *g_st[ST_COUNT];
-static pthread_t g_thread;
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;     /* flush waiters */
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER; /* starting the writer */
 static _Atomic uint64_t g_flush_req, g_committed;
-static _Atomic int g_stop, g_pause_req, g_paused, g_thread_live;
+static _Atomic int g_stop, g_thread_live, g_ready;
+/* Set while SQLite changes its process-wide lists (open, close): a fork
+ * child that sees it set never uses SQLite. */
+static _Atomic int g_sqlite_global_busy;
+static _Atomic int64_t g_drain_deadline;
+static _Atomic int g_discard_if_empty, g_removed, g_reopen;
 static int g_final_has_status, g_final_status;
+static const char *g_ended_by;
 static _Atomic unsigned g_run_gen_written;
 static unsigned char g_buf[TPA_REC_MAX] __attribute__((aligned(16)));
 static char g_path[4200];
+
+int tpa_writer_has_db(void) { return atomic_load(&g_ready); }
 
 void tpa_disable(const char *why) {
     int expect = TPA_RUNNING;
@@ -102,8 +113,11 @@ void tpa_disable(const char *why) {
 
 static int fail(const char *what) {
     char why[4800];
-    snprintf(why, sizeof why, "%s: %s (%s)", what, g_db ? sqlite3_errmsg(g_db) : "no database",
-             g_path);
+    if (tpa_dbfd_lost())
+        snprintf(why, sizeof why, "%s: its file descriptor was closed or replaced by the host (%s)", what,
+                 g_path);
+    else
+        snprintf(why, sizeof why, "%s: %s (%s)", what, g_db ? sqlite3_errmsg(g_db) : "no database", g_path);
     tpa_disable(why);
     return -1;
 }
@@ -313,10 +327,12 @@ static int write_run(int final) {
         else
             sqlite3_bind_null(st, 11);
         sqlite3_bind_int(st, 12, !tpa_run_is_incomplete());
+        sqlite3_bind_text(st, 13, g_ended_by, -1, SQLITE_STATIC);
     } else {
         sqlite3_bind_null(st, 10);
         sqlite3_bind_null(st, 11);
         sqlite3_bind_int(st, 12, 0);
+        sqlite3_bind_null(st, 13);
     }
     if (step_done(st) != 0) return -1;
     g_run_gen_written = gen;
@@ -328,8 +344,23 @@ static void close_db(void) {
         if (g_st[i]) sqlite3_finalize(g_st[i]);
         g_st[i] = NULL;
     }
+    atomic_store(&g_sqlite_global_busy, 1);
     if (g_db) sqlite3_close(g_db);
+    atomic_store(&g_sqlite_global_busy, 0);
     g_db = NULL;
+}
+
+/* Removes the database and the files beside it, each only if it is still
+ * the very file this process created (never a planted link or a file put
+ * there since). */
+static void remove_files(void) {
+    static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+    for (int i = 0; i < 4 && g_path[0]; i++) {
+        char p[4300];
+        uint64_t dev, ino;
+        snprintf(p, sizeof p, "%s%s", g_path, suffix[i]);
+        if (tpa_dbfd_identity(p, &dev, &ino) == 0 && tpa_dbfd_created(dev, ino)) unlink(p);
+    }
 }
 
 static void sanitize_host(char *h) {
@@ -414,9 +445,18 @@ static int insert_run_row(void) {
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
-/* Creates the file (never overwrites, never follows a symlink) and the schema. */
+/* Creates the file (never overwrites, never follows a symlink) and the
+ * schema; on any failure removes what it made. */
 static int open_db(void) {
     const struct tpa_config *c = tpa_config();
+    if (tpa_dbfd_floor() < 0) {
+        tpa_disable("RLIMIT_NOFILE is below " "64, too low to keep a database open beside the host's files");
+        return -1;
+    }
+    if (tpa_dbfd_install() != 0) {
+        tpa_disable("cannot set up the shim's SQLite");
+        return -1;
+    }
     if (mkdir_p(c->out_dir) != 0) {
         char why[4300];
         snprintf(why, sizeof why, "cannot create output directory %s: %s", c->out_dir, strerror(errno));
@@ -439,12 +479,17 @@ static int open_db(void) {
     if (fd < 0) {
         char why[4400];
         snprintf(why, sizeof why, "cannot create %s: %s", g_path, strerror(errno));
+        g_path[0] = 0;
         tpa_disable(why);
         return -1;
     }
+    struct stat sb;
+    if (fstat(fd, &sb) == 0) tpa_dbfd_note_created((uint64_t)sb.st_dev, (uint64_t)sb.st_ino);
     close(fd);
-    if (sqlite3_open_v2(g_path, &g_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
-        return fail("cannot open database");
+    atomic_store(&g_sqlite_global_busy, 1);
+    int rc = sqlite3_open_v2(g_path, &g_db, SQLITE_OPEN_READWRITE, NULL);
+    atomic_store(&g_sqlite_global_busy, 0);
+    if (rc != SQLITE_OK) return fail("cannot open database");
     char *err = NULL;
     if (sqlite3_exec(g_db, g_schema, NULL, NULL, &err) != SQLITE_OK) {
         sqlite3_free(err);
@@ -461,6 +506,26 @@ static int open_db(void) {
     return 0;
 }
 
+/* After a failed exec: the same file again, its end undone. */
+static int reopen_db(void) {
+    uint64_t dev, ino;
+    if (tpa_dbfd_identity(g_path, &dev, &ino) != 0 || !tpa_dbfd_created(dev, ino)) {
+        tpa_disable("the database is gone after a failed exec");
+        return -1;
+    }
+    atomic_store(&g_sqlite_global_busy, 1);
+    int rc = sqlite3_open_v2(g_path, &g_db, SQLITE_OPEN_READWRITE, NULL);
+    atomic_store(&g_sqlite_global_busy, 0);
+    if (rc != SQLITE_OK) return fail("cannot reopen database");
+    for (int i = 0; i < ST_COUNT; i++)
+        if (sqlite3_prepare_v2(g_db, g_sql[i], -1, &g_st[i], NULL) != SQLITE_OK)
+            return fail("cannot prepare statement");
+    g_run_gen_written = 0;
+    if (step_done(g_st[ST_BEGIN]) || write_run(0) || step_done(g_st[ST_COMMIT]))
+        return fail("cannot reopen the run row");
+    return 0;
+}
+
 static void wake_waiters(void) {
     pthread_mutex_lock(&g_mu);
     pthread_cond_broadcast(&g_cv);
@@ -473,31 +538,42 @@ static void drain_discarding(void) {
     }
 }
 
+/* At the end's deadline: what is left is dropped and counted. */
+static void drop_rest_counting(void) {
+    struct tpa_rec_view v;
+    while (tpa_ring_pop(g_buf, &v)) tpa_run_count_dropped();
+    if (tpa_ring_tail() < tpa_ring_head()) tpa_run_count_dropped(); /* reserved, never published */
+}
+
+static int stopping_and_empty(void) {
+    return atomic_load(&g_stop) && tpa_ring_tail() >= tpa_ring_head();
+}
+
+static int past_deadline(void) {
+    return atomic_load(&g_stop) && tpa_now_ns() >= atomic_load(&g_drain_deadline);
+}
+
 static void *writer_main(void *arg) {
     (void)arg;
-    int in_txn = 0, n = 0;
+    int in_txn = 0, n = 0, ok = 1;
     int64_t txn_start = 0;
     struct tpa_rec_view v;
     for (;;) {
-        if (atomic_load(&tpa_state) != TPA_RUNNING) break;
-        if (!in_txn && atomic_load(&g_pause_req)) {
-            pthread_mutex_lock(&g_mu);
-            atomic_store(&g_paused, 1);
-            pthread_cond_broadcast(&g_cv);
-            while (atomic_load(&g_pause_req)) pthread_cond_wait(&g_cv, &g_mu);
-            atomic_store(&g_paused, 0);
-            pthread_mutex_unlock(&g_mu);
+        if (atomic_load(&tpa_state) == TPA_DISABLED) {
+            ok = 0;
+            break;
         }
-        if (!in_txn && atomic_load(&g_stop) && tpa_ring_tail() >= tpa_ring_head()) break;
+        if (past_deadline()) break;
+        if (!in_txn && stopping_and_empty()) break;
         if (!in_txn && tpa_modules_refresh(g_st[ST_MODULE], g_st[ST_MODULE_UNLOAD], 0) != 0) {
-            fail("cannot update module table");
+            ok = fail("cannot update module table") == 0;
             break;
         }
         int got = tpa_ring_pop(g_buf, &v);
         if (got) {
             if (!in_txn) {
                 if (step_done(g_st[ST_BEGIN]) != 0) {
-                    fail("cannot begin transaction");
+                    ok = fail("cannot begin transaction") == 0;
                     break;
                 }
                 in_txn = 1;
@@ -505,7 +581,7 @@ static void *writer_main(void *arg) {
                 txn_start = tpa_now_ns();
             }
             if (handle(&v) != 0) {
-                fail("cannot insert record");
+                ok = fail("cannot insert record") == 0;
                 break;
             }
             n++;
@@ -513,10 +589,10 @@ static void *writer_main(void *arg) {
         uint64_t tail = tpa_ring_tail();
         int flush_wanted = atomic_load(&g_flush_req) > atomic_load(&g_committed) &&
                            atomic_load(&g_flush_req) <= tail;
-        if (in_txn && (!got || n >= TPA_BATCH || flush_wanted || atomic_load(&g_pause_req) ||
+        if (in_txn && (!got || n >= TPA_BATCH || flush_wanted ||
                        ((n & 255) == 0 && tpa_now_ns() - txn_start >= TPA_BATCH_NS))) {
             if (write_run(0) != 0 || step_done(g_st[ST_COMMIT]) != 0) {
-                fail("cannot commit (disk full?)");
+                ok = fail("cannot commit (disk full?)") == 0;
                 break;
             }
             in_txn = 0;
@@ -525,7 +601,7 @@ static void *writer_main(void *arg) {
         }
         if (!got && !in_txn && tpa_run_generation() != atomic_load(&g_run_gen_written)) {
             if (step_done(g_st[ST_BEGIN]) || write_run(0) || step_done(g_st[ST_COMMIT])) {
-                fail("cannot update run row");
+                ok = fail("cannot update run row") == 0;
                 break;
             }
             wake_waiters();
@@ -535,7 +611,10 @@ static void *writer_main(void *arg) {
                 atomic_store(&g_committed, tail);
                 wake_waiters();
             }
-            if (atomic_load(&g_stop)) continue;
+            if (atomic_load(&g_stop)) {
+                sched_yield();
+                continue;
+            }
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 1000000;
@@ -544,49 +623,88 @@ static void *writer_main(void *arg) {
                 ts.tv_nsec -= 1000000000;
             }
             pthread_mutex_lock(&g_mu);
-            if (!atomic_load(&g_stop) && !atomic_load(&g_pause_req))
-                pthread_cond_timedwait(&g_cv, &g_mu, &ts);
+            if (!atomic_load(&g_stop)) pthread_cond_timedwait(&g_cv, &g_mu, &ts);
             pthread_mutex_unlock(&g_mu);
         }
     }
-    if (atomic_load(&tpa_state) == TPA_RUNNING && atomic_load(&g_stop)) {
-        /* clean end: the final run row, then close */
-        if (step_done(g_st[ST_BEGIN]) || write_run(1) || step_done(g_st[ST_COMMIT]))
+    int discard = 0;
+    if (ok && atomic_load(&g_stop)) {
+        /* the end: what could not be written in time is counted, then the
+         * final run row, then close (which checkpoints the WAL) */
+        if (past_deadline()) drop_rest_counting();
+        discard = atomic_load(&g_discard_if_empty) && !tpa_ring_used();
+        if (!discard && ((!in_txn && step_done(g_st[ST_BEGIN])) || write_run(1) || step_done(g_st[ST_COMMIT])))
             fail("cannot write final run row");
+        in_txn = 0;
     }
-    if (atomic_load(&tpa_state) != TPA_RUNNING) {
+    if (atomic_load(&tpa_state) == TPA_DISABLED) {
         if (in_txn && g_db) sqlite3_exec(g_db, "ROLLBACK", NULL, NULL, NULL);
         drain_discarding();
     }
     close_db();
+    if (discard) {
+        remove_files();
+        atomic_store(&g_removed, 1);
+    }
     atomic_store(&g_committed, tpa_ring_tail());
     pthread_mutex_lock(&g_mu);
     atomic_store(&g_thread_live, 0);
-    atomic_store(&g_paused, 1);
     pthread_cond_broadcast(&g_cv);
     pthread_mutex_unlock(&g_mu);
     return NULL;
 }
 
-int tpa_writer_start(void) {
-    atomic_store(&tpa_state, TPA_RUNNING);
-    if (open_db() != 0) {
+#define TPA_WRITER_STACK (256u * 1024u)
+
+static int start_locked(void) {
+    if (atomic_load(&g_ready)) return 0;
+    if (atomic_load(&tpa_state) != TPA_RUNNING) return TPAUDIT_EDISABLED;
+    int rc = atomic_load(&g_reopen) ? reopen_db() : open_db();
+    atomic_store(&g_reopen, 0);
+    if (rc != 0) {
         close_db();
+        remove_files();
         return -1;
     }
     sigset_t all, old;
     sigfillset(&all);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, TPA_WRITER_STACK);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    atomic_store(&g_stop, 0);
     atomic_store(&g_thread_live, 1);
-    int rc = pthread_create(&g_thread, NULL, writer_main, NULL);
+    pthread_t th;
+    rc = pthread_create(&th, &attr, writer_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
     if (rc != 0) {
         atomic_store(&g_thread_live, 0);
         close_db();
-        tpa_disable("cannot start the writer thread");
+        remove_files();
+        tpa_disable("cannot start the writer thread (memory limit?)");
         return -1;
     }
+    atomic_store(&g_ready, 1);
     return 0;
+}
+
+int tpa_writer_start(void) {
+    atomic_store(&tpa_state, TPA_RUNNING);
+    pthread_mutex_lock(&g_start_mu);
+    int rc = start_locked();
+    pthread_mutex_unlock(&g_start_mu);
+    return rc;
+}
+
+int tpa_writer_ensure(void) {
+    if (atomic_load_explicit(&g_ready, memory_order_acquire)) return 0;
+    if (atomic_load(&tpa_state) != TPA_RUNNING) return TPAUDIT_EDISABLED;
+    pthread_mutex_lock(&g_start_mu);
+    int rc = start_locked();
+    pthread_mutex_unlock(&g_start_mu);
+    return rc;
 }
 
 static void request_flush(uint64_t target) {
@@ -597,6 +715,7 @@ static void request_flush(uint64_t target) {
 
 int tpa_writer_flush(int timeout_ms) {
     if (atomic_load(&tpa_state) != TPA_RUNNING) return TPAUDIT_EDISABLED;
+    if (!atomic_load(&g_ready)) return 0; /* a fork child that recorded nothing */
     uint64_t target = tpa_ring_head();
     unsigned gen = tpa_run_generation();
     request_flush(target);
@@ -620,74 +739,81 @@ int tpa_writer_flush(int timeout_ms) {
     return atomic_load(&g_committed) >= target ? 0 : TPAUDIT_EDISABLED;
 }
 
+static void nap_100us(void) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+}
+
 /* From a signal handler: only atomics and nanosleep; the writer polls. */
 int tpa_writer_flush_signal_safe(int timeout_ms) {
     if (atomic_load(&tpa_state) != TPA_RUNNING || !atomic_load(&g_thread_live)) return TPAUDIT_EDISABLED;
-    uint64_t target = tpa_ring_head();
+    uint64_t target = tpa_ring_flush_target();
     request_flush(target);
-    for (int i = 0; i < timeout_ms * 2; i++) {
+    int64_t end = tpa_now_ns() + (int64_t)timeout_ms * 1000000LL;
+    while (tpa_now_ns() < end) {
         if (atomic_load(&g_committed) >= target) return 0;
-        struct timespec ts = {0, 500000};
-        nanosleep(&ts, NULL);
+        nap_100us();
     }
     return TPAUDIT_EDISABLED;
 }
 
-void tpa_writer_finish(int has_status, int exit_status) {
-    if (!atomic_load(&g_thread_live)) {
-        if (atomic_load(&tpa_state) == TPA_RUNNING) atomic_store(&tpa_state, TPA_CLOSED);
-        return;
-    }
+void tpa_writer_finish(int has_status, int exit_status, const char *ended_by, int discard_if_empty) {
+    int expect = TPA_RUNNING;
+    atomic_compare_exchange_strong(&tpa_state, &expect, TPA_CLOSED); /* producers stop here */
+    if (!atomic_load(&g_ready) || !atomic_load(&g_thread_live)) return;
     g_final_has_status = has_status;
     g_final_status = exit_status;
+    g_ended_by = ended_by;
+    atomic_store(&g_discard_if_empty, discard_if_empty);
+    int64_t now = tpa_now_ns();
+    atomic_store(&g_drain_deadline, now + TPA_END_DRAIN_MS * 1000000LL);
     atomic_store(&g_stop, 1);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 10;
-    pthread_mutex_lock(&g_mu);
-    pthread_cond_broadcast(&g_cv);
-    int rc = 0;
-    while (atomic_load(&g_thread_live) && rc == 0) rc = pthread_cond_timedwait(&g_cv, &g_mu, &ts);
-    pthread_mutex_unlock(&g_mu);
-    if (!atomic_load(&g_thread_live)) pthread_join(g_thread, NULL);
-    if (atomic_load(&tpa_state) == TPA_RUNNING) atomic_store(&tpa_state, TPA_CLOSED);
+    int64_t end = now + (TPA_END_DRAIN_MS + TPA_END_CLOSE_MS) * 1000000LL;
+    while (atomic_load(&g_thread_live) && tpa_now_ns() < end) nap_100us();
 }
 
-void tpa_writer_pause_for_fork(void) {
-    if (!atomic_load(&g_thread_live)) return;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 2;
-    pthread_mutex_lock(&g_mu);
-    atomic_store(&g_pause_req, 1);
-    pthread_cond_broadcast(&g_cv);
-    int rc = 0;
-    while (!atomic_load(&g_paused) && rc == 0) rc = pthread_cond_timedwait(&g_cv, &g_mu, &ts);
-    pthread_mutex_unlock(&g_mu);
+void tpa_writer_resume_after_exec(void) {
+    if (atomic_load(&g_thread_live)) return; /* never stopped (timed out): it still runs */
+    int expect = TPA_CLOSED;
+    if (!atomic_compare_exchange_strong(&tpa_state, &expect, TPA_RUNNING)) return;
+    atomic_store(&g_ready, 0);
+    atomic_store(&g_stop, 0);
+    atomic_store(&g_discard_if_empty, 0);
+    if (atomic_load(&g_removed)) {
+        atomic_store(&g_removed, 0); /* nothing was recorded: the next record starts a new file */
+        return;
+    }
+    atomic_store(&g_reopen, 1);
+    tpa_writer_ensure();
 }
 
-void tpa_writer_resume_after_fork(void) {
-    pthread_mutex_lock(&g_mu);
-    atomic_store(&g_pause_req, 0);
-    pthread_cond_broadcast(&g_cv);
-    pthread_mutex_unlock(&g_mu);
-}
-
-/* In the child: the parent's connection is forgotten, never closed here
- * (closing would run SQLite's cleanup on the parent's file). */
+/* In the child: the parent's connection, statements and tables are
+ * forgotten, never closed or freed (that would run SQLite's cleanup on the
+ * parent's file, and touch pages the child shares with the parent); the
+ * child's own database starts on its first record. */
 void tpa_writer_reset_in_child(void) {
+    int sqlite_unsafe = atomic_load(&g_sqlite_global_busy);
     pthread_mutex_init(&g_mu, NULL);
     pthread_cond_init(&g_cv, NULL);
+    pthread_mutex_init(&g_start_mu, NULL);
     g_db = NULL;
     for (int i = 0; i < ST_COUNT; i++) g_st[i] = NULL;
-    atomic_store(&g_pause_req, 0);
-    atomic_store(&g_paused, 0);
     atomic_store(&g_stop, 0);
     atomic_store(&g_thread_live, 0);
+    atomic_store(&g_ready, 0);
     atomic_store(&g_flush_req, 0);
     atomic_store(&g_committed, 0);
+    atomic_store(&g_discard_if_empty, 0);
+    atomic_store(&g_removed, 0);
+    atomic_store(&g_reopen, 0);
     g_run_gen_written = 0;
-    tpa_ring_reset();
+    g_path[0] = 0;
+    tpa_dbfd_forget_in_child();
+    tpa_ring_reset_in_child();
     tpa_stack_reset();
     tpa_modules_reset();
+    if (sqlite_unsafe && atomic_load(&tpa_state) == TPA_RUNNING) {
+        atomic_store(&tpa_state, TPA_DISABLED); /* forked while SQLite changed its lists */
+        tpa_log(TPA_LOG_INFO, "fork child: not recording (forked while the database was being opened)");
+    }
 }

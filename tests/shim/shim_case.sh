@@ -53,6 +53,7 @@ fork)
   [ "$a" = 15 ] && [ "$b" = 7 ] || fail "parent $a (want 15) child $b (want 7) events"
   ;;
 kill9)
+  : > "$work/o"
   TPAUDIT_OUT="$work/out" LD_PRELOAD="$shim" "$bin/shim_killed" > "$work/o" 2> "$work/err" &
   pid=$!
   i=0; while [ $i -lt 100 ] && [ "$(grep -c committed "$work/o" 2>/dev/null)" -lt 20 ]; do sleep 0.1; i=$((i+1)); done
