@@ -3,14 +3,23 @@
 Under the shim the bootstrap (sitecustomize) installs the hooks when the
 program imports torch.  Programs may also call tpaudit.audit() themselves;
 that works without LD_PRELOAD by loading libtpaudit.so through ctypes.
+`python -m tpaudit` runs the CLI installed beside the shim; the pytest
+plugin is tpaudit.pytest_plugin.
 """
+import os
 import sys
 
 from . import _config
 from . import _hooks
 from . import _native
 
-__all__ = ["audit", "enable"]
+__all__ = ["audit", "enable", "cli_path"]
+
+
+def cli_path():
+    """The `tpaudit` CLI of this install: <bindir>/tpaudit beside <prefix>/lib/libtpaudit.so."""
+    lib_dir = os.path.dirname(_native.library_path())
+    return os.path.normpath(os.path.join(lib_dir, "..", "bin", "tpaudit"))
 
 
 def enable(recorder=None):
