@@ -24,6 +24,12 @@ int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *
 /* Loads every database into one report (runs + findings). 0, or -1 with why. */
 int tpa_analyze(char **files, size_t n_files, tpa_report_t *report, char *why, size_t why_len);
 
+/* PATH arguments into one report: databases and directories, or (json_ok,
+ * one path) a JSON report read back by report_read.c. 0, or -1 with why. */
+int tpa_load_inputs(int n, char **paths, int json_ok, tpa_report_t *r, char *why, size_t why_len);
+int tpa_is_json_report(const char *path);
+int tpa_read_json_report(const char *path, tpa_report_t *r, char *why, size_t why_len);
+
 /* Native stack `stack_id` of `db` as frames (function, file:line or
  * module+offset), at most TPA_MAX_FRAMES of them; modules are opened once
  * and cached.  tpa_symbolize_forget drops what was cached about `db`. */
@@ -36,15 +42,21 @@ void tpa_symbolize_forget(sqlite3 *db);
 int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run);
 
 char *tpa_strdup(const char *s);
+/* SIZE: a number and a unit in any case (B, KiB/K, MiB/M, GiB/G, TiB/T
+ * binary; KB, MB, GB, TB decimal). 0, -1 malformed, -2 beyond int64. */
 int tpa_parse_size(const char *text, int64_t *bytes);
+/* The one stderr line for a getopt error (c is ':' or '?'). */
+void tpa_option_error(const char *verb, int c, char **argv);
 
 int tpa_cmd_run(int argc, char **argv);
 int tpa_cmd_report(int argc, char **argv);
 int tpa_cmd_gate(int argc, char **argv);
 int tpa_cmd_diff(int argc, char **argv);
 
-/* Writes through a temp file renamed over `path` only when render returns 0. */
+/* Writes to stdout ("-" or NULL), to a regular file through a temp file
+ * renamed over it only when render returns 0, or to anything else (a
+ * device, a FIFO) opened with O_TRUNC.  0, or -1 with why. */
 int tpa_write_output(const char *path, int (*render)(const tpa_report_t *, FILE *),
-                     const tpa_report_t *report);
+                     const tpa_report_t *report, char *why, size_t why_len);
 
 #endif

@@ -1,21 +1,29 @@
 /* cmd_diff.c - `tpaudit diff OLD NEW`: findings that appeared, disappeared
- * or grew between two runs, matched by rank, kind and tensor name. */
+ * or grew between two runs, matched by rank, kind and tensor name.  Each
+ * side is a database, a directory of them, or a JSON report.  Exit 1 when a
+ * finding appeared or grew (a regression), 0 otherwise or with --exit-zero,
+ * 2 on bad usage or input. */
 #include "analyzer.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+static void usage(FILE *out) {
+    fputs("usage: tpaudit diff [--exit-zero] OLD NEW\n"
+          "  Lists findings that appeared, disappeared or grew from OLD to NEW (each a\n"
+          "  database, a directory of them, or a JSON report).\n"
+          "  --exit-zero  exit 0 even when a finding appeared or grew\n"
+          "exit: 0 nothing appeared or grew, 1 something did, 2 usage or bad input\n",
+          out);
+}
+
 static int load(const char *path, tpa_report_t *r) {
-    memset(r, 0, sizeof *r);
-    char why[4200] = "";
-    char **files; size_t n_files;
+    char why[8400] = "";
     char *p[1] = {(char *)path};
-    if (tpa_collect_paths(1, p, &files, &n_files, why, sizeof why)) { fprintf(stderr, "tpaudit: %s\n", why); memset(r, 0, sizeof *r); return -1; }
-    int rc = tpa_analyze(files, n_files, r, why, sizeof why);
-    for (size_t i = 0; i < n_files; i++) free(files[i]);
-    free(files);
-    if (rc) fprintf(stderr, "tpaudit: %s\n", why);
+    int rc = tpa_load_inputs(1, p, 1, r, why, sizeof why);
+    if (rc) fprintf(stderr, "tpaudit: %s\n", tpa_term(why));
     return rc;
 }
 
@@ -28,32 +36,44 @@ static const tpa_finding_t *match(const tpa_report_t *r, const tpa_finding_t *f)
 }
 
 static void line(const char *what, const tpa_finding_t *f, int64_t old_bytes) {
-    char b[32], o[32];
+    char b[32], o[32], rank[32];
     tpa_format_bytes(f->retained_bytes, b, sizeof b);
     tpa_format_bytes(old_bytes, o, sizeof o);
-    printf("%-11s rank %lld %-20s %-40s %s%s%s\n", what, (long long)f->rank, f->kind, f->name ? f->name : "(unnamed)",
+    if (f->rank >= 0) snprintf(rank, sizeof rank, "rank %lld", (long long)f->rank);
+    else snprintf(rank, sizeof rank, "no rank");
+    printf("%-11s %-8s %-20s %-40s %s%s%s\n", what, rank, tpa_term(f->kind), tpa_term(f->name ? f->name : "(unnamed)"),
            old_bytes >= 0 ? o : "", old_bytes >= 0 ? " -> " : "", b);
 }
 
 int tpa_cmd_diff(int argc, char **argv) {
-    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        puts("usage: tpaudit diff OLD NEW\n  Lists findings that appeared, disappeared or grew from OLD to NEW.");
-        return TPA_EXIT_OK;
+    static const struct option opts[] = {{"exit-zero", no_argument, 0, 'z'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    int exit_zero = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        if (c == 'z') exit_zero = 1;
+        else if (c == 'h') { usage(stdout); return TPA_EXIT_OK; }
+        else { tpa_option_error("diff", c, argv); return TPA_EXIT_USAGE; }
     }
-    if (argc != 3) { fputs("usage: tpaudit diff OLD NEW\n", stderr); return TPA_EXIT_USAGE; }
+    if (argc - optind != 2) { fputs("tpaudit: diff: needs OLD and NEW (see tpaudit diff --help)\n", stderr); return TPA_EXIT_USAGE; }
     tpa_report_t a, b;
-    if (load(argv[1], &a)) { tpa_report_free(&a); return TPA_EXIT_USAGE; }
-    if (load(argv[2], &b)) { tpa_report_free(&a); tpa_report_free(&b); return TPA_EXIT_USAGE; }
-    int changes = 0;
+    if (load(argv[optind], &a)) { tpa_report_free(&a); return TPA_EXIT_USAGE; }
+    if (load(argv[optind + 1], &b)) { tpa_report_free(&a); tpa_report_free(&b); return TPA_EXIT_USAGE; }
+    int changes = 0, regressions = 0;
     for (size_t i = 0; i < b.n_findings; i++) {
         const tpa_finding_t *old = match(&a, &b.findings[i]);
-        if (!old) { line("appeared", &b.findings[i], -1); changes++; }
-        else if (b.findings[i].retained_bytes > old->retained_bytes) { line("grew", &b.findings[i], old->retained_bytes); changes++; }
+        if (!old) { line("appeared", &b.findings[i], -1); changes++; regressions++; }
+        else if (b.findings[i].retained_bytes > old->retained_bytes) {
+            line("grew", &b.findings[i], old->retained_bytes);
+            changes++;
+            regressions++;
+        }
     }
     for (size_t i = 0; i < a.n_findings; i++)
         if (!match(&b, &a.findings[i])) { line("disappeared", &a.findings[i], -1); changes++; }
     if (!changes) puts("no changes");
     tpa_report_free(&a);
     tpa_report_free(&b);
-    return TPA_EXIT_OK;
+    if (fflush(stdout)) return TPA_EXIT_USAGE;
+    return regressions && !exit_zero ? TPA_EXIT_GATE : TPA_EXIT_OK;
 }

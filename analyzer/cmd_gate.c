@@ -1,9 +1,16 @@
 /* cmd_gate.c - `tpaudit gate`: the CI gate. Fails (exit 1) when error
  * findings retain more than --max-retained bytes on any rank or when more
- * than --max-findings findings reach --fail-on; with --baseline only what is
- * new or grew counts. An inconclusive run exits 3 unless --allow-incomplete. */
+ * than --max-findings findings reach --fail-on; with --baseline (databases
+ * or a JSON report) only what is new or grew counts. An inconclusive run
+ * exits 3 unless --allow-incomplete.
+ *
+ * Defaults: the rules given are the rules judged.  With neither
+ * --max-retained nor --max-findings, both apply with limit 0 (any error
+ * finding fails); with only one of them, only that one applies, so
+ * `--max-retained 100MiB` gates on retained bytes alone. */
 #include "analyzer.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,25 +19,22 @@
 static void usage(FILE *out) {
     fputs("usage: tpaudit gate [--max-retained SIZE] [--max-findings N] [--fail-on error|warning]\n"
           "                    [--baseline PATH] [--allow-incomplete] [--format text|junit] PATH...\n"
-          "  --max-retained SIZE  retained bytes of error findings allowed on any one rank (default 0;\n"
-          "                       0, 512KiB, 64MiB, 1.5GiB)\n"
-          "  --max-findings N     findings at or above --fail-on allowed (default 0)\n"
+          "  --max-retained SIZE  retained bytes of error findings allowed on any one rank\n"
+          "                       (0, 512KiB, 64mib, 1.5GiB, 2GB; units in any case)\n"
+          "  --max-findings N     findings at or above --fail-on allowed\n"
           "  --fail-on LEVEL      error (default) or warning\n"
           "  --baseline PATH      count only findings new or grown against this run\n"
+          "                       (its databases, or its JSON report)\n"
+          "  Only the rules given are judged; with neither limit given, both are 0.\n"
           "  --allow-incomplete   judge an incomplete run instead of exiting 3\n"
           "exit: 0 passed, 1 failed, 2 usage or bad input, 3 inconclusive\n",
           out);
 }
 
-static int load(int n, char **paths, tpa_report_t *r) {
-    memset(r, 0, sizeof *r);
-    char why[4200] = "";
-    char **files; size_t n_files;
-    if (tpa_collect_paths(n, paths, &files, &n_files, why, sizeof why)) { fprintf(stderr, "tpaudit: %s\n", why); return -1; }
-    int rc = tpa_analyze(files, n_files, r, why, sizeof why);
-    for (size_t i = 0; i < n_files; i++) free(files[i]);
-    free(files);
-    if (rc) fprintf(stderr, "tpaudit: %s\n", why);
+static int load(int n, char **paths, int json_ok, tpa_report_t *r) {
+    char why[8400] = "";
+    int rc = tpa_load_inputs(n, paths, json_ok, r, why, sizeof why);
+    if (rc) fprintf(stderr, "tpaudit: %s\n", tpa_term(why));
     return rc;
 }
 
@@ -60,19 +64,30 @@ int tpa_cmd_gate(int argc, char **argv) {
                                          {"allow-incomplete", no_argument, 0, 'a'}, {"format", required_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int64_t max_retained = 0, max_findings = 0;
-    int fail_on_warning = 0, allow_incomplete = 0, junit = 0;
+    int fail_on_warning = 0, allow_incomplete = 0, junit = 0, gave_retained = 0, gave_findings = 0;
     const char *baseline = NULL;
-    int c;
+    int c, size_rc;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'r':
-            if (tpa_parse_size(optarg, &max_retained)) { fprintf(stderr, "tpaudit: bad SIZE '%s' (e.g. 0, 512KiB, 64MiB, 1.5GiB)\n", optarg); return TPA_EXIT_USAGE; }
+            gave_retained = 1;
+            if ((size_rc = tpa_parse_size(optarg, &max_retained))) {
+                fprintf(stderr, "tpaudit: bad SIZE '%s' for --max-retained (%s)\n", tpa_term(optarg),
+                        size_rc == -2 ? "too large: at most 8 EiB" : "a number and a unit, e.g. 0, 512KiB, 64MiB, 1.5GiB");
+                return TPA_EXIT_USAGE;
+            }
             break;
         case 'n':
+            gave_findings = 1;
+            errno = 0;
             max_findings = strtoll(optarg, &end, 10);
-            if (*end || max_findings < 0) { fprintf(stderr, "tpaudit: bad --max-findings '%s'\n", optarg); return TPA_EXIT_USAGE; }
+            if (end == optarg || *end || max_findings < 0 || errno) {
+                fprintf(stderr, "tpaudit: bad --max-findings '%s' (a whole number, 0 or more)\n", tpa_term(optarg));
+                return TPA_EXIT_USAGE;
+            }
             break;
         case 'l':
             if (!strcmp(optarg, "warning")) fail_on_warning = 1;
@@ -85,16 +100,17 @@ int tpa_cmd_gate(int argc, char **argv) {
             else if (strcmp(optarg, "text")) { fprintf(stderr, "tpaudit: gate --format takes text or junit\n"); return TPA_EXIT_USAGE; }
             break;
         case 'h': usage(stdout); return TPA_EXIT_OK;
-        default: usage(stderr); return TPA_EXIT_USAGE;
+        default: tpa_option_error("gate", c, argv); return TPA_EXIT_USAGE;
         }
     }
-    if (optind >= argc) { usage(stderr); return TPA_EXIT_USAGE; }
+    if (optind >= argc) { fputs("tpaudit: gate: no PATH given (see tpaudit gate --help)\n", stderr); return TPA_EXIT_USAGE; }
+    if (!gave_retained && !gave_findings) gave_retained = gave_findings = 1;
     tpa_report_t r, base;
     memset(&base, 0, sizeof base);
-    if (load(argc - optind, argv + optind, &r)) { tpa_report_free(&r); return TPA_EXIT_USAGE; }
+    if (load(argc - optind, argv + optind, 0, &r)) { tpa_report_free(&r); return TPA_EXIT_USAGE; }
     if (baseline) {
         char *bp[1] = {(char *)baseline};
-        if (load(1, bp, &base)) { tpa_report_free(&r); tpa_report_free(&base); return TPA_EXIT_USAGE; }
+        if (load(1, bp, 1, &base)) { tpa_report_free(&r); tpa_report_free(&base); return TPA_EXIT_USAGE; }
         mark_new(&r, &base);
     } else {
         for (size_t i = 0; i < r.n_findings; i++) r.findings[i].is_new = 1;
@@ -102,7 +118,7 @@ int tpa_cmd_gate(int argc, char **argv) {
     r.has_gate = 1;
     int passed = 1;
     /* Retained bytes per rank; a process without a rank is its own group. */
-    for (size_t i = 0; i < r.n_runs; i++) {
+    for (size_t i = 0; i < r.n_runs && gave_retained; i++) {
         int ranked = r.runs[i].has_rank;
         int64_t rank = ranked ? r.runs[i].rank : -1, retained = 0;
         int seen = 0;
@@ -111,7 +127,7 @@ int tpa_cmd_gate(int argc, char **argv) {
         for (size_t j = 0; j < r.n_findings; j++) {
             const tpa_finding_t *f = &r.findings[j];
             int mine = ranked ? f->rank == rank : f->run_index == i;
-            if (mine && f->is_error && f->is_new) retained += f->retained_bytes;
+            if (mine && f->is_error && f->is_new) retained = tpa_add_bytes(retained, f->retained_bytes);
         }
         int ok = retained <= max_retained;
         passed &= ok;
@@ -121,9 +137,11 @@ int tpa_cmd_gate(int argc, char **argv) {
     int64_t counted = 0;
     for (size_t j = 0; j < r.n_findings; j++)
         if (r.findings[j].is_new && (r.findings[j].is_error || fail_on_warning)) counted++;
-    int ok = counted <= max_findings;
-    passed &= ok;
-    add_rule(&r, fail_on_warning ? "max-findings (warning and above)" : "max-findings (errors)", max_findings, counted, -1, ok);
+    if (gave_findings) {
+        int ok = counted <= max_findings;
+        passed &= ok;
+        add_rule(&r, fail_on_warning ? "max-findings (warning and above)" : "max-findings (errors)", max_findings, counted, -1, ok);
+    }
     r.gate_passed = passed;
     FILE *out = stdout;
     for (size_t i = 0; i < r.n_rules; i++) {
@@ -140,7 +158,8 @@ int tpa_cmd_gate(int argc, char **argv) {
     int code = passed ? TPA_EXIT_OK : TPA_EXIT_GATE;
     if (r.inconclusive && !allow_incomplete) {
         for (size_t i = 0; i < r.n_runs; i++)
-            if (r.runs[i].inconclusive) fprintf(stderr, "tpaudit: %s: inconclusive: %s\n", r.runs[i].file, r.runs[i].why_inconclusive);
+            if (r.runs[i].inconclusive)
+                fprintf(stderr, "tpaudit: %s: inconclusive: %s\n", tpa_term(r.runs[i].file), tpa_term(r.runs[i].why_inconclusive));
         code = TPA_EXIT_INCONCLUSIVE;
     }
     if (junit) tpa_render_junit(&r, out);

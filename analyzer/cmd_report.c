@@ -12,7 +12,8 @@ static void usage(FILE *out) {
     fputs("usage: tpaudit report [--format text|json|html|junit] [-o FILE] PATH...\n"
           "  PATH is a database or a directory of them (all ranks are merged).\n"
           "  -f, --format   output format (default text)\n"
-          "  -o, --output   write to FILE instead of stdout (written only on success)\n",
+          "  -o, --output   write to FILE instead of stdout (a regular file is replaced only\n"
+          "                 when rendering succeeded; a device or FIFO is written in place)\n",
           out);
 }
 
@@ -22,33 +23,29 @@ int tpa_cmd_report(int argc, char **argv) {
     const char *format = "text", *output = NULL;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "f:o:h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":f:o:h", opts, NULL)) != -1) {
         if (c == 'f') format = optarg;
         else if (c == 'o') output = optarg;
         else if (c == 'h') { usage(stdout); return TPA_EXIT_OK; }
-        else { usage(stderr); return TPA_EXIT_USAGE; }
+        else { tpa_option_error("report", c, argv); return TPA_EXIT_USAGE; }
     }
     int (*render)(const tpa_report_t *, FILE *) = NULL;
     if (!strcmp(format, "text")) render = tpa_render_text;
     else if (!strcmp(format, "json")) render = tpa_render_json;
     else if (!strcmp(format, "html")) render = tpa_render_html;
     else if (!strcmp(format, "junit")) render = tpa_render_junit;
-    else { fprintf(stderr, "tpaudit: unknown format '%s' (text, json, html or junit)\n", format); return TPA_EXIT_USAGE; }
-    if (optind >= argc) { usage(stderr); return TPA_EXIT_USAGE; }
-    char why[4200] = "";
-    char **files; size_t n_files;
-    if (tpa_collect_paths(argc - optind, argv + optind, &files, &n_files, why, sizeof why)) {
-        fprintf(stderr, "tpaudit: %s\n", why);
+    else { fprintf(stderr, "tpaudit: unknown format '%s' (text, json, html or junit)\n", tpa_term(format)); return TPA_EXIT_USAGE; }
+    if (optind >= argc) { fputs("tpaudit: report: no PATH given (see tpaudit report --help)\n", stderr); return TPA_EXIT_USAGE; }
+    char why[8400] = "";
+    tpa_report_t report;
+    if (tpa_load_inputs(argc - optind, argv + optind, 0, &report, why, sizeof why)) {
+        fprintf(stderr, "tpaudit: %s\n", tpa_term(why));
+        tpa_report_free(&report);
         return TPA_EXIT_USAGE;
     }
-    tpa_report_t report;
-    memset(&report, 0, sizeof report);
-    int rc = tpa_analyze(files, n_files, &report, why, sizeof why);
-    for (size_t i = 0; i < n_files; i++) free(files[i]);
-    free(files);
-    if (rc) { fprintf(stderr, "tpaudit: %s\n", why); tpa_report_free(&report); return TPA_EXIT_USAGE; }
-    if (tpa_write_output(output, render, &report)) {
-        fprintf(stderr, "tpaudit: cannot write report to %s\n", output ? output : "stdout");
+    if (tpa_write_output(output, render, &report, why, sizeof why)) {
+        fprintf(stderr, "tpaudit: %s\n", tpa_term(why));
         tpa_report_free(&report);
         return TPA_EXIT_USAGE;
     }

@@ -218,3 +218,15 @@ int tpa_analyze(char **files, size_t n_files, tpa_report_t *report, char *why, s
         if (load_one(files[i], report, why, why_len)) return -1;
     return 0;
 }
+
+int tpa_load_inputs(int n, char **paths, int json_ok, tpa_report_t *r, char *why, size_t why_len) {
+    memset(r, 0, sizeof *r);
+    if (json_ok && n == 1 && tpa_is_json_report(paths[0])) return tpa_read_json_report(paths[0], r, why, why_len);
+    char **files;
+    size_t n_files;
+    if (tpa_collect_paths(n, paths, &files, &n_files, why, why_len)) return -1;
+    int rc = tpa_analyze(files, n_files, r, why, why_len);
+    for (size_t i = 0; i < n_files; i++) free(files[i]);
+    free(files);
+    return rc;
+}

@@ -1,6 +1,7 @@
 /*
  * report_json.c - the JSON report, format "tpaudit-report" version 1
- * (contract in ARCHITECTURE.md).  Output is deterministic: findings come
+ * (contract in docs/REPORT.md, schema docs/report.schema.json).  A missing
+ * rank is null everywhere.  Output is deterministic: findings come
  * sorted, by_kind/by_rank keys are sorted, and nothing about the time of
  * the analysis is written.
  */
@@ -9,44 +10,53 @@
 #include <inttypes.h>
 #include <string.h>
 
-/* Shapes and argv are JSON arrays in the database; anything else is
- * written as a string so the document stays valid. */
-static void put_json_array_or_string(FILE *out, const char *s)
+/* Writes a parsed JSON value again through the escaping writers, so what
+ * goes out is valid JSON with valid UTF-8 whatever was stored. */
+static void put_json_value(FILE *out, const tpa_json_t *v)
 {
-    size_t n = s ? strlen(s) : 0;
-    int ok = n >= 2 && s[0] == '[' && s[n - 1] == ']';
-    for (size_t i = 0; ok && i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == '<' || s[i] == '>')
-            ok = 0;
-    if (ok && s[0] == '[') {
-        /* only digits, commas, spaces, minus allowed unless it is argv */
-        fputs(s, out);
-    } else if (s) {
-        tpa_put_json_string(out, s);
-    } else {
-        fputs("null", out);
+    int64_t n;
+    switch (tpa_json_type(v)) {
+    case TPA_JSON_STRING: tpa_put_json_string(out, tpa_json_str(v)); break;
+    case TPA_JSON_NUMBER:
+        if (tpa_json_int(v, &n) == 0) fprintf(out, "%" PRId64, n);
+        else fputs("null", out); /* only integers are stored */
+        break;
+    case TPA_JSON_ARRAY:
+        fputc('[', out);
+        for (size_t i = 0; i < tpa_json_len(v); i++) {
+            if (i) fputc(',', out);
+            put_json_value(out, tpa_json_at(v, i));
+        }
+        fputc(']', out);
+        break;
+    default: fputs("null", out);
     }
 }
 
-static int shape_is_plain(const char *s)
+/* argv and shapes are stored as JSON arrays (of strings, of integers):
+ * such an array is written as an array; anything else is written as the
+ * stored text in a string, and a missing value as null. */
+static void put_stored_array(FILE *out, const char *s, int want)
 {
-    size_t n = s ? strlen(s) : 0;
-    if (n < 2 || s[0] != '[' || s[n - 1] != ']')
-        return 0;
-    for (size_t i = 1; i + 1 < n; i++)
-        if (!strchr("0123456789,- ", s[i]))
-            return 0;
-    return 1;
+    if (!s) { fputs("null", out); return; }
+    tpa_json_t *v = tpa_json_parse(s, strlen(s));
+    int ok = tpa_json_type(v) == TPA_JSON_ARRAY;
+    int64_t n;
+    for (size_t i = 0; ok && i < tpa_json_len(v); i++) {
+        const tpa_json_t *e = tpa_json_at(v, i);
+        ok = want == TPA_JSON_STRING ? tpa_json_type(e) == TPA_JSON_STRING : tpa_json_int(e, &n) == 0;
+    }
+    if (ok) put_json_value(out, v);
+    else tpa_put_json_string(out, s);
+    tpa_json_free(v);
 }
 
-static void put_shape(FILE *out, const char *s)
+static void put_shape(FILE *out, const char *s) { put_stored_array(out, s, TPA_JSON_NUMBER); }
+
+static void put_rank(FILE *out, int has_rank, int64_t rank)
 {
-    if (shape_is_plain(s))
-        fputs(s, out);
-    else if (s)
-        tpa_put_json_string(out, s);
-    else
-        fputs("null", out);
+    if (has_rank) fprintf(out, "%" PRId64, rank);
+    else fputs("null", out);
 }
 
 static void put_opt_string(FILE *out, const char *s)
@@ -84,17 +94,11 @@ static void put_run(FILE *out, const tpa_run_t *run)
     fputs(",\"host\":", out);
     tpa_put_json_string(out, run->host);
     fprintf(out, ",\"pid\":%" PRId64 ",\"rank\":", run->pid);
-    if (run->has_rank)
-        fprintf(out, "%" PRId64, run->rank);
-    else
-        fputs("null", out);
+    put_rank(out, run->has_rank, run->rank);
     fputs(",\"world_size\":", out);
-    if (run->has_world_size)
-        fprintf(out, "%" PRId64, run->world_size);
-    else
-        fputs("null", out);
+    put_rank(out, run->has_world_size, run->world_size);
     fputs(",\"argv\":", out);
-    put_json_array_or_string(out, run->argv);
+    put_stored_array(out, run->argv, TPA_JSON_STRING);
     fprintf(out, ",\"complete\":%s,\"dropped_events\":%" PRId64 ",\"cupti\":",
             run->complete ? "true" : "false", run->dropped_events);
     tpa_put_json_string(out, run->cupti);
@@ -121,10 +125,7 @@ static void put_finding(FILE *out, const tpa_finding_t *f)
     fputs("{\"kind\":", out);
     tpa_put_json_string(out, f->kind);
     fprintf(out, ",\"severity\":\"%s\",\"rank\":", tpa_severity(f));
-    if (f->rank >= 0)
-        fprintf(out, "%" PRId64, f->rank);
-    else
-        fputs("null", out);
+    put_rank(out, f->rank >= 0, f->rank);
     fprintf(out, ",\"step\":%" PRId64 ",\"holder\":{\"kind\":", f->step);
     put_opt_string(out, f->holder_kind);
     fputs(",\"class\":", out);
@@ -188,8 +189,10 @@ int tpa_render_json(const tpa_report_t *r, FILE *out)
     for (size_t i = 0; i < r->n_findings; i++) {
         fputs(i ? ",\n" : "\n", out);
         put_finding(out, &r->findings[i]);
-        if (r->findings[i].is_error)
-            total += r->findings[i].retained_bytes, state_total += r->findings[i].state_bytes;
+        if (r->findings[i].is_error) {
+            total = tpa_add_bytes(total, r->findings[i].retained_bytes);
+            state_total = tpa_add_bytes(state_total, r->findings[i].state_bytes);
+        }
     }
     fprintf(out, "],\n\"totals\":{\"retained_bytes\":%" PRId64 ",\"state_bytes\":%" PRId64 ",\"by_kind\":{", total,
             state_total);
@@ -205,20 +208,32 @@ int tpa_render_json(const tpa_report_t *r, FILE *out)
         fprintf(out, "%s\"%s\":%" PRId64, first ? "" : ",", kinds[k], n);
         first = 0;
     }
-    fputs("},\"by_rank\":{", out);
+    /* One entry per rank; a process without a rank is its own entry (with
+     * its pid), as the gate judges it. */
+    fputs("},\"by_rank\":[", out);
     first = 1;
     for (size_t i = 0; i < r->n_runs; i++) {
-        int64_t rank = r->runs[i].has_rank ? r->runs[i].rank : -1;
+        const tpa_run_t *run = &r->runs[i];
         int seen = 0;
-        for (size_t j = 0; j < i; j++)
-            seen |= (r->runs[j].has_rank ? r->runs[j].rank : -1) == rank;
+        for (size_t j = 0; j < i && run->has_rank; j++)
+            seen |= r->runs[j].has_rank && r->runs[j].rank == run->rank;
         if (seen)
             continue;
-        fprintf(out, "%s\"%" PRId64 "\":%" PRId64, first ? "" : ",", rank,
-                tpa_rank_retained(r, rank));
+        int64_t retained = 0;
+        for (size_t j = 0; j < r->n_findings; j++) {
+            const tpa_finding_t *f = &r->findings[j];
+            int mine = run->has_rank ? f->rank == run->rank : f->run_index == i;
+            if (mine && f->is_error)
+                retained = tpa_add_bytes(retained, f->retained_bytes);
+        }
+        fprintf(out, "%s{\"rank\":", first ? "" : ",");
+        put_rank(out, run->has_rank, run->rank);
+        fputs(",\"pid\":", out);
+        put_rank(out, !run->has_rank, run->pid);
+        fprintf(out, ",\"retained_bytes\":%" PRId64 "}", retained);
         first = 0;
     }
-    fputs("}},\n\"gate\":", out);
+    fputs("]},\n\"gate\":", out);
     if (r->has_gate) {
         fprintf(out, "{\"passed\":%s,\"rules\":[", r->gate_passed ? "true" : "false");
         for (size_t i = 0; i < r->n_rules; i++) {
@@ -227,10 +242,9 @@ int tpa_render_json(const tpa_report_t *r, FILE *out)
             tpa_put_json_string(out, g->rule);
             fprintf(out, ",\"limit\":%" PRId64 ",\"measured\":%" PRId64 ",\"rank\":", g->limit,
                     g->measured);
-            if (g->rank >= 0)
-                fprintf(out, "%" PRId64, g->rank);
-            else
-                fputs("null", out);
+            put_rank(out, g->rank >= 0, g->rank);
+            fputs(",\"pid\":", out);
+            put_rank(out, g->pid != 0, g->pid);
             fprintf(out, ",\"passed\":%s}", g->passed ? "true" : "false");
         }
         fputs("]}", out);

@@ -1,33 +1,46 @@
-/* report_junit.c - JUnit XML: one testsuite per rank, one testcase per rule
- * (each finding kind, the completeness check, and the gate's rules), with
- * a failure carrying the findings' messages. */
+/* report_junit.c - JUnit XML: one testsuite per process (database), named
+ * tpaudit.rank<R> or, for a process without a rank, tpaudit.pid<P>; one
+ * testcase per rule (each finding kind, the completeness check), with a
+ * failure carrying that process's findings; then the gate's rules.  A
+ * suite only ever counts its own process's findings. */
 #include "tpa_model.h"
 
 #include <string.h>
 
 static const char *KINDS[] = {"stale_param", "orphan_state", "state_shape_mismatch", "stale_map_entry", "untrained_param"};
 
+static const char *suite_name(const tpa_run_t *run, char *buf, size_t len) {
+    if (run->has_rank) snprintf(buf, len, "tpaudit.rank%lld", (long long)run->rank);
+    else snprintf(buf, len, "tpaudit.pid%lld", (long long)run->pid);
+    return buf;
+}
+
 int tpa_render_junit(const tpa_report_t *r, FILE *out) {
     fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"tpaudit\">\n", out);
     for (size_t i = 0; i < r->n_runs; i++) {
         const tpa_run_t *run = &r->runs[i];
-        int64_t rank = run->has_rank ? run->rank : -1;
+        char suite[96], other[96];
+        suite_name(run, suite, sizeof suite);
+        for (size_t j = 0; j < r->n_runs; j++) /* one name for two databases (a restart, an exec): number them */
+            if (j != i && !strcmp(suite_name(&r->runs[j], other, sizeof other), suite)) {
+                snprintf(suite + strlen(suite), sizeof suite - strlen(suite), ".%zu", i + 1);
+                break;
+            }
         size_t failures = 0, tests = 0;
         for (size_t k = 0; k < 5; k++) {
             tests++;
             for (size_t j = 0; j < r->n_findings; j++)
-                if (r->findings[j].rank == rank && !strcmp(r->findings[j].kind, KINDS[k]) && r->findings[j].is_error) { failures++; break; }
+                if (r->findings[j].run_index == i && !strcmp(r->findings[j].kind, KINDS[k]) && r->findings[j].is_error) { failures++; break; }
         }
         tests++;
         failures += run->inconclusive ? 1 : 0;
-        fprintf(out, "  <testsuite name=\"tpaudit.rank%lld\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", (long long)rank,
-                tests, failures);
+        fprintf(out, "  <testsuite name=\"%s\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", suite, tests, failures);
         for (size_t k = 0; k < 5; k++) {
-            fprintf(out, "    <testcase classname=\"tpaudit.rank%lld\" name=\"%s\">", (long long)rank, KINDS[k]);
+            fprintf(out, "    <testcase classname=\"%s\" name=\"%s\">", suite, KINDS[k]);
             int opened = 0;
             for (size_t j = 0; j < r->n_findings; j++) {
                 const tpa_finding_t *f = &r->findings[j];
-                if (f->rank != rank || strcmp(f->kind, KINDS[k])) continue;
+                if (f->run_index != i || strcmp(f->kind, KINDS[k])) continue;
                 if (!opened) {
                     fprintf(out, f->is_error ? "\n      <failure type=\"%s\" message=\"" : "\n      <system-out>", KINDS[k]);
                     if (f->is_error) { tpa_put_xml_escaped(out, f->message); fputs("\">", out); }
@@ -39,7 +52,7 @@ int tpa_render_junit(const tpa_report_t *r, FILE *out) {
             if (opened) fputs(opened == 1 ? "</failure>\n    " : "</system-out>\n    ", out);
             fputs("</testcase>\n", out);
         }
-        fprintf(out, "    <testcase classname=\"tpaudit.rank%lld\" name=\"complete\">", (long long)rank);
+        fprintf(out, "    <testcase classname=\"%s\" name=\"complete\">", suite);
         if (run->inconclusive) {
             fputs("<failure type=\"inconclusive\" message=\"", out);
             tpa_put_xml_escaped(out, run->why_inconclusive);
@@ -53,7 +66,9 @@ int tpa_render_junit(const tpa_report_t *r, FILE *out) {
         fprintf(out, "  <testsuite name=\"tpaudit.gate\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", r->n_rules, failed);
         for (size_t i = 0; i < r->n_rules; i++) {
             const tpa_gate_rule_t *g = &r->rules[i];
-            fprintf(out, "    <testcase classname=\"tpaudit.gate\" name=\"%s rank %lld\">", g->rule, (long long)g->rank);
+            if (g->rank >= 0) fprintf(out, "    <testcase classname=\"tpaudit.gate\" name=\"%s rank %lld\">", g->rule, (long long)g->rank);
+            else if (g->pid) fprintf(out, "    <testcase classname=\"tpaudit.gate\" name=\"%s pid %lld\">", g->rule, (long long)g->pid);
+            else fprintf(out, "    <testcase classname=\"tpaudit.gate\" name=\"%s\">", g->rule);
             if (!g->passed)
                 fprintf(out, "<failure type=\"gate\" message=\"measured %lld over limit %lld\"/>", (long long)g->measured, (long long)g->limit);
             fputs("</testcase>\n", out);

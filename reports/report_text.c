@@ -1,18 +1,28 @@
 /* report_text.c - the text report: a summary a person reads in ten seconds
  * (verdict, retained bytes per rank, the findings in one line each), then
- * the details of each finding with its successor and stacks. */
+ * the details of each finding with its successor and stacks.  Every stored
+ * string goes through tpa_term (no control byte reaches the terminal); a
+ * missing rank is written "no rank". */
 #include "tpa_model.h"
 
 #include <string.h>
+
+/* A stored string for the terminal, or `fallback` when it is missing. */
+static const char *T(const char *s, const char *fallback) { return tpa_term(s ? s : fallback); }
+
+static const char *rank_label(int has_rank, int64_t rank, char *buf, size_t len) {
+    if (has_rank) snprintf(buf, len, "rank %lld", (long long)rank);
+    else snprintf(buf, len, "no rank");
+    return buf;
+}
 
 static void put_frames(FILE *out, const char *title, const tpa_frames_t *fr) {
     if (!fr->n) return;
     fprintf(out, "      %s:\n", title);
     for (size_t i = 0; i < fr->n && i < 10; i++) {
         const tpa_frame_t *f = &fr->v[i];
-        if (f->file) fprintf(out, "        %s:%ld in %s\n", f->file, f->line, f->function ? f->function : "?");
-        else fprintf(out, "        %s (%s+0x%llx)\n", f->function ? f->function : "??", f->module ? f->module : "?",
-                     (unsigned long long)f->address);
+        if (f->file) fprintf(out, "        %s:%ld in %s\n", T(f->file, ""), f->line, T(f->function, "?"));
+        else fprintf(out, "        %s (%s+0x%llx)\n", T(f->function, "??"), T(f->module, "?"), (unsigned long long)f->address);
     }
 }
 
@@ -21,8 +31,8 @@ int tpa_render_text(const tpa_report_t *r, FILE *out) {
     int64_t total = 0, state_total = 0;
     for (size_t i = 0; i < r->n_findings; i++) {
         if (r->findings[i].is_error) errors++; else warnings++;
-        if (r->findings[i].is_error) total += r->findings[i].retained_bytes;
-        state_total += r->findings[i].state_bytes;
+        if (r->findings[i].is_error) total = tpa_add_bytes(total, r->findings[i].retained_bytes);
+        state_total = tpa_add_bytes(state_total, r->findings[i].state_bytes);
     }
     char bytes[32], state[96] = "";
     if (state_total > 0) {
@@ -36,22 +46,22 @@ int tpa_render_text(const tpa_report_t *r, FILE *out) {
     else fputs(errors ? "verdict: STALE TENSORS - optimizers hold tensors the model replaced\n" : "verdict: warnings only\n", out);
     for (size_t i = 0; i < r->n_runs; i++) {
         const tpa_run_t *run = &r->runs[i];
-        int64_t rank = run->has_rank ? run->rank : -1;
         int64_t retained = 0;
+        char rank[32];
         for (size_t j = 0; j < r->n_findings; j++)
-            if (r->findings[j].run_index == i && r->findings[j].is_error) retained += r->findings[j].retained_bytes;
+            if (r->findings[j].run_index == i && r->findings[j].is_error) retained = tpa_add_bytes(retained, r->findings[j].retained_bytes);
         tpa_format_bytes(retained, bytes, sizeof bytes);
         char step[48];
         if (!run->n_audits) snprintf(step, sizeof step, "never audited");
         else if (run->headline_step < 0) snprintf(step, sizeof step, "audited at exit");
         else snprintf(step, sizeof step, "audited step %lld", (long long)run->headline_step);
-        fprintf(out, "  rank %-3lld %s pid %lld: %s retained, %s, cupti %s, python %s%s%s\n", (long long)rank,
-                run->host ? run->host : "?", (long long)run->pid, bytes, step,
-                run->cupti ? run->cupti : "?", run->python ? run->python : "?", run->inconclusive ? "; INCONCLUSIVE: " : "",
-                run->inconclusive && run->why_inconclusive ? run->why_inconclusive : "");
+        fprintf(out, "  %-8s %s pid %lld: %s retained, %s, cupti %s, python %s%s%s\n",
+                rank_label(run->has_rank, run->rank, rank, sizeof rank), T(run->host, "?"), (long long)run->pid, bytes, step,
+                T(run->cupti, "?"), T(run->python, "?"), run->inconclusive ? "; INCONCLUSIVE: " : "",
+                run->inconclusive ? T(run->why_inconclusive, "") : "");
         for (size_t k = 0; k < run->n_by_library && k < 6; k++) {
             tpa_format_bytes(run->by_library[k].bytes, bytes, sizeof bytes);
-            fprintf(out, "%s%s %s in %lld", k ? ", " : "      device memory by library: ", run->by_library[k].library,
+            fprintf(out, "%s%s %s in %lld", k ? ", " : "      device memory by library: ", T(run->by_library[k].library, "?"),
                     bytes, (long long)run->by_library[k].allocations);
         }
         if (run->n_by_library) fputs(run->n_by_library > 6 ? ", ...\n" : "\n", out);
@@ -60,22 +70,23 @@ int tpa_render_text(const tpa_report_t *r, FILE *out) {
     fputs("\nfindings:\n", out);
     for (size_t i = 0; i < r->n_findings; i++) {
         const tpa_finding_t *f = &r->findings[i];
+        char rank[32];
         tpa_format_bytes(f->retained_bytes, bytes, sizeof bytes);
-        fprintf(out, "  %-7s rank %-3lld %-20s %-32s %-14s %s\n", tpa_severity(f), (long long)f->rank, f->kind,
-                f->name ? f->name : "(unnamed)", f->shape ? f->shape : "", bytes);
+        fprintf(out, "  %-7s %-8s %-20s %-32s %-14s %s\n", tpa_severity(f), rank_label(f->rank >= 0, f->rank, rank, sizeof rank),
+                T(f->kind, "?"), T(f->name, "(unnamed)"), T(f->shape, ""), bytes);
     }
     fputs("\ndetails:\n", out);
     for (size_t i = 0; i < r->n_findings; i++) {
         const tpa_finding_t *f = &r->findings[i];
-        fprintf(out, "  [%zu] %s (%s), rank %lld, step %lld\n      %s\n", i + 1, f->kind, tpa_severity(f), (long long)f->rank,
-                (long long)f->step, f->message ? f->message : "");
-        fprintf(out, "      tensor: %s %s local %s %s on %s (%s), grad %s; held at %s %s\n", f->name ? f->name : "(unnamed)",
-                f->shape ? f->shape : "", f->local_shape ? f->local_shape : "", f->dtype ? f->dtype : "",
-                f->device ? f->device : "?", f->type ? f->type : "?", f->has_grad ? "yes" : "never",
-                f->holder_class ? f->holder_class : "", f->holder_path ? f->holder_path : "");
+        char rank[32];
+        fprintf(out, "  [%zu] %s (%s), %s, step %lld\n      %s\n", i + 1, T(f->kind, "?"), tpa_severity(f),
+                rank_label(f->rank >= 0, f->rank, rank, sizeof rank), (long long)f->step, T(f->message, ""));
+        fprintf(out, "      tensor: %s %s local %s %s on %s (%s), grad %s; held at %s %s\n", T(f->name, "(unnamed)"),
+                T(f->shape, ""), T(f->local_shape, ""), T(f->dtype, ""), T(f->device, "?"), T(f->type, "?"),
+                f->has_grad ? "yes" : "never", T(f->holder_class, ""), T(f->holder_path, ""));
         if (f->has_successor)
-            fprintf(out, "      successor: %s %s local %s: %s\n", f->succ_name ? f->succ_name : "", f->succ_shape ? f->succ_shape : "",
-                    f->succ_local_shape ? f->succ_local_shape : "", f->relation ? f->relation : "");
+            fprintf(out, "      successor: %s %s local %s: %s\n", T(f->succ_name, ""), T(f->succ_shape, ""),
+                    T(f->succ_local_shape, ""), T(f->relation, ""));
         if (f->has_allocation) {
             tpa_format_bytes(f->alloc_bytes, bytes, sizeof bytes);
             fprintf(out, "      allocation: 0x%llx, %s\n", (unsigned long long)f->alloc_address, bytes);

@@ -142,6 +142,20 @@ void tpa_format_bytes(int64_t bytes, char *buf, size_t len);
 const char *tpa_severity(const tpa_finding_t *f);
 int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank);
 
+/* A strict JSON reader (json_read.c): NULL when the text is not one JSON
+ * value.  Strings come decoded to UTF-8 (bytes of invalid UTF-8 are kept
+ * as they are; the writers above replace them). */
+enum { TPA_JSON_MISSING, TPA_JSON_NULL, TPA_JSON_BOOL, TPA_JSON_NUMBER, TPA_JSON_STRING, TPA_JSON_ARRAY, TPA_JSON_OBJECT };
+typedef struct tpa_json tpa_json_t;
+tpa_json_t *tpa_json_parse(const char *text, size_t len);
+void tpa_json_free(tpa_json_t *v);
+int tpa_json_type(const tpa_json_t *v);
+size_t tpa_json_len(const tpa_json_t *v);
+const tpa_json_t *tpa_json_at(const tpa_json_t *v, size_t i);
+const tpa_json_t *tpa_json_get(const tpa_json_t *v, const char *key);
+const char *tpa_json_str(const tpa_json_t *v);
+int tpa_json_int(const tpa_json_t *v, int64_t *out); /* 0 when an integer in int64 */
+
 void tpa_report_free(tpa_report_t *r);
 void tpa_finding_free(tpa_finding_t *f);
 void tpa_frames_free(tpa_frames_t *fr);

@@ -105,10 +105,12 @@ def test_baseline_and_diff(tmp_path, seed_runs):
     r = tpaudit("gate", "--baseline", seed_runs["buggy"], grown)
     assert r.returncode == 1, r.stdout
     d = tpaudit("diff", seed_runs["buggy"], grown)
-    assert d.returncode == 0 and "grew" in d.stdout
+    assert d.returncode == 1 and "grew" in d.stdout
+    assert tpaudit("diff", "--exit-zero", seed_runs["buggy"], grown).returncode == 0
     d = tpaudit("diff", seed_runs["fixed"], seed_runs["buggy"])
-    assert "appeared" in d.stdout
-    assert "disappeared" in tpaudit("diff", seed_runs["buggy"], seed_runs["fixed"]).stdout
+    assert d.returncode == 1 and "appeared" in d.stdout
+    d = tpaudit("diff", seed_runs["buggy"], seed_runs["fixed"])
+    assert d.returncode == 0 and "disappeared" in d.stdout
 
 
 def test_junit_is_valid_xml(tmp_path, seed_runs):
