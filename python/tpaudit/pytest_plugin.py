@@ -1,0 +1,258 @@
+"""pytest plugin of tpaudit (entry point pytest11 `tpaudit`).
+
+`pytest --tpaudit` audits every test; `@pytest.mark.tpaudit(max_retained="0")`
+audits one test (with or without the option).  An audited test is audited
+once more at its end, while its locals and fixtures are still alive: the
+optimizers it created (in the test or its fixtures) and the models they
+train.  The verdict is `tpaudit gate` on the process's database, so it is
+the analyzer's, with the marker's keywords as the gate's options
+(max_retained, max_findings, fail_on); a failing test shows the gate's lines
+and the findings, and the full report as a section.  Follows pytest-memray's
+conventions: --tpaudit / ini `tpaudit`, --hide-tpaudit-summary, a
+"TPAUDIT REPORT" summary, and the status "STALE TENSORS" for tests it failed.
+
+The plugin loads nothing until an audited test runs; then it imports torch,
+loads libtpaudit.so into the pytest process (unless `tpaudit run` already
+preloaded it) and installs the probe's hooks.
+"""
+import glob
+import inspect
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import weakref
+
+import pytest
+
+MARKER = "tpaudit"
+GATE_OPTIONS = ("max_retained", "max_findings", "fail_on")
+FAILED_STATUS = ("failed", "T", "STALE TENSORS")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("tpaudit")
+    group.addoption("--tpaudit", action="store_true", default=False,
+                    help="Audit every test: fail those whose optimizers hold stale tensors at their end")
+    group.addoption("--tpaudit-out", metavar="DIR", default=None,
+                    help="Directory of the audit databases (default: a new temporary directory)")
+    group.addoption("--hide-tpaudit-summary", action="store_true", default=False,
+                    help="Hide the tpaudit summary at the end of the session")
+    parser.addini("tpaudit", "Audit every test (as --tpaudit)", type="bool", default=False)
+    parser.addini("hide_tpaudit_summary", "Hide the tpaudit summary", type="bool", default=False)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "tpaudit(max_retained=SIZE, max_findings=N, fail_on=LEVEL): audit this test at its "
+        "end and fail it when `tpaudit gate` with these options fails")
+    config.pluginmanager.register(Auditor(config), "tpaudit_auditor")
+
+
+class _Result:
+    def __init__(self, verdict, text="", report=""):
+        self.verdict, self.text, self.report = verdict, text, report
+
+
+class _FrameKeeper:
+    """Keeps the test function's frame, so that its locals outlive its return
+    until the audit.  Uses a profile function only until that frame starts,
+    and not at all when a profiler is already set."""
+
+    def __init__(self, function):
+        target = inspect.unwrap(getattr(function, "__func__", function))
+        self.code = getattr(target, "__code__", None)
+        self.frame = None
+
+    def __enter__(self):
+        if self.code is not None and sys.getprofile() is None:
+            sys.setprofile(self._profile)
+        return self
+
+    def _profile(self, frame, event, _arg):
+        if event == "call" and frame.f_code is self.code:
+            self.frame = frame
+            sys.setprofile(None)
+
+    def __exit__(self, *_exc):
+        if sys.getprofile() == self._profile:
+            sys.setprofile(None)
+
+    def release(self):
+        self.frame = None
+
+
+class Auditor:
+    """Audits the tests that ask for it and judges them with `tpaudit gate`."""
+
+    def __init__(self, config):
+        self.config = config
+        self.all_tests = config.getoption("tpaudit") or config.getini("tpaudit")
+        self.out_dir = None
+        self.results = {}
+        self.broken = None
+
+    # --- which tests, and the probe ---------------------------------------------
+
+    def _wanted(self, item):
+        return isinstance(item, pytest.Function) and (
+            self.all_tests or item.get_closest_marker(MARKER) is not None)
+
+    def _start(self):
+        """Loads the shim and the torch hooks once; returns the probe's hook state or None."""
+        if self.broken is not None:
+            return None
+        try:
+            import torch  # noqa: F401  (the hooks patch torch)
+        except ImportError:
+            self.broken = "torch is not importable"
+            return None
+        import tpaudit
+        from tpaudit import _hooks
+        if _hooks.state.recorder is None:  # not under `tpaudit run`: load the shim here
+            self.out_dir = self.config.getoption("tpaudit_out") or tempfile.mkdtemp(prefix="tpaudit-pytest-")
+            os.makedirs(self.out_dir, exist_ok=True)
+            os.environ["TPAUDIT_OUT"] = os.path.abspath(self.out_dir)
+            os.environ.setdefault("TPAUDIT_AUDIT", "none")  # the plugin's own audit is the one judged
+        else:
+            self.out_dir = os.environ.get("TPAUDIT_OUT", "tpaudit-out")
+        if not tpaudit.enable() or not _hooks.state.installed:
+            self.broken = "libtpaudit.so could not be loaded (%s)" % tpaudit._native.library_path()
+            return None
+        return _hooks
+
+    # --- around each test ---------------------------------------------------------
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_setup(self, item):
+        if self._wanted(item):
+            hooks = self._start()
+            if hooks is not None:
+                from tpaudit import _facts, _track
+                item.stash[_BEFORE] = (weakref.WeakSet(o for o, _ in _track.optimizers.live()),
+                                       weakref.WeakSet(_facts.find_models()))
+        yield
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        before = item.stash.get(_BEFORE, None)
+        if before is None:
+            yield
+            return
+        keeper = _FrameKeeper(item.obj)
+        try:
+            with keeper:
+                outcome = yield
+            if outcome.excinfo is None:
+                self.results[item.nodeid] = self._audit_and_judge(item, *before)
+        finally:
+            keeper.release()
+
+    def _audit_and_judge(self, item, optimizers_before, models_before):
+        from tpaudit import _facts, _hooks, _track
+        optimizers = [o for o, _ in _track.optimizers.live() if o not in optimizers_before]
+        if not optimizers:
+            return _Result("no optimizer")
+        group_params = {id(p) for o in optimizers for g in getattr(o, "param_groups", ()) for p in g["params"]}
+        models = [m for m in _facts.find_models()
+                  if m not in models_before or any(id(p) in group_params for p in m.parameters())]
+        if _hooks.run_audit("test " + item.nodeid, -1, models, optimizers) is None:
+            return _Result("error", "tpaudit: the audit did not run (the probe is off)")
+        flush = getattr(_hooks.state.recorder.lib, "tpaudit_v1_flush", None)
+        if flush is not None:
+            flush()
+        return self._judge(item)
+
+    def _database(self):
+        """This process's database: tpaudit-<host>-<pid>.db (or -<pid>-<n>.db), the newest."""
+        stem = os.path.join(self.out_dir, "tpaudit-%s-%d" % (socket.gethostname(), os.getpid()))
+        found = glob.glob(stem + ".db") + glob.glob(stem + "-[0-9]*.db")
+        return max(found, key=os.path.getmtime) if found else None
+
+    def _judge(self, item):
+        import tpaudit
+        db = self._database()
+        if db is None:
+            return _Result("error", "tpaudit: no database of this process in %s" % self.out_dir)
+        marker = item.get_closest_marker(MARKER)
+        given = dict(marker.kwargs) if marker is not None else {}
+        unknown = sorted(set(given) - set(GATE_OPTIONS))
+        if unknown:
+            return _Result("error", "tpaudit: unknown marker keyword %s (known: %s)"
+                           % (", ".join(unknown), ", ".join(GATE_OPTIONS)))
+        tool = tpaudit.cli_path()
+        args = [tool, "gate", "--allow-incomplete"]
+        for key in GATE_OPTIONS:
+            if key in given:
+                args += ["--" + key.replace("_", "-"), str(given[key])]
+        gate = subprocess.run(args + [db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              universal_newlines=True)
+        if gate.returncode == 0:
+            return _Result("clean")
+        if gate.returncode != 1:
+            return _Result("error", gate.stdout.strip())
+        report = subprocess.run([tool, "report", db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                universal_newlines=True).stdout
+        return _Result("stale", gate.stdout.strip() + "\n" + _findings_block(report), report)
+
+    # --- the verdict in the test's report -------------------------------------------
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        result = self.results.get(item.nodeid)
+        if call.when != "call" or result is None or result.verdict not in ("stale", "error"):
+            return
+        report = outcome.get_result()
+        if report.outcome != "passed":
+            return
+        report.outcome = "failed"
+        if result.verdict == "stale":
+            report.longrepr = ("tpaudit: optimizers hold stale tensors at the end of %s\n%s"
+                               % (item.nodeid, result.text))
+            report.sections.append(("tpaudit report", result.report))
+        else:
+            report.longrepr = "tpaudit: could not judge %s\n%s" % (item.nodeid, result.text)
+
+    @pytest.hookimpl(hookwrapper=True, trylast=True)
+    def pytest_report_teststatus(self, report):
+        outcome = yield
+        if report.when == "call" and report.outcome == "failed" and any(
+                title == "tpaudit report" for title, _ in report.sections):
+            outcome.force_result(FAILED_STATUS)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.config.getoption("hide_tpaudit_summary") or self.config.getini("hide_tpaudit_summary"):
+            return
+        if not self.results and self.broken is None:
+            return
+        terminalreporter.write_sep("=", "TPAUDIT REPORT")
+        if self.broken is not None:
+            terminalreporter.write_line("tpaudit: no test was audited: %s" % self.broken)
+        counts = {}
+        for nodeid, result in self.results.items():
+            counts[result.verdict] = counts.get(result.verdict, 0) + 1
+            if result.verdict in ("stale", "error"):
+                terminalreporter.write_line("%s %s" % ("STALE TENSORS" if result.verdict == "stale"
+                                                       else "NOT JUDGED", nodeid))
+        terminalreporter.write_line(
+            "%d audited: %d clean, %d with stale tensors, %d without an optimizer, %d not judged; "
+            "databases in %s" % (len(self.results), counts.get("clean", 0), counts.get("stale", 0),
+                                 counts.get("no optimizer", 0), counts.get("error", 0), self.out_dir))
+
+
+_BEFORE = pytest.StashKey()
+
+
+def _findings_block(report):
+    """The `findings:` lines of a text report (the verdict's answer, without the stacks)."""
+    lines, inside = [], False
+    for line in report.splitlines():
+        if line.startswith("findings:"):
+            inside = True
+        elif inside and not line.strip():
+            break
+        if inside:
+            lines.append(line)
+    return "\n".join(lines)
