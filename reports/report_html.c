@@ -1,107 +1,408 @@
-/* report_html.c - one self-contained HTML file: a summary, an inline SVG
- * memory-over-time plot per rank (live allocated bytes, audit points and
- * the stale bytes marked) and the findings table with stacks. Every string
- * from a database goes through tpa_put_xml_escaped. */
-#include "tpa_model.h"
+/*
+ * report_html.c - the HTML report: one self-contained file (no script, no
+ * external resource) that answers first and explains after. A verdict
+ * banner, the findings table, one section per rank with its plots on
+ * shared scales, each finding's detail with folded stacks, device memory by
+ * library, and last, folded, the processes with nothing to report
+ * (launchers). Every stored string goes through html_put (html_escape.c).
+ */
+#include "html_page.h"
 
-static void put_plot(FILE *out, const tpa_run_t *run) {
-    const double w = 720, h = 200, pad = 40;
-    fprintf(out, "<h3>rank %lld: memory over time</h3>\n", (long long)(run->has_rank ? run->rank : -1));
-    if (!run->n_points) {
-        fputs("<p class=\"note\">no allocation records (CUPTI ", out);
-        tpa_put_xml_escaped(out, run->cupti);
-        fputs(")</p>\n", out);
-        if (run->n_marks) fputs("<table class=\"audits\"><tr><th>audit at step</th><th>stale bytes</th></tr>\n", out);
-        for (size_t i = 0; i < run->n_marks; i++) {
-            char b[32];
-            tpa_format_bytes(run->marks[i].stale_bytes, b, sizeof b);
-            if (run->marks[i].step < 0) fprintf(out, "<tr><td>exit</td><td>%s</td></tr>\n", b);
-            else fprintf(out, "<tr><td>%lld</td><td>%s</td></tr>\n", (long long)run->marks[i].step, b);
-        }
-        if (run->n_marks) fputs("</table>\n", out);
-        return;
-    }
-    int64_t t0 = run->points[0].ts_ns, t1 = run->points[run->n_points - 1].ts_ns, peak = 1;
-    for (size_t i = 0; i < run->n_points; i++) if (run->points[i].bytes > peak) peak = run->points[i].bytes;
-    for (size_t i = 0; i < run->n_marks; i++) if (run->marks[i].ts_ns > t1) t1 = run->marks[i].ts_ns;
-    if (t1 <= t0) t1 = t0 + 1;
-    fprintf(out, "<svg class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" role=\"img\">\n", w + pad, h + pad);
-    fprintf(out, "<polyline fill=\"none\" stroke=\"#2463a6\" stroke-width=\"1.5\" points=\"");
-    for (size_t i = 0; i < run->n_points; i++)
-        fprintf(out, "%.1f,%.1f ", pad + w * (double)(run->points[i].ts_ns - t0) / (double)(t1 - t0),
-                h - h * (double)run->points[i].bytes / (double)peak + 5);
-    fputs("\"/>\n", out);
-    for (size_t i = 0; i < run->n_marks; i++) {
-        double x = pad + w * (double)(run->marks[i].ts_ns - t0) / (double)(t1 - t0);
-        char b[32];
-        tpa_format_bytes(run->marks[i].stale_bytes, b, sizeof b);
-        fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"5\" y2=\"%.0f\" stroke=\"#c0392b\" stroke-dasharray=\"4\"/>", x, x, h + 5);
-        fprintf(out, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"11\" fill=\"#c0392b\">step %lld, stale %s</text>\n", x + 3, 16.0 + 12 * (double)(i % 3),
-                (long long)run->marks[i].step, b);
-    }
-    char peak_s[32];
-    tpa_format_bytes(peak, peak_s, sizeof peak_s);
-    fprintf(out, "<text x=\"2\" y=\"14\" font-size=\"11\">%s</text><text x=\"2\" y=\"%.0f\" font-size=\"11\">0</text>\n", peak_s, h + 5);
-    fputs("</svg>\n", out);
-    if (!run->n_by_library) return;
-    fputs("<table class=\"libs\"><tr><th>library that allocated</th><th>live device memory at the audit</th><th>allocations</th></tr>\n", out);
-    for (size_t i = 0; i < run->n_by_library; i++) {
-        char b[32];
-        tpa_format_bytes(run->by_library[i].bytes, b, sizeof b);
-        fputs("<tr><td>", out);
-        tpa_put_xml_escaped(out, run->by_library[i].library);
-        fprintf(out, "</td><td>%s</td><td>%lld</td></tr>\n", b, (long long)run->by_library[i].allocations);
-    }
-    fputs("</table>\n", out);
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct page {
+    const tpa_report_t *r;
+    html_paths_t paths;
+    html_scale_t scale;
+    size_t *order;    /* findings: errors first, then by retained bytes */
+    size_t *runs;     /* runs to show: ranks ascending, then unranked */
+    size_t n_shown;
+    size_t *quiet;    /* runs with nothing to report, folded at the end */
+    size_t n_quiet;
+    size_t errors, warnings, audits;
+    int64_t retained;
+} page_t;
+
+static const tpa_report_t *sort_report;
+
+static int cmp_finding(const void *a, const void *b) {
+    const tpa_finding_t *x = &sort_report->findings[*(const size_t *)a], *y = &sort_report->findings[*(const size_t *)b];
+    if (x->is_error != y->is_error) return y->is_error - x->is_error;
+    if (x->retained_bytes != y->retained_bytes) return x->retained_bytes < y->retained_bytes ? 1 : -1;
+    return (*(const size_t *)a > *(const size_t *)b) - (*(const size_t *)a < *(const size_t *)b);
 }
 
-static void put_frames(FILE *out, const tpa_frames_t *fr) {
-    for (size_t i = 0; i < fr->n; i++) {
-        tpa_put_xml_escaped(out, fr->v[i].file ? fr->v[i].file : fr->v[i].module);
-        fprintf(out, ":%ld ", fr->v[i].line);
-        tpa_put_xml_escaped(out, fr->v[i].function);
-        fputs("<br>", out);
+static int cmp_run(const void *a, const void *b) {
+    const tpa_run_t *x = &sort_report->runs[*(const size_t *)a], *y = &sort_report->runs[*(const size_t *)b];
+    if (x->has_rank != y->has_rank) return y->has_rank - x->has_rank;
+    int64_t kx = x->has_rank ? x->rank : x->pid, ky = y->has_rank ? y->rank : y->pid;
+    return (kx > ky) - (kx < ky);
+}
+
+static size_t run_findings(const tpa_report_t *r, size_t run) {
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_findings; i++) n += r->findings[i].run_index == run;
+    return n;
+}
+
+static int64_t run_retained(const tpa_report_t *r, size_t run) {
+    int64_t sum = 0;
+    for (size_t i = 0; i < r->n_findings; i++)
+        if (r->findings[i].run_index == run && r->findings[i].is_error && r->findings[i].retained_bytes > 0)
+            sum += r->findings[i].retained_bytes;
+    return sum;
+}
+
+static int page_init(page_t *pg, const tpa_report_t *r) {
+    memset(pg, 0, sizeof *pg);
+    pg->r = r;
+    if (html_paths_init(&pg->paths, r) || html_scale_init(&pg->scale, r)) return -1;
+    pg->order = malloc((r->n_findings + 1) * sizeof *pg->order);
+    pg->runs = malloc((r->n_runs + 1) * sizeof *pg->runs);
+    pg->quiet = malloc((r->n_runs + 1) * sizeof *pg->quiet);
+    if (!pg->order || !pg->runs || !pg->quiet) return -1;
+    for (size_t i = 0; i < r->n_findings; i++) {
+        pg->order[i] = i;
+        if (r->findings[i].is_error) {
+            pg->errors++;
+            if (r->findings[i].retained_bytes > 0) pg->retained += r->findings[i].retained_bytes;
+        } else pg->warnings++;
     }
+    for (size_t i = 0; i < r->n_runs; i++) {
+        const tpa_run_t *run = &r->runs[i];
+        pg->audits += (size_t)(run->n_audits > 0 ? run->n_audits : 0);
+        int quiet = !run->n_audits && !run->inconclusive && !run->n_points && !run_findings(r, i);
+        if (quiet) pg->quiet[pg->n_quiet++] = i;
+        else pg->runs[pg->n_shown++] = i;
+    }
+    sort_report = r;
+    qsort(pg->order, r->n_findings, sizeof *pg->order, cmp_finding);
+    qsort(pg->runs, pg->n_shown, sizeof *pg->runs, cmp_run);
+    qsort(pg->quiet, pg->n_quiet, sizeof *pg->quiet, cmp_run);
+    return 0;
+}
+
+static void page_free(page_t *pg) {
+    html_paths_free(&pg->paths);
+    html_scale_free(&pg->scale);
+    free(pg->order);
+    free(pg->runs);
+    free(pg->quiet);
+}
+
+/* "rank 3", or "pid 1234" for a process without a rank. */
+static void put_run_name(FILE *out, const tpa_run_t *run) {
+    if (run->has_rank) fprintf(out, "rank %lld", (long long)run->rank);
+    else fprintf(out, "pid %lld", (long long)run->pid);
+}
+
+static void put_bytes(FILE *out, int64_t bytes) {
+    char b[32];
+    tpa_format_bytes(bytes, b, sizeof b);
+    fputs(b, out);
+}
+
+static void put_banner(FILE *out, const page_t *pg) {
+    const tpa_report_t *r = pg->r;
+    const char *cls = pg->errors ? "fail" : r->inconclusive ? "inconclusive" : pg->warnings ? "warn" : !pg->audits ? "warn" : "clean";
+    const char *word = pg->errors ? "FAIL" : r->inconclusive ? "INCONCLUSIVE" : pg->warnings ? "WARN" : !pg->audits ? "NO AUDIT" : "CLEAN";
+    if (r->has_gate) { cls = r->gate_passed ? "clean" : "fail"; word = r->gate_passed ? "PASS" : "FAIL"; }
+    fprintf(out, "<header class=\"banner %s\" id=\"verdict\"><div class=\"verdict\">%s</div><div>\n<h1>", cls, word);
+    if (r->n_findings) {
+        fprintf(out, "%zu finding%s: ", r->n_findings, r->n_findings == 1 ? "" : "s");
+        put_bytes(out, pg->retained);
+        fputs(" retained by stale tensors</h1>\n", out);
+    } else if (pg->audits) {
+        fputs("No findings: every tensor the optimizers hold is a live model parameter</h1>\n", out);
+    } else {
+        fputs("No process made an audit: nothing was checked</h1>\n", out);
+    }
+    if (r->n_findings) {
+        const tpa_finding_t *top = &r->findings[pg->order[0]];
+        fputs("<p id=\"headline\">", out);
+        html_put(out, top->message);
+        const tpa_frame_t *at = html_first_user_frame(top->replaced_at.n ? &top->replaced_at : &top->created_at);
+        if (at) {
+            fputs(top->replaced_at.n ? " &mdash; replaced at " : " &mdash; created at ", out);
+            html_put_frame(out, &pg->paths, at);
+        }
+        fputs("</p>\n", out);
+    }
+    fputs("<p class=\"gate\">", out);
+    if (r->has_gate) {
+        for (size_t i = 0; i < r->n_rules; i++) {
+            const tpa_gate_rule_t *g = &r->rules[i];
+            fprintf(out, "%s%s ", i ? "; " : "gate: ", g->passed ? "ok" : "<b>FAIL</b>");
+            html_put(out, g->rule);
+        }
+    } else if (r->inconclusive) {
+        fputs("<b>tpaudit gate</b> exits 3 (inconclusive) unless --allow-incomplete", out);
+        if (pg->errors) fputs("; with it, a strict gate (--max-retained 0 --max-findings 0) fails: exit 1", out);
+    } else {
+        fprintf(out, "A strict gate (<code>tpaudit gate --max-retained 0 --max-findings 0</code>) %s",
+                pg->errors ? "<b>fails: exit 1</b>" : "passes: exit 0");
+    }
+    size_t ranks = 0, inconclusive = 0;
+    for (size_t i = 0; i < r->n_runs; i++) { ranks += r->runs[i].has_rank; inconclusive += r->runs[i].inconclusive; }
+    fprintf(out, "</p>\n<p class=\"facts\">%zu error%s, %zu warning%s &middot; %zu process%s", pg->errors, pg->errors == 1 ? "" : "s",
+            pg->warnings, pg->warnings == 1 ? "" : "s", r->n_runs, r->n_runs == 1 ? "" : "es");
+    if (ranks) fprintf(out, " (%zu rank%s)", ranks, ranks == 1 ? "" : "s");
+    fprintf(out, " &middot; %zu audit%s &middot; %zu inconclusive run%s", pg->audits, pg->audits == 1 ? "" : "s", inconclusive,
+            inconclusive == 1 ? "" : "s");
+    if (pg->paths.root) { fputs(" &middot; paths relative to <code>", out); html_put(out, pg->paths.root); fputs("</code>", out); }
+    fputs("</p>\n", out);
+    if (inconclusive) {
+        fputs("<ul class=\"inconclusive-list\">\n", out);
+        for (size_t i = 0; i < r->n_runs; i++) {
+            if (!r->runs[i].inconclusive) continue;
+            fputs("<li><b>", out);
+            put_run_name(out, &r->runs[i]);
+            fputs("</b> is inconclusive: ", out);
+            html_put(out, r->runs[i].why_inconclusive ? r->runs[i].why_inconclusive : "incomplete");
+            fputs("</li>\n", out);
+        }
+        fputs("</ul>\n", out);
+    }
+    fputs("</div></header>\n<nav><a href=\"#findings\">Findings</a><a href=\"#ranks\">Ranks</a><a href=\"#details\">Details</a>"
+          "<a href=\"#memory\">Memory by library</a>", out);
+    if (pg->n_quiet) fputs("<a href=\"#quiet\">Other processes</a>", out);
+    fputs("</nav>\n", out);
+}
+
+static void put_rank_cell(FILE *out, const page_t *pg, const tpa_finding_t *f) {
+    if (f->rank >= 0) fprintf(out, "rank %lld", (long long)f->rank);
+    else if (f->run_index < pg->r->n_runs) put_run_name(out, &pg->r->runs[f->run_index]);
+    else fputs("?", out);
+}
+
+static void put_findings_table(FILE *out, const page_t *pg) {
+    const tpa_report_t *r = pg->r;
+    fputs("<h2 id=\"findings\">Findings</h2>\n", out);
+    if (!r->n_findings) {
+        fprintf(out, "<p class=\"note\">None in %zu audit%s.</p>\n", pg->audits, pg->audits == 1 ? "" : "s");
+        return;
+    }
+    fputs("<table id=\"findings-table\"><colgroup><col style=\"width:2.5%\"><col style=\"width:5.5%\"><col style=\"width:7%\">"
+          "<col style=\"width:10.5%\"><col style=\"width:14%\"><col style=\"width:6.5%\"><col style=\"width:14%\">"
+          "<col style=\"width:14%\"><col style=\"width:26%\"></colgroup>\n<thead><tr><th>#</th><th>severity</th><th>where</th>"
+          "<th>kind</th><th>tensor</th><th class=\"num\">retained</th><th>held by</th><th>replaced at</th><th>message</th></tr>"
+          "</thead><tbody>\n", out);
+    for (size_t i = 0; i < r->n_findings; i++) {
+        const tpa_finding_t *f = &r->findings[pg->order[i]];
+        fprintf(out, "<tr><td><a href=\"#f%zu\">%zu</a></td><td><span class=\"sev %s\">%s</span>%s</td><td>", i + 1, i + 1,
+                tpa_severity(f), tpa_severity(f), f->is_new ? " <span class=\"new\">new</span>" : "");
+        put_rank_cell(out, pg, f);
+        html_fmt(out, "</td><td>%s</td><td><span class=\"tensor\">%s</span> <code>%s</code></td><td class=\"num\">", f->kind,
+                 f->name ? f->name : "(unnamed)", f->shape);
+        put_bytes(out, f->retained_bytes);
+        html_fmt(out, "</td><td>%s <code>%s</code></td><td>", f->holder_class, f->holder_path);
+        const tpa_frame_t *at = html_first_user_frame(f->replaced_at.n ? &f->replaced_at : &f->created_at);
+        if (at) {
+            if (!f->replaced_at.n) fputs("(created) ", out);
+            html_put_frame(out, &pg->paths, at);
+        }
+        fputs("</td><td>", out);
+        html_put(out, f->message);
+        fputs("</td></tr>\n", out);
+    }
+    fputs("</tbody></table>\n", out);
+}
+
+static void put_fact(FILE *out, const char *term) {
+    fprintf(out, "<dt>%s</dt><dd>", term);
+}
+
+static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const tpa_finding_t *f) {
+    fprintf(out, "<article class=\"finding %s\" id=\"f%zu\"><h3>%zu. <span class=\"sev %s\">%s</span> ", tpa_severity(f), number,
+            number, tpa_severity(f), tpa_severity(f));
+    html_fmt(out, "%s &middot; <span class=\"tensor\">%s</span> <code>%s</code> &middot; ", f->kind, f->name, f->shape);
+    put_bytes(out, f->retained_bytes);
+    fputs(" &middot; ", out);
+    put_rank_cell(out, pg, f);
+    html_fmt(out, "</h3>\n<p>%s</p>\n<dl>", f->message);
+    html_fmt(out, "<dt>tensor</dt><dd>%s <code>%s</code>, local <code>%s</code> %s on %s (%s), grad %s</dd>\n", f->name, f->shape,
+             f->local_shape, f->dtype, f->device, f->type, f->has_grad ? "yes" : "never");
+    html_fmt(out, "<dt>held by</dt><dd>%s %s <code>%s</code></dd>\n", f->holder_kind, f->holder_class, f->holder_path);
+    if (f->has_successor)
+        html_fmt(out, "<dt>successor</dt><dd>%s <code>%s</code>: %s</dd>\n", f->succ_name, f->succ_shape, f->relation);
+    if (f->state_bytes > 0) {
+        put_fact(out, "optimizer state");
+        put_bytes(out, f->state_bytes);
+        fputs(" kept for it as well</dd>\n", out);
+    }
+    put_fact(out, "audit step");
+    if (f->step < 0) fputs("exit", out);
+    else fprintf(out, "%lld", (long long)f->step);
+    fputs("</dd>\n", out);
+    if (f->has_allocation) {
+        put_fact(out, "allocation");
+        put_bytes(out, f->alloc_bytes);
+        fprintf(out, " at 0x%llx</dd>\n", (unsigned long long)f->alloc_address);
+    }
+    fputs("</dl>\n<div class=\"stacks\">\n", out);
+    html_put_stack(out, &pg->paths, "replaced at", &f->replaced_at);
+    html_put_stack(out, &pg->paths, "created at", &f->created_at);
+    html_put_stack(out, &pg->paths, "allocated at", &f->alloc_stack);
+    fputs("</div></article>\n", out);
+}
+
+static void put_run_facts(FILE *out, const page_t *pg, size_t index) {
+    const tpa_run_t *run = &pg->r->runs[index];
+    fputs("<p class=\"facts\"><code>", out);
+    html_put_argv(out, run->argv);
+    html_fmt(out, "</code><br>host %s", run->host);
+    fprintf(out, ", pid %lld", (long long)run->pid);
+    if (run->has_world_size) fprintf(out, ", world size %lld", (long long)run->world_size);
+    fprintf(out, " &middot; %d audit%s", run->n_audits, run->n_audits == 1 ? "" : "s");
+    if (run->n_audits) {
+        if (run->headline_step < 0) fputs(", judged at exit", out);
+        else fprintf(out, ", judged at step %lld", (long long)run->headline_step);
+    }
+    fputs(" &middot; ", out);
+    put_bytes(out, run_retained(pg->r, index));
+    fprintf(out, " retained, %zu finding%s &middot; CUPTI ", run_findings(pg->r, index), run_findings(pg->r, index) == 1 ? "" : "s");
+    html_put(out, run->cupti);
+    fputs(" &middot; python ", out);
+    html_put(out, run->python);
+    if (run->dropped_events) fprintf(out, " &middot; <span class=\"badge bad\">%lld events dropped</span>", (long long)run->dropped_events);
+    if (!run->complete) fputs(" &middot; <span class=\"badge bad\">did not end cleanly</span>", out);
+    if (run->inconclusive) {
+        fputs(" &middot; <span class=\"badge bad\">inconclusive: ", out);
+        html_put(out, run->why_inconclusive);
+        fputs("</span>", out);
+    }
+    fputs("</p>\n", out);
+}
+
+static void put_ranks(FILE *out, const page_t *pg) {
+    fputs("<h2 id=\"ranks\">Ranks</h2>\n", out);
+    if (pg->n_shown > 1) fputs("<p class=\"note\">Every rank's plots share one time range and one byte scale.</p>\n", out);
+    fputs("<div class=\"ranks\">\n", out);
+    for (size_t i = 0; i < pg->n_shown; i++) {
+        const tpa_run_t *run = &pg->r->runs[pg->runs[i]];
+        fprintf(out, "<section class=\"rank%s\" id=\"run-%zu\"><h3>", run->n_points ? " wide" : "", pg->runs[i]);
+        put_run_name(out, run);
+        fputs("</h3>\n", out);
+        put_run_facts(out, pg, pg->runs[i]);
+        fputs("<div class=\"plots\">\n", out);
+        html_put_memory_plot(out, &pg->scale, run);
+        html_put_stale_plot(out, &pg->scale, run);
+        fputs("</div>\n", out);
+        if (!run->n_points) {
+            fputs("<p class=\"note\">No device memory over time: no allocation records (CUPTI ", out);
+            html_put(out, run->cupti);
+            fputs(").</p>\n", out);
+        }
+        if (!run->n_marks) fputs("<p class=\"note\">No closed audit: no stale bytes to plot.</p>\n", out);
+        fputs("</section>\n", out);
+    }
+    fputs("</div>\n", out);
+}
+
+static void put_memory_by_library(FILE *out, const page_t *pg) {
+    const tpa_report_t *r = pg->r;
+    fputs("<h2 id=\"memory\">Device memory by library</h2>\n", out);
+    size_t cols = 0;
+    for (size_t i = 0; i < pg->n_shown; i++) cols += r->runs[pg->runs[i]].n_by_library > 0;
+    if (!cols) {
+        fputs("<p class=\"note\">No device allocations were recorded (CUPTI did not run), so there is nothing to attribute.</p>\n", out);
+        return;
+    }
+    int per_rank = cols <= 8;
+    int64_t largest = 1;
+    fputs("<p class=\"note\">Device memory live at each rank's judged audit, by the library that called the allocator.</p>\n"
+          "<table class=\"libs\"><thead><tr><th>library</th>", out);
+    if (per_rank)
+        for (size_t i = 0; i < pg->n_shown; i++) {
+            if (!r->runs[pg->runs[i]].n_by_library) continue;
+            fputs("<th class=\"num\">", out);
+            put_run_name(out, &r->runs[pg->runs[i]]);
+            fputs("</th>", out);
+        }
+    fputs("<th class=\"num\">all ranks</th><th class=\"num\">allocations</th><th></th></tr></thead><tbody>\n", out);
+    /* one row per library name, in the order of first appearance */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < pg->n_shown; i++) {
+            const tpa_run_t *run = &r->runs[pg->runs[i]];
+            for (size_t k = 0; k < run->n_by_library; k++) {
+                const char *lib = run->by_library[k].library ? run->by_library[k].library : "";
+                int seen = 0;
+                for (size_t j = 0; j <= i && !seen; j++) {
+                    const tpa_run_t *prev = &r->runs[pg->runs[j]];
+                    for (size_t m = 0; m < (j == i ? k : prev->n_by_library) && !seen; m++)
+                        seen = !strcmp(prev->by_library[m].library ? prev->by_library[m].library : "", lib);
+                }
+                if (seen) continue;
+                int64_t total = 0, allocations = 0;
+                for (size_t j = 0; j < pg->n_shown; j++) {
+                    const tpa_run_t *other = &r->runs[pg->runs[j]];
+                    for (size_t m = 0; m < other->n_by_library; m++)
+                        if (!strcmp(other->by_library[m].library ? other->by_library[m].library : "", lib)) {
+                            total += other->by_library[m].bytes;
+                            allocations += other->by_library[m].allocations;
+                        }
+                }
+                if (pass == 0) { if (total > largest) largest = total; continue; }
+                fputs("<tr><td><code>", out);
+                html_put(out, lib);
+                fputs("</code></td>", out);
+                for (size_t j = 0; per_rank && j < pg->n_shown; j++) {
+                    const tpa_run_t *other = &r->runs[pg->runs[j]];
+                    if (!other->n_by_library) continue;
+                    int64_t bytes = 0;
+                    for (size_t m = 0; m < other->n_by_library; m++)
+                        if (!strcmp(other->by_library[m].library ? other->by_library[m].library : "", lib)) bytes += other->by_library[m].bytes;
+                    fputs("<td class=\"num\">", out);
+                    put_bytes(out, bytes);
+                    fputs("</td>", out);
+                }
+                fputs("<td class=\"num\">", out);
+                put_bytes(out, total);
+                fprintf(out, "</td><td class=\"num\">%lld</td><td><span class=\"libbar\" style=\"width:%.0fpx\"></span></td></tr>\n",
+                        (long long)allocations, total > 0 ? 1 + 200.0 * (double)total / (double)largest : 0.0);
+            }
+        }
+    fputs("</tbody></table>\n", out);
+}
+
+static void put_quiet(FILE *out, const page_t *pg) {
+    if (!pg->n_quiet) return;
+    fprintf(out, "<details id=\"quiet\"><summary>%zu process%s with nothing to report (launchers, helpers: no audit, no findings)"
+            "</summary>\n<table><thead><tr><th>process</th><th>command</th><th>python</th><th>CUPTI</th></tr></thead><tbody>\n",
+            pg->n_quiet, pg->n_quiet == 1 ? "" : "es");
+    for (size_t i = 0; i < pg->n_quiet; i++) {
+        const tpa_run_t *run = &pg->r->runs[pg->quiet[i]];
+        fputs("<tr><td>", out);
+        put_run_name(out, run);
+        html_fmt(out, " on %s</td><td><code>", run->host);
+        html_put_argv(out, run->argv);
+        html_fmt(out, "</code></td><td>%s</td><td>%s</td></tr>\n", run->python, run->cupti);
+    }
+    fputs("</tbody></table></details>\n", out);
 }
 
 int tpa_render_html(const tpa_report_t *r, FILE *out) {
-    fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tpaudit report</title>\n<style>"
-          "body{font:14px sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;"
-          "vertical-align:top}th{background:#eee}.error{color:#c0392b;font-weight:bold}.warning{color:#b7950b}.note{color:#666}"
-          "</style></head><body>\n<h1>tpaudit report</h1>\n", out);
-    int64_t total = 0;
-    size_t errors = 0;
-    for (size_t i = 0; i < r->n_findings; i++) if (r->findings[i].is_error) { errors++; total += r->findings[i].retained_bytes; }
-    char b[32];
-    tpa_format_bytes(total, b, sizeof b);
-    fprintf(out, "<p id=\"summary\">%zu runs, %zu findings (%zu errors), %s retained by stale tensors.%s</p>\n", r->n_runs, r->n_findings,
-            errors, b, r->inconclusive ? " <span class=\"error\">Inconclusive: a run is incomplete.</span>" : "");
-    for (size_t i = 0; i < r->n_runs; i++) put_plot(out, &r->runs[i]);
-    fputs("<h2>Findings</h2>\n<table id=\"findings\"><tr><th>severity</th><th>rank</th><th>kind</th><th>tensor</th><th>shape</th>"
-          "<th>retained</th><th>holder</th><th>successor</th><th>created at</th><th>replaced at</th><th>message</th></tr>\n", out);
-    for (size_t i = 0; i < r->n_findings; i++) {
-        const tpa_finding_t *f = &r->findings[i];
-        tpa_format_bytes(f->retained_bytes, b, sizeof b);
-        fprintf(out, "<tr><td class=\"%s\">%s</td><td>%lld</td><td>", tpa_severity(f), tpa_severity(f), (long long)f->rank);
-        tpa_put_xml_escaped(out, f->kind);
-        fputs("</td><td>", out);
-        tpa_put_xml_escaped(out, f->name);
-        fputs("</td><td>", out);
-        tpa_put_xml_escaped(out, f->shape);
-        fprintf(out, "</td><td>%s</td><td>", b);
-        tpa_put_xml_escaped(out, f->holder_class);
-        fputs(" ", out);
-        tpa_put_xml_escaped(out, f->holder_path);
-        fputs("</td><td>", out);
-        if (f->has_successor) { tpa_put_xml_escaped(out, f->succ_name); fputs(": ", out); tpa_put_xml_escaped(out, f->relation); }
-        fputs("</td><td>", out);
-        put_frames(out, &f->created_at);
-        fputs("</td><td>", out);
-        put_frames(out, &f->replaced_at);
-        fputs("</td><td>", out);
-        tpa_put_xml_escaped(out, f->message);
-        fputs("</td></tr>\n", out);
+    page_t pg;
+    if (page_init(&pg, r)) { page_free(&pg); return -1; }
+    fprintf(out, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>tpaudit: %s</title>\n<style>\n%s</style>"
+            "</head><body>\n", pg.errors ? "FAIL" : r->inconclusive ? "INCONCLUSIVE" : r->n_findings ? "WARN" : "clean", html_stylesheet);
+    put_banner(out, &pg);
+    put_findings_table(out, &pg);
+    put_ranks(out, &pg);
+    if (r->n_findings) {
+        fputs("<h2 id=\"details\">Details</h2>\n", out);
+        for (size_t i = 0; i < r->n_findings; i++) put_finding_detail(out, &pg, i + 1, &r->findings[pg.order[i]]);
     }
-    fputs("</table>\n</body></html>\n", out);
+    put_memory_by_library(out, &pg);
+    put_quiet(out, &pg);
+    fputs("<footer>tpaudit report of ", out);
+    for (size_t i = 0; i < r->n_runs; i++) {
+        if (i) fputs(", ", out);
+        html_put(out, r->runs[i].file);
+    }
+    fputs("</footer>\n</body></html>\n", out);
+    page_free(&pg);
     return ferror(out) ? -1 : 0;
 }

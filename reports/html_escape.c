@@ -1,0 +1,174 @@
+/*
+ * html_escape.c - every string a database holds reaches the HTML page
+ * through here: entity escaping, UTF-8 validation (invalid bytes, control
+ * characters and noncharacters become U+FFFD), and the run's argv, which is
+ * stored as a JSON array, parsed for display. Bidirectional controls are
+ * replaced too, so that no stored string can reorder the page's text.
+ */
+#include "html_page.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REPLACEMENT "&#xFFFD;"
+
+/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid;
+ * *cp receives its code point. */
+static size_t utf8_sequence(const unsigned char *p, size_t n, unsigned *cp) {
+    unsigned b = p[0];
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (b < 0x80) { *cp = b; return 1; }
+    if (b >= 0xC2 && b <= 0xDF) { len = 2; *cp = b & 0x1F; }
+    else if (b >= 0xE0 && b <= 0xEF) {
+        len = 3; *cp = b & 0x0F;
+        if (b == 0xE0) lo = 0xA0;
+        if (b == 0xED) hi = 0x9F; /* no surrogates */
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        len = 4; *cp = b & 0x07;
+        if (b == 0xF0) lo = 0x90;
+        if (b == 0xF4) hi = 0x8F; /* nothing above U+10FFFF */
+    } else return 0;
+    if (n < len) return 0;
+    for (size_t i = 1; i < len; i++) {
+        unsigned c = p[i];
+        if (c < (i == 1 ? lo : 0x80) || c > (i == 1 ? hi : 0xBF)) return 0;
+        *cp = (*cp << 6) | (c & 0x3F);
+    }
+    return len;
+}
+
+static int displayable(unsigned cp) {
+    if (cp == '\t' || cp == '\n') return 1;
+    if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) return 0;           /* C0, DEL, C1 */
+    if ((cp >= 0xFDD0 && cp <= 0xFDEF) || (cp & 0xFFFE) == 0xFFFE) return 0; /* noncharacters */
+    if (cp == 0x061C || cp == 0x200E || cp == 0x200F || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069))
+        return 0; /* bidirectional controls: a stored name must not reorder the text after it */
+    return 1;
+}
+
+void html_put_n(FILE *out, const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    if (!s) return;
+    for (size_t i = 0; i < n;) {
+        unsigned cp = 0;
+        size_t len = utf8_sequence(p + i, n - i, &cp);
+        if (!len || !displayable(cp)) { fputs(REPLACEMENT, out); i += len ? len : 1; continue; }
+        switch (cp) {
+        case '&': fputs("&amp;", out); break;
+        case '<': fputs("&lt;", out); break;
+        case '>': fputs("&gt;", out); break;
+        case '"': fputs("&quot;", out); break;
+        case '\'': fputs("&#39;", out); break;
+        default: fwrite(p + i, 1, len, out);
+        }
+        i += len;
+    }
+}
+
+void html_put(FILE *out, const char *s) {
+    if (s) html_put_n(out, s, strlen(s));
+}
+
+/* Appends the UTF-8 encoding of cp to buf at *len. */
+static void put_utf8(char *buf, size_t *len, unsigned cp) {
+    if (cp < 0x80) buf[(*len)++] = (char)cp;
+    else if (cp < 0x800) { buf[(*len)++] = (char)(0xC0 | cp >> 6); buf[(*len)++] = (char)(0x80 | (cp & 0x3F)); }
+    else {
+        if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD; /* a lone surrogate */
+        buf[(*len)++] = (char)(0xE0 | cp >> 12);
+        buf[(*len)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        buf[(*len)++] = (char)(0x80 | (cp & 0x3F));
+    }
+}
+
+/* Parses the JSON string at *pp (after its opening quote) into a new C
+ * string; NULL when malformed. \u0000 becomes U+FFFD. */
+static char *json_string(const char **pp) {
+    const char *p = *pp;
+    size_t cap = strlen(p) * 3 + 1, len = 0; /* \uXXXX (6 bytes) never grows past 3 */
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    while (*p && *p != '"') {
+        if (*p != '\\') { buf[len++] = *p++; continue; }
+        p++;
+        const char *simple = strchr("\"\\/bfnrt", *p), *to = "\"\\/\b\f\n\r\t";
+        if (*p && simple) { buf[len++] = to[simple - "\"\\/bfnrt"]; p++; continue; }
+        if (*p != 'u') { free(buf); return NULL; }
+        unsigned cp = 0;
+        for (int i = 1; i <= 4; i++) {
+            char c = p[i];
+            unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                       : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16;
+            if (d == 16) { free(buf); return NULL; }
+            cp = cp << 4 | d;
+        }
+        p += 5;
+        put_utf8(buf, &len, cp ? cp : 0xFFFD);
+    }
+    if (*p != '"') { free(buf); return NULL; }
+    buf[len] = 0;
+    *pp = p + 1;
+    return buf;
+}
+
+static const char *skip_space(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    return p;
+}
+
+char **html_argv_parse(const char *json, size_t *n) {
+    *n = 0;
+    if (!json) return NULL;
+    const char *p = skip_space(json);
+    if (*p++ != '[') return NULL;
+    char **argv = calloc(strlen(p) / 2 + 1, sizeof *argv); /* each item takes at least 2 bytes */
+    if (!argv) return NULL;
+    p = skip_space(p);
+    while (*p == '"') {
+        p++;
+        if (!(argv[*n] = json_string(&p))) goto bad;
+        (*n)++;
+        p = skip_space(p);
+        if (*p != ',') break;
+        p = skip_space(p + 1);
+        if (*p != '"') goto bad;
+    }
+    if (*p != ']' || *skip_space(p + 1)) goto bad;
+    return argv;
+bad:
+    html_argv_free(argv, *n);
+    *n = 0;
+    return NULL;
+}
+
+void html_argv_free(char **argv, size_t n) {
+    for (size_t i = 0; argv && i < n; i++) free(argv[i]);
+    free(argv);
+}
+
+void html_put_argv(FILE *out, const char *json) {
+    size_t n;
+    char **argv = html_argv_parse(json, &n);
+    if (!argv) { html_put(out, json); return; }
+    for (size_t i = 0; i < n; i++) {
+        int quote = !argv[i][0] || strpbrk(argv[i], " \t\n\"'\\$`") != NULL;
+        if (i) fputc(' ', out);
+        if (quote) fputs("&#39;", out);
+        html_put(out, argv[i]);
+        if (quote) fputs("&#39;", out);
+    }
+    html_argv_free(argv, n);
+}
+
+void html_fmt(FILE *out, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    for (const char *p = fmt; *p; p++) {
+        if (p[0] == '%' && p[1] == 's') { html_put(out, va_arg(ap, const char *)); p++; }
+        else if (p[0] == '%' && p[1] == '%') { fputc('%', out); p++; }
+        else fputc(*p, out);
+    }
+    va_end(ap);
+}

@@ -1,0 +1,71 @@
+/*
+ * html_page.h - the pieces of the HTML report (report_html.c assembles
+ * them): HTML escaping, stack folding with project-relative paths, and the
+ * inline SVG plots. Internal to reports/.
+ */
+#ifndef HTML_PAGE_H
+#define HTML_PAGE_H
+
+#include "tpa_model.h"
+
+/* Writes s escaped for HTML text and attribute values: & < > " ' become
+ * entities; invalid UTF-8, control characters (but tab and newline),
+ * bidirectional controls and noncharacters become U+FFFD. NULL writes
+ * nothing. */
+void html_put(FILE *out, const char *s);
+/* The same for the first n bytes of s. */
+void html_put_n(FILE *out, const char *s, size_t n);
+/* Writes fmt, markup written as it is, with each %s replaced by its
+ * string argument escaped by html_put (NULL: nothing); %% is '%'. */
+void html_fmt(FILE *out, const char *fmt, ...);
+
+/* The run's argv (a JSON array of strings) parsed; NULL when it is not one.
+ * Free with html_argv_free. */
+char **html_argv_parse(const char *json, size_t *n);
+void html_argv_free(char **argv, size_t n);
+/* argv as one shell-like, escaped line. */
+void html_put_argv(FILE *out, const char *json);
+
+/* Where the user's code lives, so that paths can be shown relative to it. */
+typedef struct html_paths {
+    char *root; /* directory with a trailing '/', NULL when none is known */
+} html_paths_t;
+
+/* Derives the project root from the runs' script arguments and the user
+ * frames of the findings. 0, or -1 when out of memory. */
+int html_paths_init(html_paths_t *p, const tpa_report_t *r);
+void html_paths_free(html_paths_t *p);
+
+/* 1 when the frame is the user's code, 0 for site-packages, the standard
+ * library, the interpreter and system libraries. */
+int html_frame_is_user(const tpa_frame_t *f);
+/* The first user frame of a stack, else the first frame, NULL when empty. */
+const tpa_frame_t *html_first_user_frame(const tpa_frames_t *fr);
+/* One frame "path:line in function" with the path shortened; the full path
+ * is in the title attribute. */
+void html_put_frame(FILE *out, const html_paths_t *p, const tpa_frame_t *f);
+/* A titled stack: the user's frames, then the folded rest in <details>. */
+void html_put_stack(FILE *out, const html_paths_t *p, const char *title, const tpa_frames_t *fr);
+
+/* Scales shared by every rank's plots. */
+typedef struct html_scale {
+    int64_t t0_ns, t1_ns;  /* memory plots' time range, over all ranks */
+    int64_t mem_max;       /* memory plots' y maximum */
+    int64_t stale_max;     /* stale-bytes plots' y maximum */
+    int64_t *steps;        /* audit steps of all ranks, ascending, exit (-1) last */
+    size_t n_steps;
+    int any_memory;        /* a run has allocation records */
+} html_scale_t;
+
+int html_scale_init(html_scale_t *s, const tpa_report_t *r);
+void html_scale_free(html_scale_t *s);
+/* Device memory over time with the audit points marked (runs with
+ * allocation records only). */
+void html_put_memory_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run);
+/* Stale bytes at each audit step (every run with an audit). */
+void html_put_stale_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run);
+
+/* The stylesheet (reports/html/report.css, embedded at build time). */
+extern const char html_stylesheet[];
+
+#endif
