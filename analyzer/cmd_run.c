@@ -1,28 +1,40 @@
-/* cmd_run.c - `tpaudit run [-o DIR] [--] CMD...`: runs CMD with the shim
- * preloaded and TPAUDIT_OUT set, forwards SIGINT/SIGTERM/SIGHUP to it and
- * returns its exit status (128+N when a signal ended it), after waiting up
- * to 20 s for descendants that outlived it (it is their subreaper). */
+/* cmd_run.c - `tpaudit run [-o DIR] [--force] [--] CMD...`: runs CMD with
+ * the shim preloaded and an absolute TPAUDIT_OUT, returns its exit status
+ * (or ends by the signal that ended it) after waiting up to 20 s for
+ * descendants that outlived it (it is their subreaper), then prints the
+ * verdict of the run and the command that shows the report. One run per
+ * output directory: a directory that is not empty is refused unless
+ * --force, which removes the databases of the earlier run. Signals:
+ * run_signals.c; the preload check: run_target.c. */
 #define _GNU_SOURCE
 #include "analyzer.h"
+#include "run_parts.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-static volatile pid_t child_pid;
-
 enum { DESCENDANT_GRACE_S = 20 };
 
+static const char USAGE[] =
+    "usage: tpaudit run [-o|--output DIR] [--force] [--] CMD...\n"
+    "  Runs CMD with libtpaudit.so preloaded; every process it starts writes its own\n"
+    "  database into DIR (default ./tpaudit-out, or $TPAUDIT_OUT). DIR must be empty or\n"
+    "  new: --force removes the databases an earlier run left there. Ends with the\n"
+    "  verdict on stderr; returns CMD's exit status (or ends by CMD's signal).\n";
+
 /* Reaps descendants that outlived the main child, for at most grace_s
- * seconds, so every process has closed its database when we return. */
+ * seconds (or until a signal asks to stop), so every process has closed
+ * its database when we return. */
 static void wait_for_descendants(int grace_s) {
     struct timespec start, now, pause = {0, 10 * 1000 * 1000};
     clock_gettime(CLOCK_MONOTONIC, &start);
@@ -31,16 +43,13 @@ static void wait_for_descendants(int grace_s) {
         if (done < 0 && errno == ECHILD) return;
         if (done > 0) continue;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - start.tv_sec >= grace_s) {
-            fprintf(stderr, "tpaudit: descendant processes still running after %d s; their databases may be incomplete\n", grace_s);
+        if (now.tv_sec - start.tv_sec >= grace_s || tpa_run_signals_stop_requested()) {
+            fprintf(stderr, "tpaudit: descendant processes still running after %d s; their databases may be incomplete\n",
+                    (int)(now.tv_sec - start.tv_sec));
             return;
         }
         nanosleep(&pause, NULL);
     }
-}
-
-static void forward(int sig) {
-    if (child_pid > 0) kill(child_pid, sig);
 }
 
 /* <dir of this program>/../lib/libtpaudit.so */
@@ -59,69 +68,246 @@ static int find_shim(char *out, size_t len) {
     return 0;
 }
 
-int tpa_cmd_run(int argc, char **argv) {
-    const char *out_dir = NULL;
-    int i = 1;
-    for (; i < argc; i++) {
-        if (!strcmp(argv[i], "--")) { i++; break; }
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            puts("usage: tpaudit run [-o DIR] [--] CMD...\n"
-                 "  Runs CMD with libtpaudit.so preloaded; every process it starts writes its own\n"
-                 "  database into DIR (default ./tpaudit-out). Returns CMD's exit status.");
-            return TPA_EXIT_OK;
-        }
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) { out_dir = argv[++i]; continue; }
-        if (argv[i][0] == '-') { fprintf(stderr, "tpaudit: run: unknown option %s\n", argv[i]); return TPA_EXIT_USAGE; }
-        break;
+static int is_database_file(const char *name) {
+    static const char *suffixes[] = {".db", ".db-wal", ".db-shm", ".db-journal"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
+        size_t s = strlen(suffixes[i]);
+        if (n > s && strcmp(name + n - s, suffixes[i]) == 0) return 1;
     }
-    if (i >= argc) { fputs("usage: tpaudit run [-o DIR] [--] CMD...\n", stderr); return TPA_EXIT_USAGE; }
-    char shim[PATH_MAX];
-    if (find_shim(shim, sizeof shim)) { fputs("tpaudit: cannot find libtpaudit.so beside this tpaudit (../lib)\n", stderr); return TPA_EXIT_USAGE; }
-    if (!out_dir) out_dir = getenv("TPAUDIT_OUT") ? getenv("TPAUDIT_OUT") : "./tpaudit-out";
+    return 0;
+}
+
+/* Creates DIR (and its parents). A DIR with entries is refused unless
+ * `force`, which removes the earlier run's databases and keeps the rest. */
+static int prepare_output(const char *dir, int force) {
     char parents[PATH_MAX];
-    snprintf(parents, sizeof parents, "%s", out_dir);
+    if ((size_t)snprintf(parents, sizeof parents, "%s", dir) >= sizeof parents) {
+        fprintf(stderr, "tpaudit: run: output directory name too long\n");
+        return -1;
+    }
     for (char *p = parents + 1; *p; p++)
         if (*p == '/') { *p = 0; mkdir(parents, 0777); *p = '/'; }
-    if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "tpaudit: cannot create output directory %s: %s\n", out_dir, strerror(errno));
-        return TPA_EXIT_USAGE;
+    if (mkdir(dir, 0777) == 0) return 0;
+    if (errno != EEXIST) {
+        fprintf(stderr, "tpaudit: run: cannot create output directory %s: %s\n", dir, strerror(errno));
+        return -1;
     }
-    char abs_out[PATH_MAX];
-    if (!realpath(out_dir, abs_out)) snprintf(abs_out, sizeof abs_out, "%s", out_dir);
-    setenv("TPAUDIT_OUT", abs_out, 1);
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "tpaudit: run: output %s is not a usable directory: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    size_t entries = 0, removed = 0;
+    int failed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        entries++;
+        if (!force || !is_database_file(e->d_name)) continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0) removed++;
+        else failed = errno;
+    }
+    closedir(d);
+    if (entries && !force) {
+        fprintf(stderr, "tpaudit: run: output directory %s is not empty (an earlier run?); "
+                        "use --force to replace its databases, or -o a new directory\n", dir);
+        return -1;
+    }
+    if (failed) {
+        fprintf(stderr, "tpaudit: run: cannot remove the earlier databases in %s: %s\n", dir, strerror(failed));
+        return -1;
+    }
+    if (removed) fprintf(stderr, "tpaudit: --force: removed %zu database file%s of an earlier run in %s\n", removed,
+                         removed == 1 ? "" : "s", dir);
+    return 0;
+}
+
+static void absolute_path(const char *dir, char *out, size_t len) {
+    char real[PATH_MAX], cwd[PATH_MAX];
+    if (realpath(dir, real)) snprintf(out, len, "%s", real);
+    else if (dir[0] == '/' || !getcwd(cwd, sizeof cwd) || (size_t)snprintf(out, len, "%s/%s", cwd, dir) >= len)
+        snprintf(out, len, "%s", dir);
+}
+
+/* `dir` as a shell word, for the command we suggest. */
+static void shell_word(const char *dir, char *out, size_t len) {
+    int plain = *dir != 0;
+    for (const char *p = dir; *p; p++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./+-=:,@%", *p)) plain = 0;
+    if (plain) { snprintf(out, len, "%s", dir); return; }
+    size_t o = 0;
+    if (o + 1 < len) out[o++] = '\'';
+    for (const char *p = dir; *p && o + 5 < len; p++) {
+        if (*p == '\'') { memcpy(out + o, "'\\''", 4); o += 4; }
+        else out[o++] = *p;
+    }
+    if (o + 1 < len) out[o++] = '\'';
+    out[o] = 0;
+}
+
+/* The verdict of the databases in `abs_dir`, and the next command. */
+static void print_verdict(const char *shown_dir, const char *abs_dir) {
+    char *args[1] = {(char *)abs_dir}, **files = NULL, why[1024], word[PATH_MAX + 64];
+    size_t n_files = 0;
+    shell_word(shown_dir, word, sizeof word);
+    if (tpa_collect_paths(1, args, &files, &n_files, why, sizeof why)) {
+        fprintf(stderr, "tpaudit: no databases in %s: nothing was audited\n", shown_dir);
+        return;
+    }
+    tpa_report_t r;
+    memset(&r, 0, sizeof r);
+    int rc = tpa_analyze(files, n_files, &r, why, sizeof why);
+    for (size_t i = 0; i < n_files; i++) free(files[i]);
+    free(files);
+    if (rc) {
+        fprintf(stderr, "tpaudit: cannot judge %s: %s\n", shown_dir, why);
+        tpa_report_free(&r);
+        return;
+    }
+    size_t errors = 0, warnings = 0, audits = 0;
+    int64_t retained = 0;
+    for (size_t i = 0; i < r.n_findings; i++) {
+        if (r.findings[i].is_error) errors++, retained = tpa_add_bytes(retained, r.findings[i].retained_bytes);
+        else warnings++;
+    }
+    for (size_t i = 0; i < r.n_runs; i++) audits += (size_t)r.runs[i].n_audits;
+    char bytes[32], runs[48];
+    tpa_format_bytes(retained, bytes, sizeof bytes);
+    snprintf(runs, sizeof runs, "%zu process%s", r.n_runs, r.n_runs == 1 ? "" : "es");
+    if (errors)
+        fprintf(stderr, "tpaudit: verdict: STALE TENSORS: %zu error%s, %s retained by stale tensors (%s)", errors,
+                errors == 1 ? "" : "s", bytes, runs);
+    else if (warnings)
+        fprintf(stderr, "tpaudit: verdict: warnings only: %zu warning%s (%s)", warnings, warnings == 1 ? "" : "s", runs);
+    else if (!audits)
+        fprintf(stderr, "tpaudit: verdict: no audit happened (%s recorded, none reached an audit point)", runs);
+    else
+        fprintf(stderr, "tpaudit: verdict: clean: %zu audit%s in %s, no stale tensors", audits, audits == 1 ? "" : "s",
+                runs);
+    for (size_t i = 0; i < r.n_runs && r.inconclusive; i++)
+        if (r.runs[i].inconclusive) {
+            fprintf(stderr, "; INCONCLUSIVE: %s", r.runs[i].why_inconclusive ? r.runs[i].why_inconclusive : "?");
+            break;
+        }
+    fprintf(stderr, "\ntpaudit: next: tpaudit report %s\n", word);
+    tpa_report_free(&r);
+}
+
+struct run_options {
+    const char *out_dir;
+    int force;
+    int first_arg; /* index of CMD in argv */
+};
+
+/* 0 parsed, 1 --help printed, -1 usage error printed. */
+static int parse_options(int argc, char **argv, struct run_options *o) {
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) { i++; break; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return 1; }
+        if (!strcmp(a, "--force")) { o->force = 1; continue; }
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (i + 1 >= argc || !argv[i + 1][0]) {
+                fprintf(stderr, "tpaudit: run: %s needs a directory (%s DIR)\n", a, a);
+                return -1;
+            }
+            o->out_dir = argv[++i];
+            continue;
+        }
+        if (!strncmp(a, "--output=", 9) || (!strncmp(a, "-o", 2) && a[2])) {
+            o->out_dir = a[1] == '-' ? a + 9 : a + 2;
+            if (!*o->out_dir) { fprintf(stderr, "tpaudit: run: --output needs a directory\n"); return -1; }
+            continue;
+        }
+        if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "tpaudit: run: unknown option %s (see tpaudit run --help)\n", a);
+            return -1;
+        }
+        break;
+    }
+    if (i >= argc) { fprintf(stderr, "tpaudit: run: no command given (tpaudit run [-o DIR] [--] CMD...)\n"); return -1; }
+    o->first_arg = i;
+    return 0;
+}
+
+static int set_preload(const char *shim) {
     const char *old = getenv("LD_PRELOAD");
     char *preload = NULL;
     if (old && *old && strstr(old, shim)) preload = strdup(old);
     else if (asprintf(&preload, "%s%s%s", shim, old && *old ? ":" : "", old ? old : "") < 0) preload = NULL;
-    if (!preload) return TPA_EXIT_USAGE;
+    if (!preload) return -1;
     setenv("LD_PRELOAD", preload, 1);
     free(preload);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = forward;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    return 0;
+}
+
+int tpa_cmd_run(int argc, char **argv) {
+    struct run_options o = {0};
+    int parsed = parse_options(argc, argv, &o);
+    if (parsed) return parsed > 0 ? TPA_EXIT_OK : TPA_EXIT_USAGE;
+    char **cmd = argv + o.first_arg;
+    char shim[PATH_MAX];
+    if (find_shim(shim, sizeof shim)) {
+        fputs("tpaudit: cannot find libtpaudit.so beside this tpaudit (../lib)\n", stderr);
+        return TPA_EXIT_USAGE;
+    }
+    /* Inside another `tpaudit run` (a script that calls it again): join
+     * that run's directory; the outer run gives the verdict. */
+    const char *inherited = getenv("TPAUDIT_OUT"), *old_preload = getenv("LD_PRELOAD");
+    int nested = !o.out_dir && inherited && *inherited && old_preload && strstr(old_preload, shim);
+    const char *out_dir = o.out_dir ? o.out_dir : inherited && *inherited ? inherited : "./tpaudit-out";
+    if (!nested && prepare_output(out_dir, o.force)) return TPA_EXIT_USAGE;
+    char abs_out[PATH_MAX];
+    absolute_path(out_dir, abs_out, sizeof abs_out);
+    setenv("TPAUDIT_OUT", abs_out, 1);
+    if (set_preload(shim)) return TPA_EXIT_USAGE;
+
+    char target[PATH_MAX], why[PATH_MAX + 200];
+    if (tpa_run_resolve(cmd[0], target, sizeof target) == 0 && tpa_run_unpreloadable(target, why, sizeof why))
+        fprintf(stderr, "tpaudit: %s: the loader will not preload the shim, so this process is not audited "
+                        "(dynamically linked programs it starts still are)\n", why);
+
+    int report[2]; /* exec failure: the child's errno, through a close-on-exec pipe */
+    if (pipe2(report, O_CLOEXEC) != 0) { perror("tpaudit: pipe"); return TPA_EXIT_USAGE; }
+    tpa_run_signals_prepare();
     /* Orphaned descendants (multiprocessing's resource tracker, daemonized
      * workers) are re-parented to us, so we can wait for their databases. */
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     pid_t pid = fork();
     if (pid < 0) { perror("tpaudit: fork"); return TPA_EXIT_USAGE; }
     if (pid == 0) {
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        execvp(argv[i], argv + i);
-        fprintf(stderr, "tpaudit: cannot run %s: %s\n", argv[i], strerror(errno));
+        close(report[0]);
+        tpa_run_signals_child();
+        execvp(cmd[0], cmd);
+        int err = errno;
+        if (write(report[1], &err, sizeof err) < 0) _exit(127);
         _exit(127);
     }
-    child_pid = pid;
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) { perror("tpaudit: waitpid"); return TPA_EXIT_USAGE; }
+    close(report[1]);
+    tpa_run_signals_parent(pid);
+    int exec_errno = 0;
+    ssize_t got;
+    while ((got = read(report[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
+    close(report[0]);
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0)
+        if (errno != EINTR) { perror("tpaudit: waitid"); return TPA_EXIT_USAGE; }
+    tpa_run_signals_child_gone();
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (got == (ssize_t)sizeof exec_errno) {
+        fprintf(stderr, "tpaudit: cannot run %s: %s\n", cmd[0], strerror(exec_errno));
+        return exec_errno == ENOENT ? 127 : 126;
+    }
     wait_for_descendants(DESCENDANT_GRACE_S);
-    fprintf(stderr, "tpaudit: databases in %s\n", abs_out);
+    if (!nested) print_verdict(out_dir, abs_out);
     if (WIFEXITED(status)) return WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    if (WIFSIGNALED(status)) {
+        tpa_run_die_by(WTERMSIG(status));
+        return 128 + WTERMSIG(status);
+    }
     return 1;
 }

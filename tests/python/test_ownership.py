@@ -15,6 +15,7 @@ HERE = Path(__file__).resolve().parent
 SCEN = HERE / "scenarios" / "ownership.py"
 LIB = os.environ["TPAUDIT_TEST_LIB"]
 TPAUDIT = str(Path(LIB).parents[1] / "bin" / "tpaudit")
+RUN_SUMMARY = ("tpaudit: verdict:", "tpaudit: next:")  # the lines `tpaudit run` ends with
 
 
 def audited(tmp_path, name, argv, env=None, check=True):
@@ -159,7 +160,7 @@ def test_program_without_torch_is_unaffected(tmp_path):
     code = "import sys; print('hello'); print('torch' in sys.modules)"
     out, r = audited(tmp_path, "plain", [sys.executable, "-c", code])
     assert r.stdout == "hello\nFalse\n"
-    assert "tpaudit:" not in r.stderr.replace("tpaudit: databases in", "")
+    assert not [l for l in r.stderr.splitlines() if l.startswith("tpaudit:") and not l.startswith(RUN_SUMMARY)]
     (con,) = dbs(out)
     assert con.execute("select python, complete from run").fetchone() == ("idle: torch not imported", 1)
     assert subprocess.run([TPAUDIT, "gate", str(out)], capture_output=True).returncode == 0
@@ -172,7 +173,7 @@ def test_program_without_torch_is_unaffected(tmp_path):
 def test_probe_off_says_so_once_and_run_goes_on(tmp_path, how, flag, env, value):
     out, r = audited(tmp_path, how, [sys.executable, *flag, "-c", "print(6 * 7)"], env=env)
     assert r.stdout == "42\n"
-    lines = [l for l in r.stderr.splitlines() if l.startswith("tpaudit:") and "databases in" not in l]
+    lines = [l for l in r.stderr.splitlines() if l.startswith("tpaudit:") and not l.startswith(RUN_SUMMARY)]
     assert len(lines) == 1 and "ownership probe off" in lines[0], r.stderr
     (con,) = dbs(out)
     assert con.execute("select python from run").fetchone()[0] == value
@@ -194,7 +195,7 @@ def test_probe_does_not_change_numerics(tmp_path):
 def test_exception_in_hook_turns_probe_off_once(tmp_path):
     out, r = audited(tmp_path, "boom", [sys.executable, str(SCEN), "hook_error"], env={"TPAUDIT_AUDIT": "1,2,3,exit"})
     assert "training finished" in r.stdout
-    lines = [l for l in r.stderr.splitlines() if l.startswith("tpaudit:") and "databases in" not in l]
+    lines = [l for l in r.stderr.splitlines() if l.startswith("tpaudit:") and not l.startswith(RUN_SUMMARY)]
     assert len(lines) == 1 and "python probe off after an internal error" in lines[0], r.stderr
     (con,) = dbs(out)
     assert con.execute("select python from run").fetchone()[0] == "off: internal error"

@@ -1,0 +1,34 @@
+/* run_parts.h - the pieces of `tpaudit run` (cmd_run.c): its signal
+ * handling (run_signals.c) and the check that a target can take the shim
+ * (run_target.c). Internal to the analyzer CLI. */
+#ifndef TPA_RUN_PARTS_H
+#define TPA_RUN_PARTS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Before fork: blocks every forwardable signal and installs the forwarder
+ * on each one that was not inherited as ignored (those stay ignored, in
+ * tpaudit and in the child). */
+void tpa_run_signals_prepare(void);
+/* In the child, before exec: the inherited dispositions and mask again. */
+void tpa_run_signals_child(void);
+/* In the parent after fork: names the child and unblocks (signals that
+ * arrived meanwhile are forwarded now). */
+void tpa_run_signals_parent(pid_t child);
+/* The child is gone (waited with WNOWAIT): nothing is forwarded any more. */
+void tpa_run_signals_child_gone(void);
+/* A signal arrived after the child was gone (stop waiting for descendants). */
+int tpa_run_signals_stop_requested(void);
+/* Ends this process by `sig` as the child ended (no core file of our own);
+ * returns only when that signal does not end a process. */
+void tpa_run_die_by(int sig);
+
+/* The file execvp would run for `cmd` (PATH search); 0, or -1 when none. */
+int tpa_run_resolve(const char *cmd, char *path, size_t len);
+/* 0 when the loader will preload the shim into `path`, else 1 with `why`
+ * ("is statically linked", "is setuid", ...). Scripts are judged by their
+ * interpreter. */
+int tpa_run_unpreloadable(const char *path, char *why, size_t len);
+
+#endif
