@@ -12,7 +12,7 @@ for round in 1 2; do
 done
 for round in 1 2; do
   none=$(python3 bench/gpu/gpt2_step.py | awk '/median/{print $2}')
-  tpa=$("$build/bin/tpaudit" run -o /tmp/bench-gpt2 -- python3 bench/gpu/gpt2_step.py 2>/dev/null | awk '/median/{print $2}')
+  tpa=$("$build/bin/tpaudit" run --force -o /tmp/bench-gpt2 -- python3 bench/gpu/gpt2_step.py 2>/dev/null | awk '/median/{print $2}')
   hist=$(python3 bench/gpu/gpt2_step.py --history | awk '/median/{print $2}')
   echo "gpt2 124M step: no tool $none ms, tpaudit $tpa ms, memory history $hist ms"
 done
