@@ -183,7 +183,7 @@ static void put_findings_table(FILE *out, const page_t *pg) {
         fprintf(out, "<p class=\"note\">None in %zu audit%s.</p>\n", pg->audits, pg->audits == 1 ? "" : "s");
         return;
     }
-    fputs("<table id=\"findings-table\"><colgroup><col style=\"width:2.5%\"><col style=\"width:5.5%\"><col style=\"width:7%\">"
+    fputs("<table id=\"findings-table\"><colgroup><col style=\"width:2.5%\"><col style=\"width:6%\"><col style=\"width:6.5%\">"
           "<col style=\"width:10.5%\"><col style=\"width:14%\"><col style=\"width:6.5%\"><col style=\"width:14%\">"
           "<col style=\"width:14%\"><col style=\"width:26%\"></colgroup>\n<thead><tr><th>#</th><th>severity</th><th>where</th>"
           "<th>kind</th><th>tensor</th><th class=\"num\">retained</th><th>held by</th><th>replaced at</th><th>message</th></tr>"

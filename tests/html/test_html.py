@@ -224,10 +224,14 @@ def test_torchrun_ranks_share_a_scale_and_the_launcher_is_folded(tmp_path):
     plots = [s.find_all("svg", "stale") for s in sections]
     assert all(len(p) == 1 for p in plots)
     assert ticks(plots[0][0], "y") == ticks(plots[1][0], "y") and ticks(plots[0][0], "y")[-1] == "6 KiB"
+    assert "torch.distributed.run" not in "".join(s.text() for s in sections)
     quiet = root.by_id("quiet")
-    assert quiet is not None and quiet.tag == "details" and "1 process with nothing to report" in quiet.find("summary").text()
-    assert "torch.distributed.run" in quiet.text() and "torch.distributed.run" not in "".join(s.text() for s in sections)
-    assert text.index('id="quiet"') > max(text.index('id="ranks"'), text.index('id="details"'))
+    if len(list(run.glob("*.db"))) > 2:  # the launcher's database, where the shim made one (it records nothing)
+        assert quiet is not None and quiet.tag == "details" and "1 process with nothing to report" in quiet.find("summary").text()
+        assert "torch.distributed.run" in quiet.text()
+        assert text.index('id="quiet"') > max(text.index('id="ranks"'), text.index('id="details"'))
+    else:
+        assert quiet is None
     if CHROMIUM:
         assert layout(html, tmp_path)["overlaps"] == []
 
