@@ -9,7 +9,7 @@
 
 #include "cupti_api.h"
 
-static void *open_cupti(void)
+void *tpa_cupti_open(void)
 {
     static const char *names[] = {"libcupti.so.13", "libcupti.so"};
     static const char *dirs[] = {"/usr/local/cuda/lib64", "/usr/local/cuda/extras/CUPTI/lib64"};
@@ -54,7 +54,7 @@ static void *open_cupti(void)
 int tpa_cupti_api_load(struct tpa_cupti_api *api, const char **why)
 {
     memset(api, 0, sizeof *api);
-    api->lib = open_cupti();
+    api->lib = tpa_cupti_open();
     if (!api->lib) {
         *why = "libcupti not found";
         return TPAUDIT_EDISABLED;

@@ -27,6 +27,10 @@ struct tpa_cupti_api {
     CUptiResult (*get_result_string)(CUptiResult, const char **);
 };
 
+/* dlopen of libcupti: its soname first (the copy a framework loaded is
+ * found by that name), then CUDA_HOME and the toolkit's usual folders. */
+TPA_HIDDEN void *tpa_cupti_open(void);
+
 /* Loads libcupti and resolves every entry point; 0 on success, else a
  * negative status with `why` set to a static explanation. */
 TPA_HIDDEN int tpa_cupti_api_load(struct tpa_cupti_api *api, const char **why);

@@ -6,13 +6,26 @@
  * Start-up is lazy: under LD_PRELOAD the shim points CUDA_INJECTION64_PATH
  * at itself, so libcuda calls InitializeInjection when the process first
  * initializes CUDA; a process that never uses CUDA never loads it. The
- * subscription happens at most once however both paths are taken. */
+ * subscription happens at most once however both paths are taken.
+ *
+ * Profilers come first: CUPTI has one subscriber and one set of activity
+ * buffers per process, so tpaudit stays off when another CUDA tool is
+ * injected (cupti_policy.c), and it hands CUPTI over when another client
+ * (torch.profiler's kineto, any CUPTI tool) calls cuptiSubscribe or
+ * cuptiActivityRegisterCallbacks later: the shim exports those names, so a
+ * caller linked against libcupti reaches them first; tpaudit flushes its
+ * records, disables its kinds, unsubscribes, restores CUPTI's default
+ * clock, and then lets the call through to libcupti. */
+#include <dlfcn.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cupti_api.h"
+#include "cupti_policy.h"
 #include "cupti_translate.h"
 
 #define TPA_CUPTI_BUFFERS 16
@@ -20,7 +33,7 @@
 
 static struct tpa_cupti_api g_api;
 static CUpti_SubscriberHandle g_subscriber;
-static atomic_int g_state; /* 0 idle, 1 starting, 2 on, 3 off */
+static atomic_int g_state; /* enum tpa_cupti_state */
 
 /* Pre-sized buffers handed to CUPTI and recycled when it returns them. */
 static uint8_t *g_buffers[TPA_CUPTI_BUFFERS];
@@ -99,12 +112,12 @@ static const CUpti_CallbackId RUNTIME_IDS[] = {
 
 static void turn_off(const char *why) {
     tpa_run_set_cupti_status(why);
-    atomic_store(&g_state, 3);
+    atomic_store(&g_state, TPA_CUPTI_OFF);
 }
 
 static int start_tracing(void) {
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&g_state, &expected, 1)) return 0;
+    int expected = TPA_CUPTI_IDLE;
+    if (!atomic_compare_exchange_strong(&g_state, &expected, TPA_CUPTI_STARTING)) return 0;
     const char *why = NULL;
     if (tpa_cupti_api_load(&g_api, &why) != 0) {
         tpa_log(TPA_LOG_INFO, "CUPTI unavailable (%s); ownership audits go on", why ? why : "?");
@@ -137,7 +150,7 @@ static int start_tracing(void) {
     }
     g_api.activity_enable(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
     tpa_run_set_cupti_status("on");
-    atomic_store(&g_state, 2);
+    atomic_store(&g_state, TPA_CUPTI_ON);
     tpa_log(TPA_LOG_INFO, "CUPTI allocation tracing on");
     return 0;
 }
@@ -145,30 +158,117 @@ static int start_tracing(void) {
 int tpa_cupti_on_load(void) {
     const char *injection = getenv("CUDA_INJECTION64_PATH");
     const char *self = getenv("TPAUDIT_LIBRARY");
-    if (!injection || !*injection) {
-        if (self && *self) setenv("CUDA_INJECTION64_PATH", self, 1);
-        tpa_run_set_cupti_status("off: CUDA not initialized by the process");
+    char why[320], status[360];
+    if (tpa_cupti_other_tool(injection, self, getenv("NVTX_INJECTION64_PATH"), getenv("LD_PRELOAD"), why,
+                             sizeof why)) {
+        /* libcuda loads that tool, not us, and it needs CUPTI to itself. */
+        tpa_log(TPA_LOG_WARN, "%s; allocation tracing off, ownership audits go on", why);
+        snprintf(status, sizeof status, "off: %s", why);
+        turn_off(status);
         return 0;
     }
-    if (self && strcmp(injection, self) == 0) {
-        tpa_run_set_cupti_status("off: CUDA not initialized by the process");
-        return 0;
-    }
-    /* Another injection library is named: libcuda will load that one, not us. */
-    tpa_log(TPA_LOG_WARN, "CUDA_INJECTION64_PATH names another tool (%s); allocation tracing off", injection);
-    tpa_run_set_cupti_status("off: CUDA_INJECTION64_PATH names another tool");
+    if ((!injection || !*injection) && self && *self) setenv("CUDA_INJECTION64_PATH", self, 1);
+    tpa_run_set_cupti_status("off: CUDA not initialized by the process");
     return 0;
 }
 
 int tpa_cupti_on_injection(void) { return start_tracing(); }
 
 void tpa_cupti_flush(void) {
-    if (atomic_load(&g_state) == 2) g_api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (atomic_load(&g_state) == TPA_CUPTI_ON) g_api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
 void tpa_cupti_shutdown(void) { tpa_cupti_flush(); }
 
 void tpa_cupti_after_fork_child(void) {
     /* CUDA does not survive fork; the child starts over if it initializes CUDA. */
-    if (atomic_load(&g_state) == 2) atomic_store(&g_state, 3);
+    if (atomic_load(&g_state) == TPA_CUPTI_ON) atomic_store(&g_state, TPA_CUPTI_OFF);
+}
+
+/* ---- handing CUPTI over to another client ---- */
+
+/* CUPTI's own clock on Linux (cupti_activity.h), for the next client. */
+static uint64_t CUPTIAPI cupti_default_clock(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void hand_over(const char *entry) {
+    for (;;) {
+        int state = atomic_load(&g_state);
+        switch (tpa_cupti_yield_action(state)) {
+        case TPA_YIELD_NOTHING:
+            return;
+        case TPA_YIELD_WAIT:
+            sched_yield();
+            continue;
+        case TPA_YIELD_FORBID:
+            if (!atomic_compare_exchange_strong(&g_state, &state, TPA_CUPTI_OFF)) continue;
+            if (tpa_config()->cupti_enabled) {
+                tpa_run_set_cupti_status(TPA_CUPTI_YIELDED);
+                tpa_log(TPA_LOG_WARN, "another CUPTI client (%s) is in this process; tpaudit leaves CUPTI to it: "
+                        "allocation tracing off, ownership audits go on", entry);
+            }
+            return;
+        case TPA_YIELD_HAND_OVER:
+            if (!atomic_compare_exchange_strong(&g_state, &state, TPA_CUPTI_YIELDING)) continue;
+            g_api.activity_disable(CUPTI_ACTIVITY_KIND_MEMORY2);
+            g_api.activity_disable(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
+            g_api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); /* our records so far reach the database */
+            g_api.unsubscribe(g_subscriber);
+            g_api.register_timestamp(cupti_default_clock);
+            tpa_run_set_cupti_status(TPA_CUPTI_YIELDED);
+            tpa_log(TPA_LOG_WARN, "another CUPTI client (%s) started; tpaudit handed CUPTI over: allocation "
+                    "tracing off from here (records so far kept), ownership audits go on", entry);
+            atomic_store(&g_state, TPA_CUPTI_OFF);
+            return;
+        }
+    }
+}
+
+/* The libcupti definition behind ours: the next object in the lookup
+ * order, else libcupti opened the way the tracer opens it. */
+static void *real_entry(const char *name) {
+    void *sym = dlsym(RTLD_NEXT, name);
+    if (!sym) {
+        void *lib = tpa_cupti_open();
+        if (lib) sym = dlsym(lib, name);
+    }
+    return sym;
+}
+
+typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+typedef CUptiResult (*subscribe_v2_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
+                                       CUpti_SubscriberParams *);
+typedef CUptiResult (*register_fn)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+
+TPA_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
+                                            void *userdata) {
+    hand_over("cuptiSubscribe");
+    void *sym = real_entry("cuptiSubscribe");
+    subscribe_fn real;
+    if (!sym) return CUPTI_ERROR_NOT_INITIALIZED;
+    memcpy(&real, &sym, sizeof sym);
+    return real(subscriber, callback, userdata);
+}
+
+TPA_API CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
+                                               void *userdata, CUpti_SubscriberParams *params) {
+    hand_over("cuptiSubscribe_v2");
+    void *sym = real_entry("cuptiSubscribe_v2");
+    subscribe_v2_fn real;
+    if (!sym) return CUPTI_ERROR_NOT_INITIALIZED;
+    memcpy(&real, &sym, sizeof sym);
+    return real(subscriber, callback, userdata, params);
+}
+
+TPA_API CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc requested,
+                                                            CUpti_BuffersCallbackCompleteFunc completed) {
+    hand_over("cuptiActivityRegisterCallbacks");
+    void *sym = real_entry("cuptiActivityRegisterCallbacks");
+    register_fn real;
+    if (!sym) return CUPTI_ERROR_NOT_INITIALIZED;
+    memcpy(&real, &sym, sizeof sym);
+    return real(requested, completed);
 }

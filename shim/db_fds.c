@@ -82,6 +82,15 @@ int tpa_dbfd_floor(void) {
 
 int tpa_dbfd_lost(void) { return atomic_load(&g_lost); }
 
+static int owned(int fd);
+
+/* Before each transaction: 0 when every open descriptor is still ours. */
+int tpa_dbfd_check(void) {
+    for (int i = 0; i < TPA_MAX_DB_FDS; i++)
+        if (g_owned[i].fd >= 0 && !owned(g_owned[i].fd)) return -1;
+    return atomic_load(&g_lost) ? -1 : 0;
+}
+
 /* The entry of fd, or with fd -1 a free entry. */
 static struct owned_fd *find(int fd) {
     for (int i = 0; i < TPA_MAX_DB_FDS; i++)

@@ -2,7 +2,8 @@
  * file, writer, Python bootstrap, CUPTI), clean end through on_exit (which
  * sees the exit status), _exit and exec (exec_exit.c calls in here), a
  * SIGTERM/SIGINT flush installed on the first record and only over a default
- * disposition, and fork (the child's database starts on its first record). */
+ * disposition, and fork.  A process's database starts on its first record:
+ * one that records nothing (a shell, env, a fork child) leaves none. */
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -125,7 +126,7 @@ static void start(void) {
     tpa_run_init();
     tpa_python_bootstrap();
     tpa_exec_resolve();
-    if (tpa_writer_start() != 0) return;
+    atomic_store(&tpa_state, TPA_RUNNING); /* the database starts with the first record */
     on_exit(on_exit_cb, NULL);
     pthread_atfork(NULL, NULL, atfork_child);
     if (tpa_config()->cupti_enabled)

@@ -101,8 +101,7 @@ TPA_HIDDEN const char *tpa_audit_spec(void);
  * rest is discarded and counted, and then closing the file. */
 #define TPA_END_DRAIN_MS 600
 #define TPA_END_CLOSE_MS 300
-TPA_HIDDEN int tpa_writer_start(void);           /* opens the file, starts the thread */
-TPA_HIDDEN int tpa_writer_ensure(void);          /* fork child: the same, on its first record */
+TPA_HIDDEN int tpa_writer_ensure(void);          /* on the first record: opens the file, starts the thread */
 TPA_HIDDEN int tpa_writer_flush(int timeout_ms);  /* waits for everything queued */
 TPA_HIDDEN int tpa_writer_flush_signal_safe(int timeout_ms);
 /* Ends the database: drains (bounded), writes the final run row with
@@ -121,6 +120,7 @@ TPA_HIDDEN int tpa_writer_has_db(void);
 TPA_HIDDEN int tpa_dbfd_install(void);          /* private SQLite: single-threaded, syscalls hooked */
 TPA_HIDDEN int tpa_dbfd_floor(void);            /* lowest fd number for the shim, -1: limit too low */
 TPA_HIDDEN int tpa_dbfd_lost(void);             /* 1 once a descriptor was found closed or replaced */
+TPA_HIDDEN int tpa_dbfd_check(void);            /* checks every descriptor now; 0 all ours */
 TPA_HIDDEN int tpa_dbfd_identity(const char *path, uint64_t *dev, uint64_t *ino); /* lstat, regular only */
 TPA_HIDDEN void tpa_dbfd_note_created(uint64_t dev, uint64_t ino);
 TPA_HIDDEN int tpa_dbfd_created(uint64_t dev, uint64_t ino);

@@ -2,8 +2,8 @@
  * prepared statements, drains the ring in batched transactions (commit
  * after TPA_BATCH records, TPA_BATCH_NS, an empty ring or a flush request),
  * checks every return code and turns the shim off on any failure.  Ends a
- * database within a bounded time (exit, _exit, exec), and starts a fork
- * child's database only on the child's first record. */
+ * database within a bounded time (exit, _exit, exec).  The database and
+ * the thread start on the process's first record. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -123,6 +123,9 @@ static int fail(const char *what) {
 }
 
 static int step_done(sqlite3_stmt *st) {
+    /* a transaction starts only while every descriptor is still ours: a lost
+     * one fails at once instead of in SQLite's lock retries */
+    if (st == g_st[ST_BEGIN] && tpa_dbfd_check() != 0) return -1;
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : -1;
@@ -688,14 +691,6 @@ static int start_locked(void) {
     }
     atomic_store(&g_ready, 1);
     return 0;
-}
-
-int tpa_writer_start(void) {
-    atomic_store(&tpa_state, TPA_RUNNING);
-    pthread_mutex_lock(&g_start_mu);
-    int rc = start_locked();
-    pthread_mutex_unlock(&g_start_mu);
-    return rc;
 }
 
 int tpa_writer_ensure(void) {

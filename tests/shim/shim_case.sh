@@ -129,12 +129,14 @@ sigdefault)
   ;;
 python)
   py=${4:-python3}
+  # a process's database starts with its first record: each run records one
+  rec='import ctypes, os; ctypes.CDLL(os.environ["TPAUDIT_LIBRARY"]).tpaudit_v1_audit_begin(b"x", 0)'
   for flags in -I -IE "-W ignore -E" -sE; do
-    TPAUDIT_OUT="$work/out" LD_PRELOAD="$shim" "$py" $flags -c 'import sys' 2> "$work/err" </dev/null || fail "python $flags"
+    TPAUDIT_OUT="$work/out" LD_PRELOAD="$shim" "$py" $flags -c "$rec" 2> "$work/err" </dev/null || fail "python $flags"
     [ "$(warn_count)" = 1 ] && grep -q 'python ownership probe off (python -I/-E ignores PYTHONPATH)' "$work/err" || fail "$flags: $(cat "$work/err")"
   done
   [ "$(q "$(ls "$work"/out/*.db | head -1)" "select python from run")" = "off: -I/-E" ] || fail "run.python"
-  TPAUDIT_PYTHON=off TPAUDIT_OUT="$work/out2" LD_PRELOAD="$shim" "$py" -c 'pass' 2> "$work/err" || fail "python off"
+  TPAUDIT_PYTHON=off TPAUDIT_OUT="$work/out2" LD_PRELOAD="$shim" "$py" -c "$rec" 2> "$work/err" || fail "python off"
   [ "$(warn_count)" = 1 ] || fail "TPAUDIT_PYTHON=off: $(cat "$work/err")"
   [ "$(q "$work"/out2/*.db "select python, complete, exit_status from run")" = "off: TPAUDIT_PYTHON=off|1|0" ] || fail "python off run row"
   out=$(TPAUDIT_OUT="$work/out3" LD_PRELOAD="$shim" "$py" -c 'import os; print(os.environ["TPAUDIT_LIBRARY"])' 2>/dev/null)
