@@ -3,9 +3,16 @@
 # Installs what is missing, builds tpaudit, runs examples/finetune.py under
 # `tpaudit run` in the buggy order (report, HTML report, gate fails), then in
 # the fixed order (gate passes). Output lands in ./tpaudit-demo/.
+# TPAUDIT_PYTHON_EXE=/path/to/python (one that has torch) uses that python
+# and skips creating the project venv (the build packages must be installed).
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-python="$(bash "$here/scripts/setup.sh" | tail -n 1)" || exit 1
+if [ -n "${TPAUDIT_PYTHON_EXE:-}" ]; then
+  python="$TPAUDIT_PYTHON_EXE"
+  "$python" -c "import torch" || { echo "demo: $python cannot import torch" >&2; exit 1; }
+else
+  python="$(bash "$here/scripts/setup.sh" | tail -n 1)" || exit 1
+fi
 bash "$here/scripts/build.sh" "$python" "$here/build" || exit 1
 tpaudit="$here/build/bin/tpaudit"
 out="$here/tpaudit-demo"

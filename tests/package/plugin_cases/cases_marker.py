@@ -1,22 +1,17 @@
 """Run without --tpaudit: only the marked tests are audited, so exactly
-test_marked_buggy fails (test_unmarked_buggy is not audited)."""
+test_marked[buggy] fails (test_unmarked_buggy is not audited)."""
 import pytest
 
 from model import train
 
 
 @pytest.mark.tpaudit(max_retained="0")
-def test_marked_buggy():
-    model, optimizer = train("buggy")
-    assert optimizer.param_groups
-
-
-@pytest.mark.tpaudit(max_retained="0")
-def test_marked_clean():
-    model, optimizer = train("clean")
+@pytest.mark.parametrize("order", ["buggy", "clean"])
+def test_marked(order):
+    model, optimizer = train(order)  # alive at the test's end, where the audit is
     assert optimizer.param_groups
 
 
 def test_unmarked_buggy():
     model, optimizer = train("buggy")
-    assert optimizer.param_groups
+    assert model is not None and optimizer is not None
