@@ -15,7 +15,7 @@
 #include "shim_core.h"
 
 #define TPA_SIGNAL_FLUSH_MS 1000
-#define TPA_DESTRUCTOR_FLUSH_MS 200
+#define TPA_DESTRUCTOR_FLUSH_MS 100
 
 static char g_self[PATH_MAX];
 static _Atomic int g_started, g_finished, g_signals_done;

@@ -10,7 +10,7 @@
 
 /* ---- ring: fixed 64-byte slots, a record spans consecutive slots ---- */
 #define TPA_SLOT 64u
-#define TPA_RING_SLOTS (1u << 16)     /* default: 4 MiB of slots + 512 KiB sequence words */
+#define TPA_RING_SLOTS (1u << 18)     /* default: 16 MiB of slots + 2 MiB sequence words */
 #define TPA_RING_MIN_SLOTS (1u << 12) /* 256 KiB, under a small RLIMIT_AS */
 #define TPA_REC_MAX (256u * TPA_SLOT)
 
@@ -99,7 +99,7 @@ TPA_HIDDEN const char *tpa_audit_spec(void);
 /* ---- writer thread ---- */
 /* How long an exit, _exit or exec may spend draining the ring before the
  * rest is discarded and counted, and then closing the file. */
-#define TPA_END_DRAIN_MS 600
+#define TPA_END_DRAIN_MS 450
 #define TPA_END_CLOSE_MS 300
 TPA_HIDDEN int tpa_writer_ensure(void);          /* on the first record: opens the file, starts the thread */
 TPA_HIDDEN int tpa_writer_flush(int timeout_ms);  /* waits for everything queued */
