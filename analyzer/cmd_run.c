@@ -152,7 +152,7 @@ static void print_verdict(const char *shown_dir, const char *abs_dir) {
     size_t n_files = 0;
     shell_word(shown_dir, word, sizeof word);
     if (tpa_collect_paths(1, args, &files, &n_files, why, sizeof why)) {
-        fprintf(stderr, "tpaudit: no databases in %s: nothing was audited\n", shown_dir);
+        fprintf(stderr, "tpaudit: verdict: nothing audited: no process wrote a database into %s\n", shown_dir);
         return;
     }
     tpa_report_t r;
