@@ -1,6 +1,7 @@
 /* api.c - the exported tpaudit_v1_* functions of tpaudit.h and the
  * producer side of the CUPTI contract: validate, copy into the ring,
  * never block except audit_end/flush (which wait for the writer). */
+#include <sched.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@ static _Atomic int64_t g_audit_open; /* 0: none */
 
 static int live(void) {
     int s = atomic_load_explicit(&tpa_state, memory_order_acquire);
+    if (s == TPA_CLOSED) sched_yield(); /* the process is ending: leave the CPU to the writer */
     return s == TPA_RUNNING ? 0 : TPAUDIT_EDISABLED;
 }
 
