@@ -202,7 +202,7 @@ int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run) {
         }
         const char *op = (const char *)sqlite3_column_text(scan, 1);
         int64_t address = sqlite3_column_int64(scan, 2), bytes = sqlite3_column_int64(scan, 3);
-        bytes = bytes < 0 ? 0 : bytes > TPA_MAX_BYTES ? TPA_MAX_BYTES : bytes;
+        bytes = tpa_sane_bytes(bytes);
         if (op && !strcmp(op, "free")) {
             live_bytes = tpa_add_bytes(live_bytes, -live_drop(&live, address));
         } else if (live_put(&live, address, bytes, sqlite3_column_int(scan, 4),

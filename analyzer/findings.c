@@ -273,7 +273,7 @@ static int64_t state_bytes_of(sqlite3 *db, int64_t audit, uint64_t key, const st
     sqlite3_bind_int64(st, 2, (int64_t)key);
     while (sqlite3_step(st) == SQLITE_ROW) {
         int64_t ptr = sqlite3_column_int64(st, 0);
-        if (ptr && !is_live_storage(live, ptr) && counted_add(counted, ptr)) sum += sqlite3_column_int64(st, 1);
+        if (ptr && !is_live_storage(live, ptr) && counted_add(counted, ptr)) sum = tpa_add_bytes(sum, tpa_sane_bytes(sqlite3_column_int64(st, 1)));
     }
     sqlite3_finalize(st);
     return sum;

@@ -59,17 +59,12 @@ int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *
 
 static char *text_col(sqlite3_stmt *st, int i) { return tpa_strdup((const char *)sqlite3_column_text(st, i)); }
 
-/* A byte count read from a database: negative is nonsense and counts as 0,
- * and anything above TPA_MAX_BYTES is held there, so sums cannot overflow
- * or cancel. */
-static int64_t sane_bytes(int64_t v) { return v < 0 ? 0 : v > TPA_MAX_BYTES ? TPA_MAX_BYTES : v; }
-
 static void sanitize_findings(tpa_report_t *r, size_t first) {
     for (size_t i = first; i < r->n_findings; i++) {
         tpa_finding_t *f = &r->findings[i];
-        f->retained_bytes = sane_bytes(f->retained_bytes);
-        f->state_bytes = sane_bytes(f->state_bytes);
-        f->alloc_bytes = sane_bytes(f->alloc_bytes);
+        f->retained_bytes = tpa_sane_bytes(f->retained_bytes);
+        f->state_bytes = tpa_sane_bytes(f->state_bytes);
+        f->alloc_bytes = tpa_sane_bytes(f->alloc_bytes);
     }
 }
 

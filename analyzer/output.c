@@ -75,11 +75,19 @@ int tpa_parse_size(const char *text, int64_t *bytes) {
         {"T", 1099511627776.0}};
     const char *p = text;
     while (isspace((unsigned char)*p)) p++;
-    /* digits and a point only: strtod alone would also take inf, nan and hex */
-    if (!isdigit((unsigned char)*p) && *p != '.') return -1;
+    /* a decimal number only (strtod alone would also take inf, nan and hex) */
+    const char *q = p;
+    int digits = 0;
+    while (isdigit((unsigned char)*q)) q++, digits++;
+    if (*q == '.') for (q++; isdigit((unsigned char)*q); q++) digits++;
+    if (!digits) return -1;
+    if ((*q == 'e' || *q == 'E') && (isdigit((unsigned char)q[1]) || ((q[1] == '+' || q[1] == '-') && isdigit((unsigned char)q[2])))) {
+        q += 2;
+        while (isdigit((unsigned char)*q)) q++;
+    }
     char *end;
     double v = strtod(p, &end);
-    if (end == p || !isfinite(v) || v < 0) return -1;
+    if (end != q || !isfinite(v) || v < 0) return end == q && !isfinite(v) ? -2 : -1;
     while (isspace((unsigned char)*end)) end++;
     for (size_t i = 0; i < sizeof UNITS / sizeof *UNITS; i++)
         if (!strcasecmp(end, UNITS[i].unit)) {

@@ -90,7 +90,7 @@ int tpa_read_json_report(const char *path, tpa_report_t *r, char *why, size_t wh
         out->is_error = !strcmp(severity, "error");
         out->rank = rank_of(tpa_json_get(f, "rank"));
         out->name = tpa_strdup(tpa_json_str(tpa_json_get(tpa_json_get(f, "tensor"), "name")));
-        out->retained_bytes = bytes < 0 ? 0 : bytes > TPA_MAX_BYTES ? TPA_MAX_BYTES : bytes;
+        out->retained_bytes = tpa_sane_bytes(bytes);
     }
     tpa_json_free(doc);
     return 0;

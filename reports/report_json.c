@@ -104,8 +104,9 @@ static void put_run(FILE *out, const tpa_run_t *run)
     tpa_put_json_string(out, run->cupti);
     fputs(",\"python\":", out);
     tpa_put_json_string(out, run->python);
-    fprintf(out, ",\"audits\":%d,\"inconclusive\":%s", run->n_audits,
+    fprintf(out, ",\"audits\":%d,\"inconclusive\":%s,\"why_inconclusive\":", run->n_audits,
             run->inconclusive ? "true" : "false");
+    put_opt_string(out, run->inconclusive ? run->why_inconclusive : NULL);
     fputs(",\"audit_points\":[", out);
     for (size_t i = 0; i < run->n_marks; i++)
         fprintf(out, "%s{\"step\":%" PRId64 ",\"stale_bytes\":%" PRId64 "}", i ? "," : "", run->marks[i].step,

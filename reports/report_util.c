@@ -130,6 +130,11 @@ int64_t tpa_add_bytes(int64_t a, int64_t b)
     return a + b;
 }
 
+int64_t tpa_sane_bytes(int64_t bytes)
+{
+    return bytes < 0 ? 0 : bytes > TPA_MAX_BYTES ? TPA_MAX_BYTES : bytes;
+}
+
 int64_t tpa_clamp_ts(int64_t ts)
 {
     return ts < 0 ? 0 : ts > TPA_MAX_TS ? TPA_MAX_TS : ts;

@@ -127,6 +127,7 @@ int tpa_render_junit(const tpa_report_t *r, FILE *out);
 #define TPA_MAX_BYTES ((int64_t)1 << 53)
 #define TPA_MAX_TS ((int64_t)1 << 62)
 int64_t tpa_add_bytes(int64_t a, int64_t b);
+int64_t tpa_sane_bytes(int64_t bytes); /* negative -> 0, above TPA_MAX_BYTES -> TPA_MAX_BYTES */
 int64_t tpa_clamp_ts(int64_t ts);
 
 /* Helpers shared by the renderers (report_util.c). */
