@@ -4,7 +4,8 @@ Under the shim the bootstrap (sitecustomize) installs the hooks when the
 program imports torch.  Programs may also call tpaudit.audit() themselves;
 that works without LD_PRELOAD by loading libtpaudit.so through ctypes.
 `python -m tpaudit` runs the CLI installed beside the shim; the pytest
-plugin is tpaudit.pytest_plugin.
+plugin is tpaudit.pytest_plugin.  PYTEST_DONT_REWRITE: under `tpaudit run`
+the package is imported before pytest loads its plugin (and has no asserts).
 """
 import os
 import sys

@@ -94,8 +94,9 @@ def test_installed_cli_reports_the_seed_bug(installed, tmp_path):
 def test_python_m_tpaudit_runs_the_cli(installed, tmp_path):
     _, _, env = installed
     out = str(tmp_path / "out")
-    run(["python", "-m", "tpaudit", "run", "-o", out, "--", "python", "-c", "print('hello')"], env, str(tmp_path))
-    assert [f for f in os.listdir(out) if f.endswith(".db")]
+    said = run(["python", "-m", "tpaudit", "run", "-o", out, "--", "python", "-c", "print('hello')"],
+               env, str(tmp_path))
+    assert "hello" in said and "tpaudit: " in said  # the command's output, then run's last line
     assert "usage" in run(["python", "-m", "tpaudit", "gate", "--help"], env, str(tmp_path))
 
 
@@ -119,13 +120,13 @@ def test_import_tpaudit_audits_without_tpaudit_run(installed, tmp_path):
     assert ("stale_param", "0.weight", [100, 8]) in findings(env, str(tmp_path), out)
 
 
-def pytest_session(installed, tmp_path, case_file, *options):
+def pytest_session(installed, tmp_path, case_file, *options, launcher=()):
     """Runs the plugin cases in the venv; returns ({test: failure text or None}, output)."""
     _, copy, env = installed
     cases = os.path.join(copy, "tests", "package", "plugin_cases")
     junit = str(tmp_path / "junit.xml")
-    output = run(["python", "-m", "pytest", "-p", "no:cacheprovider", "--junitxml", junit,
-                  "--tpaudit-out", str(tmp_path / "dbs"), case_file] + list(options), env, cases, expect=1)
+    output = run(list(launcher) + ["python", "-m", "pytest", "-p", "no:cacheprovider", "--junitxml", junit,
+                                   case_file] + list(options), dict(env, TMPDIR=str(tmp_path)), cases, expect=1)
     results = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
         failure = case.find("failure")
@@ -133,12 +134,18 @@ def pytest_session(installed, tmp_path, case_file, *options):
     return results, output
 
 
-def test_pytest_option_fails_exactly_the_buggy_test(installed, tmp_path):
-    results, output = pytest_session(installed, tmp_path, "cases_option.py", "--tpaudit")
+@pytest.mark.parametrize("under_run", [False, True], ids=["plain", "under-tpaudit-run"])
+def test_pytest_option_fails_exactly_the_buggy_test(installed, tmp_path, under_run):
+    """Plain, the plugin loads the shim itself; under `tpaudit run` it uses the preloaded one."""
+    dbs = str(tmp_path / "dbs")
+    launcher = ["tpaudit", "run", "-o", dbs, "--"] if under_run else []
+    options = ["--tpaudit"] if under_run else ["--tpaudit", "--tpaudit-out", dbs]
+    results, output = pytest_session(installed, tmp_path, "cases_option.py", *options, launcher=launcher)
     assert results["test_clean"] is None
     text = results["test_buggy"]
     assert text is not None and "stale_param" in text and "[50257,8]" in text and "FAIL max-retained" in text
     assert "2 audited: 1 clean, 1 with stale tensors" in output  # the clean test was audited too
+    assert "databases in " + dbs in output
 
 
 def test_pytest_marker_audits_only_marked_tests(installed, tmp_path):
