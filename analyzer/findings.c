@@ -180,29 +180,41 @@ static void attach_allocation(sqlite3 *db, int64_t audit_begin, int64_t ptr, tpa
 #define TENSOR_COLS "t.key, t.name, t.shape, t.local_shape, t.dtype, t.device, t.type, t.storage_ptr, t.storage_bytes, t.has_grad"
 
 static const char *FINDING_SQL[] = {
-    /* stale_param: held by an optimizer's groups, not live, not a master of a live working tensor */
+    /* stale_param: held by an optimizer's groups, not live, not the master of
+     * any map entry (masters are judged on their working side, below), and
+     * not a generic master: a tensor never registered on a module and never
+     * a model param that had a gradient at every audited step. */
     "WITH L AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='param'),"
-    " M AS (SELECT tensor_key w, peer_key m FROM ref WHERE audit_id=?1 AND role='map_entry')"
-    " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
+    " M AS (SELECT tensor_key w, peer_key m FROM ref WHERE audit_id=?1 AND role='map_entry'),"
+    " GM AS (SELECT q.tensor_key k FROM ref q JOIN audit a ON a.id=q.audit_id AND a.label='step' AND a.end_ns IS NOT NULL"
+    "  JOIN tensor u ON u.audit_id=q.audit_id AND u.key=q.tensor_key WHERE q.role='group_param'"
+    "  GROUP BY q.tensor_key HAVING min(u.has_grad)=1)"
+    " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r"
+    " JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
     " WHERE r.audit_id=?1 AND r.role='group_param' AND r.tensor_key NOT IN L"
-    " AND NOT EXISTS (SELECT 1 FROM M WHERE M.m=r.tensor_key AND M.w IN L) GROUP BY t.key ORDER BY t.name, t.key",
+    " AND r.tensor_key NOT IN (SELECT m FROM M)"
+    " AND r.tensor_key NOT IN (SELECT k FROM GM WHERE k NOT IN (SELECT tensor_key FROM ref WHERE role='param')"
+    "  AND k NOT IN (SELECT new_key FROM event WHERE kind='param_created')"
+    "  AND k NOT IN (SELECT old_key FROM event WHERE kind='param_replaced'))"
+    " GROUP BY t.key ORDER BY t.name, t.key",
     /* orphan_state: state keyed by a tensor in no param group */
     "WITH G AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='group_param')"
-    " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
+    " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
     " WHERE r.audit_id=?1 AND r.role='state' AND r.peer_key NOT IN G ORDER BY r.path, t.key",
     /* state_shape_mismatch: state shape differs from its param's (scalars such as 'step' aside) */
-    "SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
+    "SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
     " JOIN tensor p ON p.audit_id=r.audit_id AND p.key=r.peer_key"
     " WHERE r.audit_id=?1 AND r.role='state' AND t.shape NOT IN ('[]','[1]') AND t.shape<>p.shape ORDER BY r.path, t.key",
     /* stale_map_entry: a wrapper map entry whose working tensor left the model */
     "WITH L AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='param')"
-    " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
-    " WHERE r.audit_id=?1 AND r.role='map_entry' AND r.tensor_key NOT IN L ORDER BY r.path, t.key",
+    " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r"
+    " JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
+    " WHERE r.audit_id=?1 AND r.role='map_entry' AND r.tensor_key NOT IN L GROUP BY t.key ORDER BY r.path, t.key",
     /* untrained_param: live trainable param no optimizer holds, judged only
      * in an audit that saw at least one optimizer */
     "WITH G AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='group_param'),"
     " M AS (SELECT tensor_key w, peer_key m FROM ref WHERE audit_id=?1 AND role='map_entry')"
-    " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
+    " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
     " WHERE r.audit_id=?1 AND r.role='param' AND t.requires_grad=1 AND r.tensor_key NOT IN G"
     " AND EXISTS (SELECT 1 FROM ref o WHERE o.audit_id=?1 AND o.holder_kind='optimizer')"
     " AND NOT EXISTS (SELECT 1 FROM M WHERE M.w=r.tensor_key AND M.m IN G) GROUP BY t.key ORDER BY t.name, t.key",
@@ -279,15 +291,39 @@ static int64_t state_bytes_of(sqlite3 *db, int64_t audit, uint64_t key, const st
     return sum;
 }
 
+/* Bytes a stale working tensor's master keeps: the master's storage and its
+ * optimizer state, when no live working tensor shares that master (a flat
+ * partition serving live params too is not counted). */
+static int64_t master_bytes_of(sqlite3 *db, int64_t audit, uint64_t master, const struct counted *live,
+                               struct counted *counted) {
+    sqlite3_stmt *st;
+    int64_t sum = 0;
+    if (!master || sqlite3_prepare_v2(db, "SELECT t.storage_ptr, t.storage_bytes FROM tensor t WHERE t.audit_id=?1 AND t.key=?2"
+                           " AND NOT EXISTS (SELECT 1 FROM ref m WHERE m.audit_id=?1 AND m.role='map_entry' AND m.peer_key=?2"
+                           " AND m.tensor_key IN (SELECT tensor_key FROM ref WHERE audit_id=?1 AND role='param'))",
+                           -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_int64(st, 1, audit);
+    sqlite3_bind_int64(st, 2, (int64_t)master);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t ptr = sqlite3_column_int64(st, 0);
+        if (ptr && !is_live_storage(live, ptr) && counted_add(counted, ptr)) sum = tpa_add_bytes(sum, tpa_sane_bytes(sqlite3_column_int64(st, 1)));
+        sum = tpa_add_bytes(sum, state_bytes_of(db, audit, master, live, counted));
+    }
+    sqlite3_finalize(st);
+    return sum;
+}
+
 static char *make_message(const tpa_finding_t *f) {
     char buf[1024], bytes[32];
     tpa_format_bytes(f->retained_bytes, bytes, sizeof bytes);
     const char *name = f->name ? f->name : "(unnamed)";
-    char state[64] = "";
+    char state[96] = "";
     if (f->state_bytes > 0) {
         char sb[32];
         tpa_format_bytes(f->state_bytes, sb, sizeof sb);
-        snprintf(state, sizeof state, ", plus %s of its optimizer state", sb);
+        snprintf(state, sizeof state, ", plus %s of its %s", sb,
+                 !strcmp(f->kind, "stale_map_entry") ? "master and optimizer state" : "optimizer state");
     }
     if (!strcmp(f->kind, "stale_param"))
         snprintf(buf, sizeof buf, "%s %s holds %s %s, which is no longer a model parameter (%s retained%s%s%s%s)",
@@ -301,8 +337,10 @@ static char *make_message(const tpa_finding_t *f) {
         snprintf(buf, sizeof buf, "%s %s has shape %s, different from its parameter's",
                  f->holder_class ? f->holder_class : "optimizer", f->holder_path ? f->holder_path : "", f->shape);
     else if (!strcmp(f->kind, "stale_map_entry"))
-        snprintf(buf, sizeof buf, "%s %s maps %s %s, which is no longer a model parameter (%s retained)",
-                 f->holder_class ? f->holder_class : "wrapper", f->holder_path ? f->holder_path : "", name, f->shape, bytes);
+        snprintf(buf, sizeof buf, "%s %s keeps %s %s, which is no longer a model parameter (%s retained%s%s%s%s)",
+                 f->holder_class ? f->holder_class : "wrapper", f->holder_path ? f->holder_path : "", name, f->shape, bytes,
+                 f->state_bytes > 0 ? state : "", f->has_successor ? "; live successor " : "; no live successor",
+                 f->has_successor ? f->succ_name : "", f->has_successor ? " is never trained" : "");
     else
         snprintf(buf, sizeof buf, "%s %s requires grad but no optimizer holds it: it is never trained%s", name,
                  f->shape, f->is_error ? " (it replaced a tensor the optimizer still holds)" : "");
@@ -340,8 +378,12 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
             f.holder_path = col_text(st, 12);
             int counts = k != 4 && k != 2;
             f.retained_bytes = (counts && ptr && !is_live_storage(&live, ptr) && counted_add(&counted, ptr)) ? bytes : 0;
+            /* A stale working tensor that is a view into a buffer live params
+             * share (a flat bf16 buffer) keeps its own bytes of it. */
+            if (k == 3 && ptr && is_live_storage(&live, ptr)) f.retained_bytes = sqlite3_column_int64(st, 14);
             if (k == 0 || k == 3) find_successor(db, audit, &f);
             if (k == 0) f.state_bytes = state_bytes_of(db, audit, f.key, &live, &counted);
+            if (k == 3) f.state_bytes = master_bytes_of(db, audit, (uint64_t)sqlite3_column_int64(st, 13), &live, &counted);
             if (with_details) {
                 attach_events(db, audit, &f);
                 attach_allocation(db, audit_begin, ptr, &f);
@@ -355,7 +397,8 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
         tpa_finding_t *u = &r->findings[i];
         if (strcmp(u->kind, "untrained_param")) continue;
         for (size_t j = first; j < r->n_findings; j++)
-            if (!strcmp(r->findings[j].kind, "stale_param") && r->findings[j].has_successor &&
+            if ((!strcmp(r->findings[j].kind, "stale_param") || !strcmp(r->findings[j].kind, "stale_map_entry")) &&
+                r->findings[j].has_successor &&
                 r->findings[j].successor_key == u->key)
                 u->is_error = 1;
     }

@@ -8,6 +8,8 @@ import sys
 
 from . import _native as N
 from . import _track
+from . import frameworks
+from .frameworks import fsdp2, holders
 
 WRAPPER_ATTRS = ("optim", "optimizer", "_optimizer")
 
@@ -71,9 +73,10 @@ def tensor_facts(t, name):
 def find_models(extra_modules=()):
     """Live roots: modules that ran forward, owners of optimizer params, extra_modules.
 
-    A candidate is lifted to its root through recorded parent links; one
-    replaced out of its parent is dropped; a root contained in another root
-    is dropped."""
+    A candidate is lifted to its root through recorded parent links (a dead
+    parent, such as a DDP or torch.compile wrapper that was let go, ends the
+    climb: the module is a root); one replaced out of a live parent is
+    dropped; a root contained in another root is dropped."""
     tops = {}
     candidates = [m for m, _ in _track.forwarded.live()] + list(extra_modules)
     for opt, _ in _track.optimizers.live():
@@ -111,11 +114,45 @@ def unwrap(obj):
     return chain
 
 
+def wrappers_of(optimizers):
+    """Every object above or below the torch optimizers that may hold
+    masters: each optimizer's .optim chain, the holders found above it, and
+    the parts framework tables name below those, each once."""
+    out, seen = [], set()
+    todo = []
+    for opt in optimizers:
+        todo.extend(unwrap(opt))
+        todo.extend(_track.holders_of(opt))
+    while todo:
+        obj = todo.pop(0)
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        out.append(obj)
+        for child in frameworks.children(obj):
+            todo.extend(unwrap(child))
+    return out
+
+
+def discover_above(optimizers, live_ids):
+    """Once per optimizer, and only when it holds a tensor that is not a live
+    model parameter (so a wrapper may hold its masters' working tensors), a
+    gc referrer scan for the objects above it (frameworks/holders.py)."""
+    for opt in optimizers:
+        if _track.scanned.get(opt):
+            continue
+        if all(id(p) in live_ids for g in opt.param_groups for p in g["params"]):
+            continue
+        _track.scanned.put(opt, True)
+        _track.remember_holders(opt, holders.from_referrers(opt, _track.holders_of(opt)))
+
+
 class _Audit:
     def __init__(self, rec):
         self.rec = rec
         self.seen = {}
         self.paths = {}  # id(param) -> its path in a live model, this audit
+        self.labels = {}  # id(master) -> a name from its working tensor or wrapper slot
         self.describe = _Describer()
 
     def tensor(self, t, name=None):
@@ -128,7 +165,9 @@ class _Audit:
 
     def name_of(self, t):
         path = self.paths.get(id(t))
-        return path if path is not None else _track.param_name(t)
+        if path is None:
+            path = _track.param_name(t)
+        return path if path is not None else self.labels.get(id(t))
 
     def model(self, root):
         cls, hid = type(root).__name__, id(root)
@@ -138,6 +177,11 @@ class _Audit:
             paths.setdefault(id(p), path)
             self.tensor(p, path)
             ref(N.HOLDER_MODULE, cls, hid, path, N.ROLE_PARAM, id(p))
+        for held, twin in fsdp2.live_twins(root):
+            path = paths.get(id(held))
+            self.tensor(twin, path)
+            ref(N.HOLDER_MODULE, cls, hid, path, N.ROLE_PARAM, id(twin))
+            ref(N.HOLDER_WRAPPER, "FSDPParam", id(twin), path, N.ROLE_MAP_ENTRY, id(held), id(twin))
 
     def optimizer(self, opt):
         import torch
@@ -162,32 +206,40 @@ class _Audit:
                     ref(N.HOLDER_OPTIMIZER, cls, hid, "state[%s].%s" % (label, field),
                         N.ROLE_STATE, id(value), id(p) if is_tensor else 0)
 
-    def wrapper_maps(self, wrapper, group_ids):
-        """Tensor-keyed dicts on a wrapper: tensor_key = working, peer_key = master."""
+    def wrapper_pairs(self, wrappers, group_ids):
+        """(wrapper, label, working, master) of every wrapper, masters named."""
         import torch
-        cls, hid = type(wrapper).__name__, id(wrapper)
-        for attr, value in list(vars(wrapper).items()):
-            if not isinstance(value, dict) or not value:
+        Tensor = torch.Tensor
+
+        def is_tensor(t):
+            return isinstance(t, Tensor)
+
+        def was_param(t):
+            return _track.owners.get(t) is not None or id(t) in self.paths
+
+        found = []
+        for obj in wrappers:
+            if not hasattr(obj, "__dict__"):
                 continue
-            items = list(value.items())
-            if not all(isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor) for k, v in items):
-                continue
-            key_is_master = attr.startswith("master")
-            for i, (k, v) in enumerate(items):
-                if id(k) in group_ids:
-                    master, working = k, v
-                elif id(v) in group_ids:
-                    master, working = v, k
-                else:
-                    master, working = (k, v) if key_is_master else (v, k)
-                self.tensor(working)
-                self.tensor(master)
-                self.rec.ref(N.HOLDER_WRAPPER, cls, hid, "%s[%d]" % (attr, i),
-                             N.ROLE_MAP_ENTRY, id(working), id(master))
+            for label, working, master, flat in frameworks.pairs(obj, group_ids, is_tensor, was_param):
+                found.append((obj, label, working, master))
+                if id(master) not in self.labels and self.name_of(master) is None:
+                    wname = None if flat else self.name_of(working)
+                    self.labels[id(master)] = (wname + " (master)") if wname else \
+                        "%s.%s" % (type(obj).__name__, label.split("->")[-1])
+        return found
+
+    def map_entries(self, found):
+        for obj, label, working, master in found:
+            self.tensor(working)
+            self.tensor(master)
+            self.rec.ref(N.HOLDER_WRAPPER, type(obj).__name__, id(obj), label,
+                         N.ROLE_MAP_ENTRY, id(working), id(master))
 
 
 def collect(rec, label, step, models=None, optimizers=None):
-    """One audit: begin, every model, every optimizer chain, end.  Returns the audit id."""
+    """One audit: begin, every model, every optimizer chain, the wrappers'
+    master/working pairs, end.  Returns the audit id."""
     if optimizers is None:
         optimizers = [o for o, _ in _track.optimizers.live()]
     if models is None:
@@ -197,20 +249,24 @@ def collect(rec, label, step, models=None, optimizers=None):
     try:
         for root in models:
             work.model(root)
+        discover_above(optimizers, work.paths)
+        wrappers = wrappers_of(optimizers)
+        torch_opts, group_ids = [], set()
+        below = [o for top in optimizers for o in unwrap(top)]
+        tracked = [w for w in wrappers if _track.optimizers.get(w, False) is None]
+        for obj in below + tracked:
+            if hasattr(obj, "param_groups") and all(obj is not o for o in torch_opts):
+                torch_opts.append(obj)
+        for opt in torch_opts:
+            for g in opt.param_groups:
+                group_ids.update(id(p) for p in g["params"])
+        found = work.wrapper_pairs(wrappers, group_ids)
         done = set()
-        for top in optimizers:
-            chain = unwrap(top)
-            group_ids = set()
-            for obj in chain:
-                if hasattr(obj, "param_groups") and id(obj) not in done:
-                    done.add(id(obj))
-                    work.optimizer(obj)
-                if hasattr(obj, "param_groups"):
-                    for g in obj.param_groups:
-                        group_ids.update(id(p) for p in g["params"])
-            for obj in chain:
-                if hasattr(obj, "__dict__"):
-                    work.wrapper_maps(obj, group_ids)
+        for opt in torch_opts:
+            if id(opt) not in done:
+                done.add(id(opt))
+                work.optimizer(opt)
+        work.map_entries(found)
     finally:
         work.seen.clear()
         rec.end(audit_id)

@@ -14,6 +14,7 @@ from . import _config
 from . import _facts
 from . import _native as N
 from . import _track
+from .frameworks import fsdp2, holders
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -69,6 +70,7 @@ def _describe(module):
 
 def _on_optimizer_created(opt):
     _track.optimizers.put(opt, None)
+    _track.changed()
     names = []
     for group in opt.param_groups:
         given = group.get("param_names")
@@ -94,6 +96,7 @@ def _on_param_set(module, name, old, new):
                                  detail=str(tuple(new.shape)), py_stack=_stack())
     if old is not None and old is not new and state.recorder is not None:
         _track.remember_name(old, path)
+        _track.changed()
         state.recorder.event(N.EVENT_PARAM_REPLACED, name=path, holder_class=type(module).__name__,
                              holder_id=id(module), old_key=id(old),
                              new_key=id(new) if new is not None else 0,
@@ -105,6 +108,7 @@ def _on_module_set(parent, name, old, new):
     prefix = _track.module_path(parent)
     path = (prefix + "." + name) if prefix else name
     if old is not None and old is not new and state.recorder is not None:
+        _track.changed()
         stack = _stack()
         state.recorder.event(N.EVENT_MODULE_REPLACED, name=path, holder_class=type(parent).__name__,
                              holder_id=id(parent), old_key=id(old), new_key=id(new),
@@ -119,6 +123,35 @@ def _on_module_set(parent, name, old, new):
                                  detail="%s -> %s" % (tuple(p.shape), tuple(q.shape) if q is not None else None),
                                  py_stack=stack)
     _track.parents.put(new, (_track.weakref.ref(parent), name))
+
+
+def _on_fsdp_swap(module, name, old, new, swap):
+    """FSDP2's direct `_parameters[name] = ...`: a sharded/unsharded swap only
+    keeps the names current; anything else is a replacement."""
+    if not state.enabled:
+        return
+    try:
+        if swap:
+            if _track.owners.get(new) is None:
+                _track.owners.put(new, (_track.weakref.ref(module), name))
+            return
+        _on_param_set(module, name, old, new)
+    except Exception as exc:
+        fail(exc)
+
+
+def _discover_holders(opt, frame):
+    """Objects above opt among the callers' `self`s (the audit adds a gc
+    referrer scan when it needs one: _facts.discover_above)."""
+    _track.remember_holders(opt, holders.from_frames(opt, frame))
+
+
+def exit_audit():
+    """The exit audit, taken only when ownership changed after the last step
+    audit (or none was taken): an unchanged run keeps its step verdicts."""
+    if _track.changes.at_last_step_audit == _track.changes.count:
+        return None
+    return run_audit("exit", -1)
 
 
 def _patch(torch):
@@ -185,14 +218,21 @@ def _patch(torch):
         n = counts.get(id(opt), 0) + 1
         counts[id(opt)] = n
         if plan.wants(n):
-            run_audit("step", n)
+            try:
+                _discover_holders(opt, sys._getframe(1))
+            except Exception as exc:
+                fail(exc)
+                return
+            if run_audit("step", n) is not None:
+                _track.changes.at_last_step_audit = _track.changes.count
 
     import torch.nn.modules.module as module_mod
     import torch.optim.optimizer as optimizer_mod
     module_mod.register_module_forward_pre_hook(forward_pre)
     optimizer_mod.register_optimizer_step_pre_hook(step_pre)
     if plan.at_exit:
-        atexit.register(lambda: run_audit("exit", -1))
+        atexit.register(exit_audit)
+    fsdp2.watch(_on_fsdp_swap)
 
 
 def install(recorder):

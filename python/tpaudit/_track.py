@@ -39,7 +39,44 @@ forwarded = WeakIdMap()    # module that ran forward -> None
 parents = WeakIdMap()      # module -> (weakref(parent), attribute name)
 owners = WeakIdMap()       # parameter -> (weakref(module), attribute name)
 names = WeakIdMap()        # tensor -> best dotted name
+holders = WeakIdMap()      # optimizer -> [weakref(object holding it)] (frameworks/holders.py)
+scanned = WeakIdMap()      # optimizer -> True once its gc referrer scan ran
 step_counts = {}           # id(optimizer) -> steps taken
+
+
+class _Changes:
+    """Counts ownership changes (replacements, new optimizers) so that an
+    exit audit is taken only when something changed after the last step audit."""
+    count = 0
+    at_last_step_audit = None
+
+
+changes = _Changes()
+
+
+def changed():
+    changes.count += 1
+
+
+def remember_holders(opt, found):
+    """Adds found (objects holding opt) to its holders, as weakrefs."""
+    refs = holders.get(opt)
+    if refs is None:
+        refs = []
+        holders.put(opt, refs)
+    known = {id(r()) for r in refs}
+    for obj in found:
+        if id(obj) not in known:
+            try:
+                refs.append(weakref.ref(obj))
+            except TypeError:
+                continue
+            known.add(id(obj))
+
+
+def holders_of(opt):
+    refs = holders.get(opt) or ()
+    return [obj for obj in (r() for r in refs) if obj is not None]
 
 
 def module_path(module, depth=0):
@@ -50,7 +87,9 @@ def module_path(module, depth=0):
         if link is None:
             return ".".join(reversed(parts))
         parent = link[0]()
-        if parent is None or parent._modules.get(link[1]) is not module:
+        if parent is None:
+            return ".".join(reversed(parts))
+        if parent._modules.get(link[1]) is not module:
             return None
         parts.append(link[1])
         module = parent
@@ -59,13 +98,16 @@ def module_path(module, depth=0):
 
 
 def module_top(module):
-    """The root module holding module, or None when it was replaced out."""
+    """The root module holding module, or None when it was replaced out of a
+    live parent.  A dead parent (a wrapper let go) makes module a root."""
     for _ in range(64):
         link = parents.get(module)
         if link is None:
             return module
         parent = link[0]()
-        if parent is None or parent._modules.get(link[1]) is not module:
+        if parent is None:
+            return module
+        if parent._modules.get(link[1]) is not module:
             return None
         module = parent
     return module

@@ -1,0 +1,88 @@
+"""FSDP2 (torch.distributed.fsdp.fully_shard), read from torch 2.11.
+
+- FSDP2 swaps a module's parameter with `module._parameters[name] = param`
+  in _fsdp_param.unsafe_setattr_param, which register_parameter never sees.
+  watch() wraps that function: a swap between an FSDPParam's sharded_param
+  and its _unsharded_param (every unshard/reshard) only updates the probe's
+  names; any other swap (fully_shard replacing the original parameter, a
+  reset after `to_empty`) is a replacement, reported with its stack.
+- live_twins(): while a module holds its unsharded parameter (at a step with
+  reshard_after_forward=False, or before the post-backward reshard), the
+  sharded parameter FSDP2 keeps for it (the one the optimizer holds) is
+  still the model's.
+"""
+import sys
+
+MODULE = "torch.distributed.fsdp._fully_shard._fsdp_param"
+
+
+def _patch(mod, on_replace):
+    if getattr(mod.unsafe_setattr_param, "_tpaudit", False):
+        return
+    orig = mod.unsafe_setattr_param
+
+    def unsafe_setattr_param(module, param_name, param):
+        old = module._parameters.get(param_name)
+        orig(module, param_name, param)
+        if old is param:
+            return
+        caller = sys._getframe(1).f_locals.get("self")
+        twins = (getattr(caller, "sharded_param", None), getattr(caller, "_unsharded_param", None))
+        swap = old is not None and any(old is t for t in twins) and any(param is t for t in twins)
+        on_replace(module, param_name, old, param, swap)
+    unsafe_setattr_param._tpaudit = True
+    mod.unsafe_setattr_param = unsafe_setattr_param
+
+
+class _Finder:
+    """Meta path finder: patches the FSDP2 module right after it is imported."""
+
+    def __init__(self, on_replace):
+        self.on_replace = on_replace
+
+    def find_spec(self, name, path=None, target=None):
+        if name != MODULE:
+            return None
+        import importlib.machinery
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        loader, on_replace = spec.loader, self.on_replace
+
+        class _Loader:
+            def create_module(self, spec):
+                return loader.create_module(spec)
+
+            def exec_module(self, module):
+                loader.exec_module(module)
+                _patch(module, on_replace)
+
+        spec.loader = _Loader()
+        return spec
+
+
+def watch(on_replace):
+    """Calls on_replace(module, name, old, new, swap) for every FSDP2 parameter swap."""
+    mod = sys.modules.get(MODULE)
+    if mod is not None:
+        _patch(mod, on_replace)
+    else:
+        sys.meta_path.insert(0, _Finder(on_replace))
+
+
+def live_twins(root):
+    """(name of the held param, sharded twin) for modules under root that hold
+    FSDP2's unsharded parameter instead of the sharded one."""
+    if "torch.distributed.fsdp._fully_shard._fully_shard" not in sys.modules:
+        return
+    for module in root.modules():
+        get_state = getattr(module, "_get_fsdp_state", None)
+        if get_state is None:
+            continue
+        group = getattr(get_state(), "_fsdp_param_group", None)
+        for fp in getattr(group, "fsdp_params", ()) or ():
+            info = fp._module_info
+            held = info.module._parameters.get(info.param_name)
+            if held is not None and held is not fp.sharded_param:
+                yield held, fp.sharded_param

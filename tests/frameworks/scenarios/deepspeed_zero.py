@@ -1,0 +1,34 @@
+"""DeepSpeed on the CPU accelerator: a tiny model, a client torch AdamW,
+deepspeed.initialize with ZeRO stage N (argv[1]), three steps.  --seed
+replaces the first Linear after initialize (a stale working tensor)."""
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+
+def main():
+    stage = int(sys.argv[1])
+    seed = "--seed" in sys.argv
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    import deepspeed
+    deepspeed.init_distributed(dist_backend="gloo")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    config = {"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True},
+              "zero_optimization": {"stage": stage}, "steps_per_print": 1000}
+    engine, opt, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=config)
+    if seed:
+        engine.module[0] = nn.Linear(16, 32).to(torch.bfloat16)
+    for _ in range(3):
+        x = torch.randn(4, 16, dtype=torch.bfloat16)
+        loss = engine(x).float().pow(2).mean()
+        engine.backward(loss)
+        engine.step()
+    print("loss", float(loss))
+
+
+if __name__ == "__main__":
+    main()
