@@ -78,6 +78,7 @@ static int copy_file(const char *from, const char *to) {
 static void remove_snapshot_files(const char *dir) {
     static const char *NAMES[] = {"db", "db-wal", "db-journal", "db-shm"};
     char p[4200];
+    if (strlen(dir) > 4096) return;
     for (size_t i = 0; i < sizeof NAMES / sizeof *NAMES; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, NAMES[i]);
         unlink(p);
@@ -97,9 +98,9 @@ static int same_file_state(const struct stat *a, const struct stat *b) {
  * directory; retries while a writer changes them under the copy. */
 static char *make_snapshot(const char *path) {
     const char *tmp = getenv("TMPDIR");
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/tpaudit-read-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) return NULL;
+    char dir[4096];
+    if ((size_t)snprintf(dir, sizeof dir, "%s/tpaudit-read-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= sizeof dir) return NULL;
+    if (strlen(path) > 4096 || !mkdtemp(dir)) return NULL;
     static const char *SIDES[] = {"-wal", "-journal"};
     for (int attempt = 0; attempt < 5; attempt++) {
         remove_snapshot_files(dir);
