@@ -1,4 +1,4 @@
-"""DeepSpeed on the CPU accelerator: a tiny model, a client torch AdamW,
+"""DeepSpeed on the CPU accelerator (or the GPU when there is one): a tiny model, a client torch AdamW,
 deepspeed.initialize with ZeRO stage N (argv[1]), three steps.  --seed
 replaces the first Linear after initialize (a stale working tensor)."""
 import os
@@ -11,19 +11,23 @@ import torch.nn as nn
 def main():
     stage = int(sys.argv[1])
     seed = "--seed" in sys.argv
-    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    gpu = torch.cuda.is_available()
+    if not gpu:
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
     import deepspeed
-    deepspeed.init_distributed(dist_backend="gloo")
+    deepspeed.init_distributed(dist_backend="nccl" if gpu else "gloo")
+    dev = "cuda" if gpu else "cpu"
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(torch.bfloat16)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(dev, torch.bfloat16)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     config = {"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True},
-              "zero_optimization": {"stage": stage}, "steps_per_print": 1000}
+              "zero_optimization": {"stage": stage}, "steps_per_print": 1000,
+              "zero_allow_untested_optimizer": True}
     engine, opt, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=config)
     if seed:
-        engine.module[0] = nn.Linear(16, 32).to(torch.bfloat16)
+        engine.module[0] = nn.Linear(16, 32).to(dev, torch.bfloat16)
     for _ in range(3):
-        x = torch.randn(4, 16, dtype=torch.bfloat16)
+        x = torch.randn(4, 16, dtype=torch.bfloat16, device=dev)
         loss = engine(x).float().pow(2).mean()
         engine.backward(loss)
         engine.step()
