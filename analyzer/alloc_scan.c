@@ -80,7 +80,7 @@ static int is_passthrough(const char *path) {
 }
 
 /* Base name of the first non-passthrough module on the stack. */
-static char *owner_of(sqlite3_stmt *stack, sqlite3_stmt *mod, int64_t stack_id) {
+static char *owner_of(sqlite3 *db, sqlite3_stmt *stack, int64_t stack_id) {
     char *owner = NULL;
     sqlite3_reset(stack);
     sqlite3_bind_int64(stack, 1, stack_id);
@@ -92,10 +92,7 @@ static char *owner_of(sqlite3_stmt *stack, sqlite3_stmt *mod, int64_t stack_id) 
     for (int i = 0; i < depth && !owner; i++) {
         uint64_t ip = 0;
         for (int b = 7; b >= 0; b--) ip = (ip << 8) | ips[i * 8 + b];
-        sqlite3_reset(mod);
-        sqlite3_bind_int64(mod, 1, (int64_t)ip);
-        if (sqlite3_step(mod) != SQLITE_ROW) continue;
-        const char *path = (const char *)sqlite3_column_text(mod, 0);
+        const char *path = tpa_module_path_of(db, ip);
         if (!path || is_passthrough(path)) continue;
         const char *base = strrchr(path, '/');
         owner = tpa_strdup(base ? base + 1 : path);
@@ -146,12 +143,12 @@ static live_slot_t *snapshot(const live_set_t *live, sqlite3_stmt *call, size_t 
     return v;
 }
 
-static int group_by_library(live_slot_t *v, size_t n, sqlite3_stmt *stack, sqlite3_stmt *mod, tpa_run_t *run) {
+static int group_by_library(sqlite3 *db, live_slot_t *v, size_t n, sqlite3_stmt *stack, tpa_run_t *run) {
     if (!n) return 0; /* qsort must not see a NULL array */
     qsort(v, n, sizeof *v, by_stack);
     for (size_t i = 0; i < n;) {
         int64_t sid = v[i].stack_id;
-        char *owner = sid ? owner_of(stack, mod, sid) : tpa_strdup("(no stack)");
+        char *owner = sid ? owner_of(db, stack, sid) : tpa_strdup("(no stack)");
         if (!owner) return -1;
         for (; i < n && v[i].stack_id == sid; i++)
             if (add_to(run, owner, v[i].bytes)) { free(owner); return -1; }
@@ -174,7 +171,7 @@ static int add_point(tpa_run_t *run, size_t *cap, int64_t ts, int64_t bytes) {
 }
 
 int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run) {
-    sqlite3_stmt *scan = NULL, *stack = NULL, *mod = NULL, *call = NULL;
+    sqlite3_stmt *scan = NULL, *stack = NULL, *call = NULL;
     live_set_t live = {0};
     live_slot_t *at = NULL;
     size_t n_at = 0, cap = 0;
@@ -191,8 +188,7 @@ int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run) {
             "SELECT ts_ns, op, address, bytes, memkind IN ('device','managed','vmm'), coalesce(stack_id, 0), "
             "coalesce(correlation, 0) FROM alloc ORDER BY ts_ns, id", -1, &scan, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db, "SELECT depth, ips FROM stack WHERE id=?1", -1, &stack, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT stack_id FROM api_call WHERE correlation=?1", -1, &call, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT path FROM module WHERE low<=?1 AND ?1<high ORDER BY id DESC LIMIT 1", -1, &mod, NULL) != SQLITE_OK)
+        sqlite3_prepare_v2(db, "SELECT stack_id FROM api_call WHERE correlation=?1", -1, &call, NULL) != SQLITE_OK)
         goto done;
     while (sqlite3_step(scan) == SQLITE_ROW) {
         int64_t ts = tpa_clamp_ts(sqlite3_column_int64(scan, 0));
@@ -218,12 +214,11 @@ int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run) {
     }
     if (pending && add_point(run, &cap, last_ts, live_bytes)) goto done; /* the last row always */
     if (!taken) at = snapshot(&live, call, &n_at);
-    if (!at || group_by_library(at, n_at, stack, mod, run)) goto done;
+    if (!at || group_by_library(db, at, n_at, stack, run)) goto done;
     rc = 0;
 done:
     sqlite3_finalize(scan);
     sqlite3_finalize(stack);
-    sqlite3_finalize(mod);
     sqlite3_finalize(call);
     free(live.v);
     free(at);

@@ -36,6 +36,8 @@ int tpa_read_json_report(const char *path, tpa_report_t *r, char *why, size_t wh
 #define TPA_MAX_FRAMES 256
 int tpa_symbolize_stack(sqlite3 *db, int64_t stack_id, tpa_frames_t *out);
 void tpa_symbolize_forget(sqlite3 *db);
+/* Path of the module of `db` that held address `ip` (the latest loaded), or NULL. */
+const char *tpa_module_path_of(sqlite3 *db, uint64_t ip);
 
 /* One pass over the alloc table: run->points (memory over time, about 512
  * points) and run->by_library (device memory live at at_ns). alloc_scan.c */

@@ -187,6 +187,12 @@ static void drop_tool_frames(tpa_frames_t *fr) {
     fr->n -= skip;
 }
 
+const char *tpa_module_path_of(sqlite3 *db, uint64_t ip) {
+    load_modules(db);
+    const module_row_t *m = module_of(ip);
+    return m ? m->path : NULL;
+}
+
 int tpa_symbolize_stack(sqlite3 *db, int64_t stack_id, tpa_frames_t *out) {
     out->v = NULL;
     out->n = 0;
