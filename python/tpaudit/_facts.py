@@ -139,7 +139,7 @@ def discover_above(optimizers, live_ids):
     model parameter (so a wrapper may hold its masters' working tensors), a
     gc referrer scan for the objects above it (frameworks/holders.py)."""
     for opt in optimizers:
-        if _track.scanned.get(opt):
+        if not hasattr(opt, "param_groups") or _track.scanned.get(opt):
             continue
         if all(id(p) in live_ids for g in opt.param_groups for p in g["params"]):
             continue
