@@ -112,8 +112,9 @@ static void load_marks(sqlite3 *db, tpa_run_t *run) {
  * optimizer (no optimizer_created event, no audit holding optimizer
  * references) has no ownership to check: it is never inconclusive, even
  * killed or with lost events (a launcher, a helper, a tool it ran).  One
- * whose probe was switched off cannot say, and is judged by the usual
- * rules: it did not end cleanly, it lost events, or it never closed an
+ * whose probe was switched off, or went off after an internal error, cannot
+ * say so: without an audit that saw an optimizer it is inconclusive.
+ * Otherwise: it did not end cleanly, it lost events, or it never closed an
  * audit. */
 static const char *inconclusive_reason(sqlite3 *db, const tpa_run_t *run, char *buf, size_t len) {
     int probe_off = run->python && strncmp(run->python, "off", 3) == 0;
@@ -123,11 +124,11 @@ static const char *inconclusive_reason(sqlite3 *db, const tpa_run_t *run, char *
     if (!built_optimizer && !probe_off) return NULL;
     if (!run->complete) return "the run did not end cleanly (killed or still running)";
     if (run->dropped_events != 0) return "the run lost events";
-    if (run->n_audits > 0) return NULL;
-    if (probe_off) {
-        snprintf(buf, len, "no audit recorded (python probe %s)", run->python);
+    if (probe_off && (run->n_audits == 0 || !built_optimizer)) {
+        snprintf(buf, len, "no audit saw an optimizer (python probe %s)", run->python);
         return buf;
     }
+    if (run->n_audits > 0) return NULL;
     return "the run never reached an audit point";
 }
 

@@ -346,6 +346,13 @@ def test_process_without_optimizer_is_never_inconclusive(tmp_path):
         c.execute("UPDATE run SET complete=0")
     r = run("gate", twin)
     assert r.returncode == 3 and b"inconclusive" in r.stderr
+    # A probe that went off cannot vouch for a run without optimizer audits.
+    off = hostile_db.seed(tmp_path / "probe-off.db")
+    with sqlite3.connect(off) as c:
+        c.execute("DELETE FROM ref WHERE holder_kind='optimizer'")
+        c.execute("UPDATE run SET python='off: internal error'")
+    r = run("gate", off)
+    assert r.returncode == 3 and b"no audit saw an optimizer (python probe off: internal error)" in r.stderr
 
 
 def test_json_report_as_baseline_and_diff_side(tmp_path):
