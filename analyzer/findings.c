@@ -182,8 +182,8 @@ static void attach_allocation(sqlite3 *db, int64_t audit_begin, int64_t ptr, tpa
 static const char *FINDING_SQL[] = {
     /* stale_param: held by an optimizer's groups, not live, not the master of
      * any map entry (masters are judged on their working side, below), and
-     * not a generic master: a tensor never registered on a module and never
-     * a model param that had a gradient at every audited step. */
+     * not a generic master: a tensor never registered on a module, never
+     * replaced out of one, that had a gradient at every audited step. */
     "WITH L AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='param'),"
     " M AS (SELECT tensor_key w, peer_key m FROM ref WHERE audit_id=?1 AND role='map_entry'),"
     " GM AS (SELECT q.tensor_key k FROM ref q JOIN audit a ON a.id=q.audit_id AND a.label='step' AND a.end_ns IS NOT NULL"

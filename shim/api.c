@@ -161,7 +161,11 @@ TPA_API int tpaudit_v1_record_region(const tpaudit_region_t *region) {
 TPA_API int tpaudit_v1_set_run_info(const char *field, const char *value) {
     if (!field || !value || (strcmp(field, "python") && strcmp(field, "note"))) return TPAUDIT_EINVAL;
     if (live()) return TPAUDIT_EDISABLED;
-    return tpa_run_set_text(field, value);
+    int rc = tpa_run_set_text(field, value);
+    /* A process whose probe ran or went off has a database even if it
+     * records nothing else; one that never imported torch ("idle") has none. */
+    if (rc == 0 && tpa_run_python_is_worth_a_file()) rc = tpa_writer_ensure();
+    return rc;
 }
 
 TPA_API int tpaudit_v1_flush(void) {

@@ -127,6 +127,7 @@ static void start(void) {
     tpa_python_bootstrap();
     tpa_exec_resolve();
     atomic_store(&tpa_state, TPA_RUNNING); /* the database starts with the first record */
+    if (tpa_run_python_is_worth_a_file()) tpa_writer_ensure(); /* the probe is off: say so in a file */
     on_exit(on_exit_cb, NULL);
     pthread_atfork(NULL, NULL, atfork_child);
     if (tpa_config()->cupti_enabled)

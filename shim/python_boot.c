@@ -99,6 +99,6 @@ void tpa_python_bootstrap(void) {
     else
         snprintf(path, sizeof path, "%s", real);
     setenv("PYTHONPATH", path, 1);
-    tpa_run_set_text("python", "off: probe did not start");
+    tpa_run_set_text("python", TPA_PYTHON_PENDING);
     tpa_log(TPA_LOG_INFO, "python probe bootstrap %s", real);
 }

@@ -101,6 +101,17 @@ int tpa_run_set_text(const char *field, const char *value) {
     return 0;
 }
 
+int tpa_run_python_is_worth_a_file(void) {
+    pthread_mutex_lock(&g_mu);
+    /* "n/a" (not python), "idle: ..." (torch never imported) and the
+     * provisional TPA_PYTHON_PENDING (the bootstrap has yet to run)
+     * are not. */
+    int worth = strcmp(g_python, "n/a") != 0 && strncmp(g_python, "idle", 4) != 0 &&
+                strcmp(g_python, TPA_PYTHON_PENDING) != 0;
+    pthread_mutex_unlock(&g_mu);
+    return worth;
+}
+
 void tpa_run_set_cupti_status(const char *status) { tpa_run_set_text("cupti", status ? status : "off"); }
 
 void tpa_run_add_cupti_dropped(uint64_t n) {

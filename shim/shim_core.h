@@ -85,6 +85,11 @@ TPA_HIDDEN void tpa_run_mark_incomplete(void);
 TPA_HIDDEN int tpa_run_is_incomplete(void);
 TPA_HIDDEN void tpa_run_set_rank(int rank, int world_size);
 TPA_HIDDEN int tpa_run_set_text(const char *field, const char *value);
+/* The python field between the bootstrap and the probe's start. */
+#define TPA_PYTHON_PENDING "off: probe did not start"
+/* 1 when the python field says the probe ran or was switched off ("on",
+ * "off: ..."): a fact worth a database even with no other record. */
+TPA_HIDDEN int tpa_run_python_is_worth_a_file(void);
 TPA_HIDDEN void tpa_run_reset_counters(void);
 
 /* ---- shim state ---- */

@@ -161,9 +161,8 @@ def test_program_without_torch_is_unaffected(tmp_path):
     out, r = audited(tmp_path, "plain", [sys.executable, "-c", code])
     assert r.stdout == "hello\nFalse\n"
     assert not [l for l in r.stderr.splitlines() if l.startswith("tpaudit:") and not l.startswith(RUN_SUMMARY)]
-    (con,) = dbs(out)
-    assert con.execute("select python, complete from run").fetchone() == ("idle: torch not imported", 1)
-    assert subprocess.run([TPAUDIT, "gate", str(out)], capture_output=True).returncode == 0
+    # A process that never imported torch and recorded nothing leaves no database.
+    assert dbs(out) == []
 
 
 @pytest.mark.parametrize("how,flag,env,value", [
