@@ -18,7 +18,7 @@ enum tpa_exit { TPA_EXIT_OK = 0, TPA_EXIT_GATE = 1, TPA_EXIT_USAGE = 2, TPA_EXIT
 int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len);
 void tpa_db_close(sqlite3 *db);
 
-/* Expands PATH arguments (files or directories of *.db) into a sorted list. */
+/* Expands PATH arguments (files or directories of *.db) into a sorted list (paths.c). */
 int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *why, size_t why_len);
 
 /* Loads every database into one report (runs + findings). 0, or -1 with why. */
@@ -27,6 +27,8 @@ int tpa_analyze(char **files, size_t n_files, tpa_report_t *report, char *why, s
 /* PATH arguments into one report: databases and directories, or (json_ok,
  * one path) a JSON report read back by report_read.c. 0, or -1 with why. */
 int tpa_load_inputs(int n, char **paths, int json_ok, tpa_report_t *r, char *why, size_t why_len);
+/* The same, saying why on stderr in one `tpaudit:` line when it fails. */
+int tpa_load_or_say(int n, char **paths, int json_ok, tpa_report_t *r);
 int tpa_is_json_report(const char *path);
 int tpa_read_json_report(const char *path, tpa_report_t *r, char *why, size_t why_len);
 
@@ -43,7 +45,9 @@ const char *tpa_module_path_of(sqlite3 *db, uint64_t ip);
  * points) and run->by_library (device memory live at at_ns). alloc_scan.c */
 int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run);
 
+/* Owned copies (strings.c): of `s` (NULL stays NULL) and of column `i`'s text. */
 char *tpa_strdup(const char *s);
+char *tpa_column_text(sqlite3_stmt *st, int i);
 /* SIZE: a number and a unit in any case (B, KiB/K, MiB/M, GiB/G, TiB/T
  * binary; KB, MB, GB, TB decimal). 0, -1 malformed, -2 beyond int64. */
 int tpa_parse_size(const char *text, int64_t *bytes);

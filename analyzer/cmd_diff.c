@@ -3,7 +3,7 @@
  * side is a database, a directory of them, or a JSON report.  Exit 1 when a
  * finding appeared or grew (a regression), 0 otherwise or with --exit-zero,
  * 2 on bad usage or input. */
-#include "analyzer.h"
+#include "findings.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -19,18 +19,10 @@ static void usage(FILE *out) {
           out);
 }
 
-static int load(const char *path, tpa_report_t *r) {
-    char why[8400] = "";
-    char *p[1] = {(char *)path};
-    int rc = tpa_load_inputs(1, p, 1, r, why, sizeof why);
-    if (rc) fprintf(stderr, "tpaudit: %s\n", tpa_term(why));
-    return rc;
-}
-
 static const tpa_finding_t *match(const tpa_report_t *r, const tpa_finding_t *f) {
     for (size_t i = 0; i < r->n_findings; i++) {
         const tpa_finding_t *g = &r->findings[i];
-        if (g->rank == f->rank && !strcmp(g->kind, f->kind) && !strcmp(g->name ? g->name : "", f->name ? f->name : "")) return g;
+        if (tpa_same_finding(g, f)) return g;
     }
     return NULL;
 }
@@ -41,7 +33,7 @@ static void line(const char *what, const tpa_finding_t *f, int64_t old_bytes) {
     tpa_format_bytes(old_bytes, o, sizeof o);
     if (f->rank >= 0) snprintf(rank, sizeof rank, "rank %lld", (long long)f->rank);
     else snprintf(rank, sizeof rank, "no rank");
-    printf("%-11s %-8s %-20s %-40s %s%s%s\n", what, rank, tpa_term(f->kind), tpa_term(f->name ? f->name : "(unnamed)"),
+    printf("%-11s %-8s %-20s %-40s %s%s%s\n", what, rank, tpa_term(tpa_kind_label(f->kind)), tpa_term(f->name ? f->name : "(unnamed)"),
            old_bytes >= 0 ? o : "", old_bytes >= 0 ? " -> " : "", b);
 }
 
@@ -57,8 +49,8 @@ int tpa_cmd_diff(int argc, char **argv) {
     }
     if (argc - optind != 2) { fputs("tpaudit: diff: needs OLD and NEW (see tpaudit diff --help)\n", stderr); return TPA_EXIT_USAGE; }
     tpa_report_t a, b;
-    if (load(argv[optind], &a)) { tpa_report_free(&a); return TPA_EXIT_USAGE; }
-    if (load(argv[optind + 1], &b)) { tpa_report_free(&a); tpa_report_free(&b); return TPA_EXIT_USAGE; }
+    if (tpa_load_or_say(1, &argv[optind], 1, &a)) { tpa_report_free(&a); return TPA_EXIT_USAGE; }
+    if (tpa_load_or_say(1, &argv[optind + 1], 1, &b)) { tpa_report_free(&a); tpa_report_free(&b); return TPA_EXIT_USAGE; }
     int changes = 0, regressions = 0;
     for (size_t i = 0; i < b.n_findings; i++) {
         const tpa_finding_t *old = match(&a, &b.findings[i]);

@@ -8,7 +8,7 @@
  * --max-retained nor --max-findings, both apply with limit 0 (any error
  * finding fails); with only one of them, only that one applies, so
  * `--max-retained 100MiB` gates on retained bytes alone. */
-#include "analyzer.h"
+#include "findings.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -31,13 +31,6 @@ static void usage(FILE *out) {
           out);
 }
 
-static int load(int n, char **paths, int json_ok, tpa_report_t *r) {
-    char why[8400] = "";
-    int rc = tpa_load_inputs(n, paths, json_ok, r, why, sizeof why);
-    if (rc) fprintf(stderr, "tpaudit: %s\n", tpa_term(why));
-    return rc;
-}
-
 /* Marks findings new or grown against the baseline; returns how many. */
 static void mark_new(tpa_report_t *r, const tpa_report_t *base) {
     for (size_t i = 0; i < r->n_findings; i++) {
@@ -45,8 +38,7 @@ static void mark_new(tpa_report_t *r, const tpa_report_t *base) {
         f->is_new = 1;
         for (size_t j = 0; j < base->n_findings; j++) {
             const tpa_finding_t *b = &base->findings[j];
-            if (b->rank == f->rank && !strcmp(b->kind, f->kind) && !strcmp(b->name ? b->name : "", f->name ? f->name : "") &&
-                f->retained_bytes <= b->retained_bytes) { f->is_new = 0; break; }
+            if (tpa_same_finding(b, f) && f->retained_bytes <= b->retained_bytes) { f->is_new = 0; break; }
         }
     }
 }
@@ -107,10 +99,10 @@ int tpa_cmd_gate(int argc, char **argv) {
     if (!gave_retained && !gave_findings) gave_retained = gave_findings = 1;
     tpa_report_t r, base;
     memset(&base, 0, sizeof base);
-    if (load(argc - optind, argv + optind, 0, &r)) { tpa_report_free(&r); return TPA_EXIT_USAGE; }
+    if (tpa_load_or_say(argc - optind, argv + optind, 0, &r)) { tpa_report_free(&r); return TPA_EXIT_USAGE; }
     if (baseline) {
         char *bp[1] = {(char *)baseline};
-        if (load(1, bp, 1, &base)) { tpa_report_free(&r); tpa_report_free(&base); return TPA_EXIT_USAGE; }
+        if (tpa_load_or_say(1, bp, 1, &base)) { tpa_report_free(&r); tpa_report_free(&base); return TPA_EXIT_USAGE; }
         mark_new(&r, &base);
     } else {
         for (size_t i = 0; i < r.n_findings; i++) r.findings[i].is_new = 1;

@@ -39,8 +39,7 @@ int tpa_cmd_report(int argc, char **argv) {
     if (optind >= argc) { fputs("tpaudit: report: no PATH given (see tpaudit report --help)\n", stderr); return TPA_EXIT_USAGE; }
     char why[8400] = "";
     tpa_report_t report;
-    if (tpa_load_inputs(argc - optind, argv + optind, 0, &report, why, sizeof why)) {
-        fprintf(stderr, "tpaudit: %s\n", tpa_term(why));
+    if (tpa_load_or_say(argc - optind, argv + optind, 0, &report)) {
         tpa_report_free(&report);
         return TPA_EXIT_USAGE;
     }

@@ -6,6 +6,7 @@
  * library, and last, folded, the processes with nothing to report
  * (launchers). Every stored string goes through html_put (html_escape.c).
  */
+#include "finding_kinds.h"
 #include "html_page.h"
 
 #include <stdlib.h>
@@ -193,7 +194,7 @@ static void put_findings_table(FILE *out, const page_t *pg) {
         fprintf(out, "<tr><td><a href=\"#f%zu\">%zu</a></td><td><span class=\"sev %s\">%s</span>%s</td><td>", i + 1, i + 1,
                 tpa_severity(f), tpa_severity(f), f->is_new ? " <span class=\"new\">new</span>" : "");
         put_rank_cell(out, pg, f);
-        html_fmt(out, "</td><td>%s</td><td><span class=\"tensor\">%s</span> <code>%s</code></td><td class=\"num\">", f->kind,
+        html_fmt(out, "</td><td>%s</td><td><span class=\"tensor\">%s</span> <code>%s</code></td><td class=\"num\">", tpa_kind_label(f->kind),
                  f->name ? f->name : "(unnamed)", f->shape);
         put_bytes(out, f->retained_bytes);
         html_fmt(out, "</td><td>%s <code>%s</code></td><td>", f->holder_class, f->holder_path);
@@ -216,7 +217,7 @@ static void put_fact(FILE *out, const char *term) {
 static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const tpa_finding_t *f) {
     fprintf(out, "<article class=\"finding %s\" id=\"f%zu\"><h3>%zu. <span class=\"sev %s\">%s</span> ", tpa_severity(f), number,
             number, tpa_severity(f), tpa_severity(f));
-    html_fmt(out, "%s &middot; <span class=\"tensor\">%s</span> <code>%s</code> &middot; ", f->kind, f->name, f->shape);
+    html_fmt(out, "%s &middot; <span class=\"tensor\">%s</span> <code>%s</code> &middot; ", tpa_kind_label(f->kind), f->name, f->shape);
     put_bytes(out, f->retained_bytes);
     fputs(" &middot; ", out);
     put_rank_cell(out, pg, f);

@@ -5,6 +5,7 @@
  * sorted, by_kind/by_rank keys are sorted, and nothing about the time of
  * the analysis is written.
  */
+#include "finding_kinds.h"
 #include "tpa_model.h"
 
 #include <inttypes.h>
@@ -178,6 +179,33 @@ static void put_finding(FILE *out, const tpa_finding_t *f)
     fputc('}', out);
 }
 
+static int64_t kind_count(const tpa_report_t *r, const char *kind)
+{
+    int64_t n = 0;
+    for (size_t i = 0; i < r->n_findings; i++)
+        n += strcmp(r->findings[i].kind, kind) == 0;
+    return n;
+}
+
+/* Findings per kind, keys in sorted order, kinds without findings left out. */
+static void put_by_kind(FILE *out, const tpa_report_t *r)
+{
+    const char *last = NULL;
+    for (int first = 1;; first = 0) {
+        const tpa_kind_t *next = NULL;
+        for (size_t k = 0; k < tpa_n_kinds; k++) {
+            const tpa_kind_t *c = &tpa_kinds[k];
+            int after = !last || strcmp(c->json_key, last) > 0;
+            if (after && (!next || strcmp(c->json_key, next->json_key) < 0) && kind_count(r, c->name))
+                next = c;
+        }
+        if (!next)
+            return;
+        fprintf(out, "%s\"%s\":%" PRId64, first ? "" : ",", next->json_key, kind_count(r, next->name));
+        last = next->json_key;
+    }
+}
+
 int tpa_render_json(const tpa_report_t *r, FILE *out)
 {
     fputs("{\"format\":\"tpaudit-report\",\"version\":1,\n\"runs\":[", out);
@@ -197,22 +225,11 @@ int tpa_render_json(const tpa_report_t *r, FILE *out)
     }
     fprintf(out, "],\n\"totals\":{\"retained_bytes\":%" PRId64 ",\"state_bytes\":%" PRId64 ",\"by_kind\":{", total,
             state_total);
-    static const char *kinds[] = {"orphan_state", "stale_map_entry", "stale_param",
-                                  "state_shape_mismatch", "untrained_param"};
-    int first = 1;
-    for (size_t k = 0; k < 5; k++) {
-        int64_t n = 0;
-        for (size_t i = 0; i < r->n_findings; i++)
-            n += strcmp(r->findings[i].kind, kinds[k]) == 0;
-        if (!n)
-            continue;
-        fprintf(out, "%s\"%s\":%" PRId64, first ? "" : ",", kinds[k], n);
-        first = 0;
-    }
+    put_by_kind(out, r);
     /* One entry per rank; a process without a rank is its own entry (with
      * its pid), as the gate judges it. */
     fputs("},\"by_rank\":[", out);
-    first = 1;
+    int first = 1;
     for (size_t i = 0; i < r->n_runs; i++) {
         const tpa_run_t *run = &r->runs[i];
         int seen = 0;

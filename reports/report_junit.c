@@ -3,11 +3,10 @@
  * testcase per rule (each finding kind, the completeness check), with a
  * failure carrying that process's findings; then the gate's rules.  A
  * suite only ever counts its own process's findings. */
+#include "finding_kinds.h"
 #include "tpa_model.h"
 
 #include <string.h>
-
-static const char *KINDS[] = {"stale_param", "orphan_state", "state_shape_mismatch", "stale_map_entry", "untrained_param"};
 
 static const char *suite_name(const tpa_run_t *run, char *buf, size_t len) {
     if (run->has_rank) snprintf(buf, len, "tpaudit.rank%lld", (long long)run->rank);
@@ -27,22 +26,22 @@ int tpa_render_junit(const tpa_report_t *r, FILE *out) {
                 break;
             }
         size_t failures = 0, tests = 0;
-        for (size_t k = 0; k < 5; k++) {
+        for (size_t k = 0; k < tpa_n_kinds; k++) {
             tests++;
             for (size_t j = 0; j < r->n_findings; j++)
-                if (r->findings[j].run_index == i && !strcmp(r->findings[j].kind, KINDS[k]) && r->findings[j].is_error) { failures++; break; }
+                if (r->findings[j].run_index == i && !strcmp(r->findings[j].kind, tpa_kinds[k].name) && r->findings[j].is_error) { failures++; break; }
         }
         tests++;
         failures += run->inconclusive ? 1 : 0;
         fprintf(out, "  <testsuite name=\"%s\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", suite, tests, failures);
-        for (size_t k = 0; k < 5; k++) {
-            fprintf(out, "    <testcase classname=\"%s\" name=\"%s\">", suite, KINDS[k]);
+        for (size_t k = 0; k < tpa_n_kinds; k++) {
+            fprintf(out, "    <testcase classname=\"%s\" name=\"%s\">", suite, tpa_kinds[k].junit_name);
             int opened = 0;
             for (size_t j = 0; j < r->n_findings; j++) {
                 const tpa_finding_t *f = &r->findings[j];
-                if (f->run_index != i || strcmp(f->kind, KINDS[k])) continue;
+                if (f->run_index != i || strcmp(f->kind, tpa_kinds[k].name)) continue;
                 if (!opened) {
-                    fprintf(out, f->is_error ? "\n      <failure type=\"%s\" message=\"" : "\n      <system-out>", KINDS[k]);
+                    fprintf(out, f->is_error ? "\n      <failure type=\"%s\" message=\"" : "\n      <system-out>", tpa_kinds[k].junit_name);
                     if (f->is_error) { tpa_put_xml_escaped(out, f->message); fputs("\">", out); }
                     opened = f->is_error ? 1 : 2;
                 }

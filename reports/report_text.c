@@ -3,6 +3,7 @@
  * the details of each finding with its successor and stacks.  Every stored
  * string goes through tpa_term (no control byte reaches the terminal); a
  * missing rank is written "no rank". */
+#include "finding_kinds.h"
 #include "tpa_model.h"
 
 #include <string.h>
@@ -73,13 +74,13 @@ int tpa_render_text(const tpa_report_t *r, FILE *out) {
         char rank[32];
         tpa_format_bytes(f->retained_bytes, bytes, sizeof bytes);
         fprintf(out, "  %-7s %-8s %-20s %-32s %-14s %s\n", tpa_severity(f), rank_label(f->rank >= 0, f->rank, rank, sizeof rank),
-                T(f->kind, "?"), T(f->name, "(unnamed)"), T(f->shape, ""), bytes);
+                T(tpa_kind_label(f->kind), "?"), T(f->name, "(unnamed)"), T(f->shape, ""), bytes);
     }
     fputs("\ndetails:\n", out);
     for (size_t i = 0; i < r->n_findings; i++) {
         const tpa_finding_t *f = &r->findings[i];
         char rank[32];
-        fprintf(out, "  [%zu] %s (%s), %s, step %lld\n      %s\n", i + 1, T(f->kind, "?"), tpa_severity(f),
+        fprintf(out, "  [%zu] %s (%s), %s, step %lld\n      %s\n", i + 1, T(tpa_kind_label(f->kind), "?"), tpa_severity(f),
                 rank_label(f->rank >= 0, f->rank, rank, sizeof rank), (long long)f->step, T(f->message, ""));
         fprintf(out, "      tensor: %s %s local %s %s on %s (%s), grad %s; held at %s %s\n", T(f->name, "(unnamed)"),
                 T(f->shape, ""), T(f->local_shape, ""), T(f->dtype, ""), T(f->device, "?"), T(f->type, "?"),

@@ -1,0 +1,43 @@
+/* findings.h - how one database becomes findings and a judged run: the
+ * queries per kind (findings.c), what each finding carries (finding_details.c),
+ * its message (finding_message.c), the matcher of findings across reports
+ * (finding_match.c), and the policy over them (judge.c): which audit is
+ * judged, when a run is inconclusive, and the headline findings. */
+#ifndef TPA_FINDINGS_H
+#define TPA_FINDINGS_H
+
+#include "analyzer.h"
+#include "finding_kinds.h"
+
+/* Adds the findings of audit `audit` (begun at `audit_begin`) of one
+ * database to `r`, kinds in table order.  with_details 0: kinds and bytes
+ * only (no stacks, allocations or messages).  0, or -1 when a query fails. */
+int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t rank, int64_t step, int with_details,
+                        tpa_report_t *r);
+
+/* The live param that took over from stale `f` (same name, or named by a
+ * param_replaced event), with how their shapes relate. */
+void tpa_find_successor(sqlite3 *db, int64_t audit, tpa_finding_t *f);
+/* Creation and replacement stacks, and the allocation holding storage `ptr`. */
+void tpa_attach_details(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t ptr, tpa_finding_t *f);
+/* The message of `f`, a finding of kind `k` (malloc'd). */
+char *tpa_finding_message(const tpa_finding_t *f, const tpa_kind_t *k);
+
+/* The same finding in two reports: same rank, kind and tensor name. */
+int tpa_same_finding(const tpa_finding_t *a, const tpa_finding_t *b);
+
+/* The audit a run is judged by (judge.c): the latest closed one that saw an
+ * optimizer, else the latest holding any references; id 0 when none. */
+typedef struct tpa_judged_audit {
+    int64_t id;
+    int64_t begin_ns;
+} tpa_judged_audit_t;
+tpa_judged_audit_t tpa_judge_audit(sqlite3 *db, tpa_run_t *run);
+/* Marks `run` (and `r`) inconclusive when it cannot be judged. */
+void tpa_judge_inconclusive(sqlite3 *db, tpa_run_t *run, tpa_report_t *r);
+/* Stale bytes at every closed audit, for the plot. */
+void tpa_judge_marks(sqlite3 *db, tpa_run_t *run);
+/* The headline findings of run `run_index`, from its judged audit. 0 or -1. */
+int tpa_judge_headline(sqlite3 *db, const tpa_judged_audit_t *audit, size_t run_index, tpa_report_t *r);
+
+#endif
