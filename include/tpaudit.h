@@ -214,8 +214,10 @@ static inline int64_t tpaudit_audit_begin(const char *label, int64_t step) {
     return fn ? fn(label, step) : TPAUDIT_ENOTLOADED;
 }
 
-/* Closes the audit point and waits until everything recorded in it (and
- * every allocation record up to now) is committed to the database. */
+/* Closes the audit point.  It does not wait for the database: the writer
+ * commits it within a few milliseconds while the host goes on (call
+ * tpaudit_flush() to have it on disk now).  An audit whose end never
+ * reached the file (the process was killed first) is not judged. */
 static inline int tpaudit_audit_end(int64_t audit_id) {
     TPAUDIT__BIND(audit_end)
     return fn ? fn(audit_id) : TPAUDIT_ENOTLOADED;

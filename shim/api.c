@@ -1,12 +1,14 @@
 /* api.c - the exported tpaudit_v1_* functions of tpaudit.h and the
  * producer side of the CUPTI contract: validate, copy into the ring,
- * never block except audit_end/flush (which wait for the writer). */
+ * never block, except flush (which waits for the writer's commit) and the
+ * control records (audit begin/end, tensor, ref), which wait up to
+ * TPA_CONTROL_WAIT_MS for room in a full ring. */
 #include <sched.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "shim_core.h"
+#include "shim_internal.h"
 
 #define CAP_NAME 1024u
 #define CAP_SHORT 256u

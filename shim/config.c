@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shim_core.h"
+#include "shim_internal.h"
 
 static struct tpa_config g_cfg = {"./tpaudit-out", 1, 1, 32, TPA_LOG_WARN};
 static char g_audit[256] = "1,2,exit";

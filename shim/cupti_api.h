@@ -7,7 +7,7 @@
 
 #include <cupti.h>
 
-#include "shim_internal.h"
+#include "cupti_contract.h"
 
 struct tpa_cupti_api {
     void *lib;

@@ -1,6 +1,6 @@
-/* cupti_none.c - the CUPTI hooks of shim_internal.h for a build without
+/* cupti_none.c - the CUPTI hooks of cupti_contract.h for a build without
  * CUPTI: every hook is a no-op and the run records why CUPTI is off. */
-#include "shim_internal.h"
+#include "cupti_contract.h"
 
 int tpa_cupti_on_load(void) {
     tpa_run_set_cupti_status("off: built without CUPTI");

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "shim_internal.h"
+#include "cupti_contract.h"
 
 /* The run row's cupti field once tpaudit has handed CUPTI over. */
 #define TPA_CUPTI_YIELDED "off: yielded to another CUPTI subscriber"

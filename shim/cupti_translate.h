@@ -9,7 +9,7 @@
 
 #include <cupti.h>
 
-#include "shim_internal.h"
+#include "cupti_contract.h"
 
 #if CUPTI_API_VERSION >= 130000
 typedef CUpti_ActivityMemory4 tpa_cupti_memory_rec;

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "shim_core.h"
+#include "shim_internal.h"
 
 #define TPA_MAX_DB_FDS 16
 

@@ -1,27 +1,32 @@
-/* lifecycle.c - the shim's life in the host: constructor (config, output
- * file, writer, Python bootstrap, CUPTI), clean end through on_exit (which
+/* lifecycle.c - the shim's state (running, disabled, closed) and its life
+ * in the host: constructor (config, output file, writer, Python bootstrap,
+ * CUPTI), clean end through on_exit (which
  * sees the exit status), _exit and exec (exec_exit.c calls in here), a
  * SIGTERM/SIGINT flush installed on the first record and only over a default
  * disposition, and fork.  A process's database starts on its first record:
  * one that records nothing (a shell, env, a fork child) leaves none. */
-#include <dlfcn.h>
-#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "shim_core.h"
+#include "shim_internal.h"
 
 #define TPA_SIGNAL_FLUSH_MS 1000
 #define TPA_DESTRUCTOR_FLUSH_MS 100
 
-static char g_self[PATH_MAX];
+_Atomic int tpa_state;
+
 static _Atomic int g_started, g_finished, g_signals_done;
 static _Atomic pid_t g_owner; /* the process this state belongs to (not a vfork child) */
 
-const char *tpa_self_path(void) { return g_self; }
+void tpa_disable(const char *why) {
+    int expect = TPA_RUNNING;
+    if (atomic_compare_exchange_strong(&tpa_state, &expect, TPA_DISABLED))
+        tpa_log(TPA_LOG_WARN, "disabled: %s; the host continues without auditing", why);
+    tpa_run_mark_incomplete();
+}
 
 static void finish(int has_status, int status, const char *ended_by) {
     if (atomic_exchange(&g_finished, 1)) return;
@@ -108,20 +113,11 @@ static void atfork_child(void) {
     atomic_store(&g_finished, 0);
 }
 
-static void find_self(void) {
-    Dl_info info;
-    if (dladdr((void *)&find_self, &info) && info.dli_fname) {
-        if (!realpath(info.dli_fname, g_self)) {
-            strncpy(g_self, info.dli_fname, sizeof g_self - 1);
-        }
-    }
-}
-
 static void start(void) {
     if (atomic_exchange(&g_started, 1)) return;
     atomic_store(&g_owner, getpid());
-    find_self();
-    if (g_self[0]) setenv("TPAUDIT_LIBRARY", g_self, 1);
+    tpa_self_find();
+    if (tpa_self_path()[0]) setenv("TPAUDIT_LIBRARY", tpa_self_path(), 1);
     tpa_config_load();
     tpa_run_init();
     tpa_python_bootstrap();

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shim_core.h"
+#include "binds.h"
 
 struct mod { char *path; uint64_t base, low, high; int64_t id; int seen; };
 static struct mod *g_mods;
@@ -58,6 +58,16 @@ static void build_id_hex(struct dl_phdr_info *info, char *out, size_t cap) {
     }
 }
 
+/* One module table row (records.h). */
+static int insert_row(sqlite3_stmt *st, const struct mod *m, struct dl_phdr_info *info, int64_t now) {
+    char bid[128];
+    build_id_hex(info, bid, sizeof bid);
+    int col = 0;
+    sqlite3_reset(st);
+    TPA_MODULE_COLUMNS(BIND)
+    return sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+}
+
 static int on_module(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
     struct scan *s = data;
@@ -92,8 +102,6 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *data) {
         g_mods = m;
         g_cap = cap;
     }
-    char bid[128];
-    build_id_hex(info, bid, sizeof bid);
     struct mod *m = &g_mods[g_n];
     m->path = strdup(path);
     if (!m->path) {
@@ -106,19 +114,7 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *data) {
     m->id = g_next_id++;
     m->seen = 1;
     g_n++;
-    sqlite3_stmt *st = s->ins;
-    sqlite3_reset(st);
-    sqlite3_bind_int64(st, 1, m->id);
-    sqlite3_bind_text(st, 2, m->path, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, (int64_t)m->base);
-    sqlite3_bind_int64(st, 4, (int64_t)low);
-    sqlite3_bind_int64(st, 5, (int64_t)high);
-    if (bid[0])
-        sqlite3_bind_text(st, 6, bid, -1, SQLITE_TRANSIENT);
-    else
-        sqlite3_bind_null(st, 6);
-    sqlite3_bind_int64(st, 7, s->now);
-    if (sqlite3_step(st) != SQLITE_DONE) {
+    if (insert_row(s->ins, m, info, s->now) != 0) {
         s->err = 1;
         return 1;
     }

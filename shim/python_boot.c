@@ -2,7 +2,6 @@
  * interpreter, prepend the probe's directory to PYTHONPATH (its
  * sitecustomize then loads the probe), unless TPAUDIT_PYTHON=off or the
  * interpreter runs with -I/-E, which ignore PYTHONPATH. */
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,21 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "shim_core.h"
-
-int tpa_read_cmdline(char *buf, int cap) {
-    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    int n = 0;
-    while (n < cap - 1) {
-        ssize_t r = read(fd, buf + n, (size_t)(cap - 1 - n));
-        if (r <= 0) break;
-        n += (int)r;
-    }
-    close(fd);
-    buf[n] = 0;
-    return n;
-}
+#include "shim_internal.h"
 
 /* Scans Python's options up to the script / -c / -m for I or E. */
 static int ignores_pythonpath(const char *cmd, int n) {
@@ -48,16 +33,6 @@ static int ignores_pythonpath(const char *cmd, int n) {
         }
     }
     return 0;
-}
-
-int tpa_is_python(void) {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return 0;
-    exe[n] = 0;
-    const char *base = strrchr(exe, '/');
-    base = base ? base + 1 : exe;
-    return strncmp(base, "python", 6) == 0;
 }
 
 void tpa_python_bootstrap(void) {

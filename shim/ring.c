@@ -12,7 +12,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "shim_core.h"
+#include "shim_internal.h"
 
 enum { RING_NONE, RING_MAPPING, RING_READY, RING_FAILED };
 static _Atomic int g_ring_state;

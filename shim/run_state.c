@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shim_core.h"
+#include "shim_internal.h"
 
 static _Atomic uint64_t g_dropped, g_truncated, g_cupti_dropped;
 static _Atomic int g_incomplete;

@@ -1,91 +1,189 @@
-/*
- * shim_internal.h - the contract between the shim's core (config, ring,
- * writer, stacks, lifecycle) and its CUPTI part (cupti_*.c).  Not installed;
- * nothing outside shim/ includes it.  All functions are safe to call from
- * any thread, never block on SQLite, never call malloc on the hot path, and
- * return a status (0 ok, negative TPAUDIT_E* from tpaudit.h) instead of
- * exiting.
- */
+/* shim_internal.h - every internal interface between the shim's files (not
+ * installed): the event ring and its record layouts, run state, shim
+ * state, the database (db.c), record -> row (rows.c), the writer thread,
+ * the database's descriptors, exec/_exit, stacks, modules and process
+ * facts.  cupti_contract.h is the narrower part the CUPTI files see. */
 #ifndef TPAUDIT_SHIM_INTERNAL_H
 #define TPAUDIT_SHIM_INTERNAL_H
 
-#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "tpaudit.h"
+#include "cupti_contract.h"
+#include "records.h"
 
-#define TPA_HIDDEN __attribute__((visibility("hidden")))
-#define TPA_API __attribute__((visibility("default")))
+/* ---- ring: fixed 64-byte slots, a record spans consecutive slots ---- */
+#define TPA_SLOT 64u
+#define TPA_RING_SLOTS (1u << 18)     /* default: 16 MiB of slots + 2 MiB sequence words */
+#define TPA_RING_MIN_SLOTS (1u << 12) /* 256 KiB, under a small RLIMIT_AS */
+#define TPA_REC_MAX (256u * TPA_SLOT)
 
-/* ---- configuration (parsed once in the constructor, see docs/ENVIRONMENT.md) ---- */
-enum tpa_log_level { TPA_LOG_WARN = 0, TPA_LOG_INFO = 1, TPA_LOG_DEBUG = 2 };
-
-struct tpa_config {
-    char out_dir[4096];   /* TPAUDIT_OUT, default ./tpaudit-out */
-    int cupti_enabled;    /* TPAUDIT_CUPTI: auto=1, off=0 */
-    int python_enabled;   /* TPAUDIT_PYTHON: auto=1, off=0 */
-    int stack_depth;      /* TPAUDIT_STACK_DEPTH, 0..TPA_MAX_STACK, default 32 */
-    int log_level;        /* TPAUDIT_LOG */
-};
-#define TPA_MAX_STACK 128
-
-TPA_HIDDEN const struct tpa_config *tpa_config(void);
-
-/* One line to stderr, prefixed "tpaudit: ", if level <= TPAUDIT_LOG. */
-TPA_HIDDEN void tpa_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Monotonic nanoseconds: the clock of every timestamp in the database. */
-TPA_HIDDEN int64_t tpa_now_ns(void);
-
-/* ---- native stacks (capture on the caller's thread, raw IPs only) ---- */
-/* Fills ips with up to max return addresses of the caller, skipping `skip`
- * innermost frames of the shim itself; returns the count (0 when
- * TPAUDIT_STACK_DEPTH is 0 or unwinding fails). Reentrancy-safe. */
-TPA_HIDDEN int tpa_stack_capture(uint64_t *ips, int max, int skip);
-
-/* ---- allocation records (the CUPTI part produces them) ---- */
-enum tpa_alloc_op { TPA_ALLOC = 1, TPA_FREE = 2 };
-enum tpa_memkind {
-    TPA_MEM_DEVICE = 1, TPA_MEM_PINNED = 2, TPA_MEM_MANAGED = 3,
-    TPA_MEM_POOL = 4, TPA_MEM_VMM = 5, TPA_MEM_REGION = 6
+enum tpa_rec_type {
+    TPA_REC_AUDIT_BEGIN = 1, TPA_REC_AUDIT_END, TPA_REC_TENSOR, TPA_REC_REF,
+    TPA_REC_EVENT, TPA_REC_ALLOC, TPA_REC_API_CALL
 };
 
-struct tpa_alloc_rec {
-    int64_t ts_ns;        /* on tpa_now_ns()'s clock */
-    int op;               /* enum tpa_alloc_op */
-    int memkind;          /* enum tpa_memkind */
-    uint64_t address;
-    uint64_t bytes;
-    int device;
-    uint32_t context;
-    uint32_t stream;
-    uint64_t pool;
-    uint32_t correlation;
-    const char *label;    /* static string or NULL; copied */
+struct tpa_rec_hdr {
+    uint32_t nslots;
+    uint16_t type;
+    uint8_t nstr;
+    uint8_t pad;
+    uint32_t fixed_len;
+    uint32_t nips;
 };
 
-/* Queues one alloc row (source 'cupti'). */
-TPA_HIDDEN int tpa_emit_alloc(const struct tpa_alloc_rec *rec);
+struct tpa_fx_audit_begin { int64_t id, step, ts; int32_t rank, world; };
+struct tpa_fx_audit_end { int64_t id, ts; };
+struct tpa_fx_tensor {
+    int64_t audit_id;
+    uint64_t key, storage_ptr, storage_bytes, nbytes;
+    int32_t ndim, local_ndim, requires_grad, has_grad;
+    int64_t shape[TPAUDIT_MAX_DIMS], local_shape[TPAUDIT_MAX_DIMS];
+};
+struct tpa_fx_ref { int64_t audit_id; uint64_t holder_id, tensor_key, peer_key; int32_t holder_kind, role; };
+struct tpa_fx_event { int64_t ts; uint64_t holder_id, old_key, new_key; int32_t kind, pad; };
+struct tpa_fx_alloc {
+    int64_t ts;
+    uint64_t address, bytes, pool;
+    int32_t op, memkind, device, source; /* source: 0 cupti, 1 region */
+    uint32_t context, stream, correlation, pad;
+};
+struct tpa_fx_api_call { int64_t ts, thread; uint32_t correlation, pad; };
 
-/* Queues one api_call row: `api` a static string, ips/n_ips the stack. */
-TPA_HIDDEN int tpa_emit_api_call(uint32_t correlation, const char *api, int64_t ts_ns,
-                                 const uint64_t *ips, int n_ips);
+#define TPA_REC_MAX_STR 6
+struct tpa_rec_view {
+    int type;
+    const void *fixed;
+    const uint64_t *ips;
+    int nips;
+    const char *str[TPA_REC_MAX_STR];
+    int slen[TPA_REC_MAX_STR];
+};
 
-/* Run-row fields the CUPTI part owns. */
-TPA_HIDDEN void tpa_run_set_cupti_status(const char *status); /* "on" / "off: <why>" */
-TPA_HIDDEN void tpa_run_add_cupti_dropped(uint64_t n);         /* makes the run incomplete */
+/* Queues one record; strs[i] NULL is stored as NULL, strings longer than
+ * caps[i] are cut and counted.  wait_ms > 0 waits that long for room. */
+TPA_HIDDEN int tpa_enqueue(int type, const void *fixed, uint32_t fixed_len,
+                           const char *const *strs, const uint32_t *caps, int nstr,
+                           const uint64_t *ips, int nips, int wait_ms);
+/* Writer side: copies the oldest published record out; 1 got, 0 empty. */
+TPA_HIDDEN int tpa_ring_pop(void *buf, struct tpa_rec_view *view);
+TPA_HIDDEN uint64_t tpa_ring_head(void);
+TPA_HIDDEN uint64_t tpa_ring_tail(void);
+TPA_HIDDEN int tpa_ring_ensure(void);        /* maps the ring once; 0 or TPAUDIT_EDISABLED */
+TPA_HIDDEN uint64_t tpa_ring_flush_target(void); /* head, or this thread's unpublished record */
+TPA_HIDDEN int tpa_ring_used(void);          /* 1 once this process offered a record */
+TPA_HIDDEN void tpa_ring_reset_in_child(void);
 
-/* ---- hooks the core calls in the CUPTI part (cupti_*.c defines them; a
- * build without CUPTI links shim/cupti_none.c instead) ---- */
-/* LD_PRELOAD path, from the constructor, after config and writer are up. */
-TPA_HIDDEN int tpa_cupti_on_load(void);
-/* CUDA_INJECTION64_PATH path (InitializeInjection); subscribes at most once. */
-TPA_HIDDEN int tpa_cupti_on_injection(void);
-/* Audit points and exit: push buffered activity records into the ring. */
-TPA_HIDDEN void tpa_cupti_flush(void);
-/* Destructor / exit: flush and unsubscribe. */
-TPA_HIDDEN void tpa_cupti_shutdown(void);
-/* After fork() in the child: forget the parent's subscription state. */
-TPA_HIDDEN void tpa_cupti_after_fork_child(void);
+/* ---- run state (counters and text fields of the run row) ---- */
+struct tpa_run_snapshot {
+    int64_t rank, world_size, local_rank; /* -1 = unknown */
+    uint64_t dropped, truncated, cupti_dropped;
+    char cupti[256], python[256], note[1024];
+};
+TPA_HIDDEN void tpa_run_init(void);
+TPA_HIDDEN unsigned tpa_run_generation(void);
+TPA_HIDDEN void tpa_run_snapshot(struct tpa_run_snapshot *s);
+TPA_HIDDEN void tpa_run_count_dropped(void);
+TPA_HIDDEN void tpa_run_count_truncated(void);
+TPA_HIDDEN void tpa_run_mark_incomplete(void);
+TPA_HIDDEN int tpa_run_is_incomplete(void);
+TPA_HIDDEN void tpa_run_set_rank(int rank, int world_size);
+TPA_HIDDEN int tpa_run_set_text(const char *field, const char *value);
+/* The python field between the bootstrap and the probe's start. */
+#define TPA_PYTHON_PENDING "off: probe did not start"
+/* 1 when the python field says the probe ran or was switched off ("on",
+ * "off: ..."): a fact worth a database even with no other record. */
+TPA_HIDDEN int tpa_run_python_is_worth_a_file(void);
+TPA_HIDDEN void tpa_run_reset_counters(void);
 
-#endif /* TPAUDIT_SHIM_INTERNAL_H */
+/* ---- shim state ---- */
+enum tpa_state { TPA_OFF = 0, TPA_RUNNING = 1, TPA_DISABLED = 2, TPA_CLOSED = 3 };
+TPA_HIDDEN extern _Atomic int tpa_state;
+TPA_HIDDEN void tpa_disable(const char *why);
+
+/* ---- config parsing and TPAUDIT_AUDIT ---- */
+TPA_HIDDEN void tpa_config_load(void);
+
+/* ---- the database (db.c): schema and statements from records.h ---- */
+struct sqlite3_stmt;
+#define TPA_ST_INSERT_ENUM(t, verb, ins, later, tail, idx) TPA_ST_INSERT_##t,
+enum tpa_stmt {
+    TPA_TABLES(TPA_ST_INSERT_ENUM) /* one insert per table, in TPA_TABLES order */
+    TPA_ST_RUN_UPDATE, TPA_ST_AUDIT_END, TPA_ST_MODULE_UNLOAD, TPA_ST_BEGIN, TPA_ST_COMMIT, TPA_ST_COUNT
+};
+TPA_HIDDEN struct sqlite3_stmt *tpa_db_stmt(enum tpa_stmt which);
+TPA_HIDDEN int tpa_db_step(struct sqlite3_stmt *st); /* step and reset; 0 when done */
+TPA_HIDDEN int tpa_db_fail(const char *what);         /* disables the shim, says why; -1 */
+TPA_HIDDEN int tpa_db_open(void);    /* creates the file, schema, run row, module table */
+TPA_HIDDEN int tpa_db_reopen(void);  /* the same file after a failed exec */
+TPA_HIDDEN void tpa_db_close(void);
+TPA_HIDDEN void tpa_db_rollback(void);
+TPA_HIDDEN void tpa_db_remove_files(void); /* only files this process created */
+TPA_HIDDEN int tpa_db_forget_in_child(void); /* 1: forked mid open/close, SQLite unusable */
+
+/* ---- record -> row (rows.c) ---- */
+struct tpa_run_end { int64_t ts; int has_status, status; const char *ended_by; };
+TPA_HIDDEN int tpa_rows_write(const struct tpa_rec_view *v);
+TPA_HIDDEN int tpa_rows_insert_run(struct sqlite3_stmt *insert);
+/* The run row's state: end NULL while running (skipped when unchanged),
+ * the final row with end. */
+TPA_HIDDEN int tpa_rows_write_run(const struct tpa_run_end *end);
+TPA_HIDDEN unsigned tpa_rows_run_generation_written(void);
+TPA_HIDDEN void tpa_rows_reset(void);
+
+/* ---- writer thread ---- */
+/* How long an exit, _exit or exec may spend draining the ring before the
+ * rest is discarded and counted, and then closing the file. */
+#define TPA_END_DRAIN_MS 450
+#define TPA_END_CLOSE_MS 300
+TPA_HIDDEN int tpa_writer_ensure(void);          /* on the first record: opens the file, starts the thread */
+TPA_HIDDEN int tpa_writer_flush(int timeout_ms);  /* waits for everything queued */
+TPA_HIDDEN int tpa_writer_flush_signal_safe(int timeout_ms);
+/* Ends the database: drains (bounded), writes the final run row with
+ * ended_by ("exit", "_exit", "exec") and closes.  discard_if_empty: a
+ * process that recorded nothing removes its file instead.  Only atomics and
+ * nanosleep on the caller's side (the writer thread does the work), so it
+ * may run in a signal handler that calls _exit. */
+TPA_HIDDEN void tpa_writer_finish(int has_status, int exit_status, const char *ended_by, int discard_if_empty);
+/* After an exec that failed: reopen the same database and go on recording. */
+TPA_HIDDEN void tpa_writer_resume_after_exec(void);
+TPA_HIDDEN void tpa_writer_reset_in_child(void);
+TPA_HIDDEN int tpa_writer_has_db(void);
+
+/* ---- the database's file descriptors (db_fds.c) ---- */
+#define TPA_MIN_NOFILE 64 /* below this RLIMIT_NOFILE the shim stays off */
+TPA_HIDDEN int tpa_dbfd_install(void);          /* private SQLite: single-threaded, syscalls hooked */
+TPA_HIDDEN int tpa_dbfd_floor(void);            /* lowest fd number for the shim, -1: limit too low */
+TPA_HIDDEN int tpa_dbfd_lost(void);             /* 1 once a descriptor was found closed or replaced */
+TPA_HIDDEN int tpa_dbfd_check(void);            /* checks every descriptor now; 0 all ours */
+TPA_HIDDEN int tpa_dbfd_identity(const char *path, uint64_t *dev, uint64_t *ino); /* lstat, regular only */
+TPA_HIDDEN void tpa_dbfd_note_created(uint64_t dev, uint64_t ino);
+TPA_HIDDEN int tpa_dbfd_created(uint64_t dev, uint64_t ino);
+TPA_HIDDEN void tpa_dbfd_forget_in_child(void);
+
+/* ---- exec and _exit (exec_exit.c, lifecycle.c) ---- */
+TPA_HIDDEN void tpa_exec_resolve(void);          /* looks up the real exec/_exit functions */
+TPA_HIDDEN int tpa_before_exec(void);            /* 1 when the database was ended for the exec */
+TPA_HIDDEN void tpa_after_failed_exec(int ended);
+TPA_HIDDEN void tpa_before__exit(int status);
+TPA_HIDDEN void tpa_signals_install_lazily(void); /* on the first record */
+
+/* ---- stacks and modules (writer side) ---- */
+TPA_HIDDEN void tpa_stack_reset(void);
+/* Returns the stack id of ips (inserting it once), 0 on error. */
+TPA_HIDDEN int64_t tpa_stack_intern(struct sqlite3_stmt *insert, const uint64_t *ips, int n, int *err);
+TPA_HIDDEN int tpa_modules_refresh(struct sqlite3_stmt *insert, struct sqlite3_stmt *unload, int force);
+TPA_HIDDEN void tpa_modules_reset(void);
+
+/* ---- process facts (proc_self.c) ---- */
+TPA_HIDDEN void tpa_self_find(void);             /* once, in the constructor */
+TPA_HIDDEN const char *tpa_self_path(void);      /* absolute path of libtpaudit.so */
+TPA_HIDDEN int tpa_is_python(void);           /* basename of /proc/self/exe starts with python */
+TPA_HIDDEN int tpa_read_cmdline(char *buf, int cap); /* NUL-separated, returns length */
+TPA_HIDDEN void tpa_argv_json(char *out, size_t cap); /* the command line as a JSON array */
+
+/* ---- Python bootstrap (python_boot.c) ---- */
+TPA_HIDDEN void tpa_python_bootstrap(void);
+
+#endif

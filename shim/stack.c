@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shim_core.h"
+#include "binds.h"
 
 static __thread int t_in_unwind __attribute__((tls_model("initial-exec")));
 
@@ -85,12 +85,11 @@ int64_t tpa_stack_intern(sqlite3_stmt *ins, const uint64_t *ips, int n, int *err
     }
     memcpy(copy, ips, 8u * (size_t)n);
     int64_t id = g_next_id++;
-    sqlite3_reset(ins);
-    sqlite3_bind_int64(ins, 1, id);
-    sqlite3_bind_int64(ins, 2, (int64_t)h);
-    sqlite3_bind_int(ins, 3, n);
-    sqlite3_bind_blob(ins, 4, copy, 8 * n, SQLITE_STATIC); /* x86-64/aarch64: little-endian */
-    if (sqlite3_step(ins) != SQLITE_DONE) {
+    sqlite3_stmt *st = ins;
+    int col = 0;
+    sqlite3_reset(st);
+    TPA_STACK_COLUMNS(BIND)
+    if (sqlite3_step(st) != SQLITE_DONE) {
         free(copy);
         *err = 1;
         return 0;

@@ -1,0 +1,84 @@
+/* proc_self.c - facts about the host process the shim's files share: the
+ * shim's own path, whether the program is a Python interpreter, and its
+ * command line (raw, and as the run row's JSON argv). */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim_internal.h"
+
+static char g_self[PATH_MAX];
+
+const char *tpa_self_path(void) { return g_self; }
+
+void tpa_self_find(void) {
+    Dl_info info;
+    if (dladdr((void *)&tpa_self_find, &info) && info.dli_fname) {
+        if (!realpath(info.dli_fname, g_self)) {
+            strncpy(g_self, info.dli_fname, sizeof g_self - 1);
+        }
+    }
+}
+
+int tpa_is_python(void) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return 0;
+    exe[n] = 0;
+    const char *base = strrchr(exe, '/');
+    base = base ? base + 1 : exe;
+    return strncmp(base, "python", 6) == 0;
+}
+
+int tpa_read_cmdline(char *buf, int cap) {
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    int n = 0;
+    while (n < cap - 1) {
+        ssize_t r = read(fd, buf + n, (size_t)(cap - 1 - n));
+        if (r <= 0) break;
+        n += (int)r;
+    }
+    close(fd);
+    buf[n] = 0;
+    return n;
+}
+
+/* Appends one argument as a JSON string; returns the new length. */
+static size_t put_json_string(char *out, size_t cap, size_t k, const char *a, size_t len) {
+    out[k++] = '"';
+    for (size_t j = 0; j < len && k + 8 < cap; j++) {
+        unsigned char c = (unsigned char)a[j];
+        if (c == '"' || c == '\\') {
+            out[k++] = '\\';
+            out[k++] = (char)c;
+        } else if (c < 0x20) {
+            k += (size_t)snprintf(out + k, cap - k, "\\u%04x", c);
+        } else {
+            out[k++] = (char)c;
+        }
+    }
+    out[k++] = '"';
+    return k;
+}
+
+void tpa_argv_json(char *out, size_t cap) {
+    char cmd[16384];
+    int n = tpa_read_cmdline(cmd, sizeof cmd);
+    size_t k = 0;
+    out[k++] = '[';
+    for (int i = 0; i < n;) {
+        const char *a = cmd + i;
+        size_t len = strlen(a);
+        if (k + 8 >= cap) break;
+        if (i) out[k++] = ',';
+        k = put_json_string(out, cap, k, a, len);
+        i += (int)len + 1;
+    }
+    out[k++] = ']';
+    out[k] = 0;
+}
