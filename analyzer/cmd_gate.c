@@ -31,7 +31,7 @@ static void usage(FILE *out) {
           out);
 }
 
-/* Marks findings new or grown against the baseline; returns how many. */
+/* Marks findings new or grown against the baseline. */
 static void mark_new(tpa_report_t *r, const tpa_report_t *base) {
     for (size_t i = 0; i < r->n_findings; i++) {
         tpa_finding_t *f = &r->findings[i];
@@ -50,112 +50,118 @@ static void add_rule(tpa_report_t *r, const char *rule, int64_t limit, int64_t m
     r->rules[r->n_rules++] = (tpa_gate_rule_t){tpa_strdup(rule), limit, measured, rank, 0, passed};
 }
 
-int tpa_cmd_gate(int argc, char **argv) {
+typedef struct gate_options {
+    int64_t max_retained, max_findings;
+    int fail_on_warning, allow_incomplete, junit, gave_retained, gave_findings;
+    const char *baseline;
+} gate_options_t;
+
+/* One option into `o`; -1 when it was taken, else the exit code. */
+static int take_option(int c, gate_options_t *o, char **argv) {
+    char *end;
+    int size_rc;
+    switch (c) {
+    case 'r':
+        o->gave_retained = 1;
+        if ((size_rc = tpa_parse_size(optarg, &o->max_retained))) {
+            fprintf(stderr, "tpaudit: bad SIZE '%s' for --max-retained (%s)\n", tpa_term(optarg),
+                    size_rc == -2 ? "too large: at most 8 EiB" : "a number and a unit, e.g. 0, 512KiB, 64MiB, 1.5GiB");
+            return TPA_EXIT_USAGE;
+        }
+        return -1;
+    case 'n':
+        o->gave_findings = 1;
+        errno = 0;
+        o->max_findings = strtoll(optarg, &end, 10);
+        if (end == optarg || *end || o->max_findings < 0 || errno) {
+            fprintf(stderr, "tpaudit: bad --max-findings '%s' (a whole number, 0 or more)\n", tpa_term(optarg));
+            return TPA_EXIT_USAGE;
+        }
+        return -1;
+    case 'l':
+        if (!strcmp(optarg, "warning")) o->fail_on_warning = 1;
+        else if (strcmp(optarg, "error")) { fprintf(stderr, "tpaudit: --fail-on takes error or warning\n"); return TPA_EXIT_USAGE; }
+        return -1;
+    case 'b': o->baseline = optarg; return -1;
+    case 'a': o->allow_incomplete = 1; return -1;
+    case 'f':
+        if (!strcmp(optarg, "junit")) o->junit = 1;
+        else if (strcmp(optarg, "text")) { fprintf(stderr, "tpaudit: gate --format takes text or junit\n"); return TPA_EXIT_USAGE; }
+        return -1;
+    case 'h': usage(stdout); return TPA_EXIT_OK;
+    default: tpa_option_error("gate", c, argv); return TPA_EXIT_USAGE;
+    }
+}
+
+/* The options and PATHs; -1 when the gate runs, else the exit code. */
+static int parse_options(int argc, char **argv, gate_options_t *o) {
     static const struct option opts[] = {{"max-retained", required_argument, 0, 'r'}, {"max-findings", required_argument, 0, 'n'},
                                          {"fail-on", required_argument, 0, 'l'}, {"baseline", required_argument, 0, 'b'},
                                          {"allow-incomplete", no_argument, 0, 'a'}, {"format", required_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    int64_t max_retained = 0, max_findings = 0;
-    int fail_on_warning = 0, allow_incomplete = 0, junit = 0, gave_retained = 0, gave_findings = 0;
-    const char *baseline = NULL;
-    int c, size_rc;
+    int c, rc;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        char *end;
-        switch (c) {
-        case 'r':
-            gave_retained = 1;
-            if ((size_rc = tpa_parse_size(optarg, &max_retained))) {
-                fprintf(stderr, "tpaudit: bad SIZE '%s' for --max-retained (%s)\n", tpa_term(optarg),
-                        size_rc == -2 ? "too large: at most 8 EiB" : "a number and a unit, e.g. 0, 512KiB, 64MiB, 1.5GiB");
-                return TPA_EXIT_USAGE;
-            }
-            break;
-        case 'n':
-            gave_findings = 1;
-            errno = 0;
-            max_findings = strtoll(optarg, &end, 10);
-            if (end == optarg || *end || max_findings < 0 || errno) {
-                fprintf(stderr, "tpaudit: bad --max-findings '%s' (a whole number, 0 or more)\n", tpa_term(optarg));
-                return TPA_EXIT_USAGE;
-            }
-            break;
-        case 'l':
-            if (!strcmp(optarg, "warning")) fail_on_warning = 1;
-            else if (strcmp(optarg, "error")) { fprintf(stderr, "tpaudit: --fail-on takes error or warning\n"); return TPA_EXIT_USAGE; }
-            break;
-        case 'b': baseline = optarg; break;
-        case 'a': allow_incomplete = 1; break;
-        case 'f':
-            if (!strcmp(optarg, "junit")) junit = 1;
-            else if (strcmp(optarg, "text")) { fprintf(stderr, "tpaudit: gate --format takes text or junit\n"); return TPA_EXIT_USAGE; }
-            break;
-        case 'h': usage(stdout); return TPA_EXIT_OK;
-        default: tpa_option_error("gate", c, argv); return TPA_EXIT_USAGE;
-        }
-    }
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1)
+        if ((rc = take_option(c, o, argv)) >= 0) return rc;
     if (optind >= argc) { fputs("tpaudit: gate: no PATH given (see tpaudit gate --help)\n", stderr); return TPA_EXIT_USAGE; }
-    if (!gave_retained && !gave_findings) gave_retained = gave_findings = 1;
+    if (!o->gave_retained && !o->gave_findings) o->gave_retained = o->gave_findings = 1;
+    return -1;
+}
+
+/* The rules into the report model: retained bytes per rank (a process
+ * without a rank is its own group), then the finding count. */
+static void judge_rules(tpa_report_t *r, const gate_options_t *o) {
+    r->has_gate = 1;
+    int passed = 1;
+    for (size_t i = 0; i < r->n_runs && o->gave_retained; i++) {
+        int ranked = r->runs[i].has_rank;
+        int64_t rank = ranked ? r->runs[i].rank : -1, retained = 0;
+        int seen = 0;
+        for (size_t k = 0; k < i && ranked; k++) if (r->runs[k].has_rank && r->runs[k].rank == rank) seen = 1;
+        if (seen) continue;
+        for (size_t j = 0; j < r->n_findings; j++) {
+            const tpa_finding_t *f = &r->findings[j];
+            int mine = ranked ? f->rank == rank : f->run_index == i;
+            if (mine && f->is_error && f->is_new) retained = tpa_add_bytes(retained, f->retained_bytes);
+        }
+        int ok = retained <= o->max_retained;
+        passed &= ok;
+        add_rule(r, "max-retained", o->max_retained, retained, rank, ok);
+        if (!ranked) r->rules[r->n_rules - 1].pid = r->runs[i].pid;
+    }
+    int64_t counted = 0;
+    for (size_t j = 0; j < r->n_findings; j++)
+        if (r->findings[j].is_new && (r->findings[j].is_error || o->fail_on_warning)) counted++;
+    if (o->gave_findings) {
+        int ok = counted <= o->max_findings;
+        passed &= ok;
+        add_rule(r, o->fail_on_warning ? "max-findings (warning and above)" : "max-findings (errors)", o->max_findings, counted, -1, ok);
+    }
+    r->gate_passed = passed;
+    r->gate_inconclusive = r->inconclusive && !o->allow_incomplete;
+}
+
+int tpa_cmd_gate(int argc, char **argv) {
+    gate_options_t o = {0};
+    int rc = parse_options(argc, argv, &o);
+    if (rc >= 0) return rc;
     tpa_report_t r, base;
     memset(&base, 0, sizeof base);
     if (tpa_load_or_say(argc - optind, argv + optind, 0, &r)) { tpa_report_free(&r); return TPA_EXIT_USAGE; }
-    if (baseline) {
-        char *bp[1] = {(char *)baseline};
+    if (o.baseline) {
+        char *bp[1] = {(char *)o.baseline};
         if (tpa_load_or_say(1, bp, 1, &base)) { tpa_report_free(&r); tpa_report_free(&base); return TPA_EXIT_USAGE; }
         mark_new(&r, &base);
     } else {
         for (size_t i = 0; i < r.n_findings; i++) r.findings[i].is_new = 1;
     }
-    r.has_gate = 1;
-    int passed = 1;
-    /* Retained bytes per rank; a process without a rank is its own group. */
-    for (size_t i = 0; i < r.n_runs && gave_retained; i++) {
-        int ranked = r.runs[i].has_rank;
-        int64_t rank = ranked ? r.runs[i].rank : -1, retained = 0;
-        int seen = 0;
-        for (size_t k = 0; k < i && ranked; k++) if (r.runs[k].has_rank && r.runs[k].rank == rank) seen = 1;
-        if (seen) continue;
-        for (size_t j = 0; j < r.n_findings; j++) {
-            const tpa_finding_t *f = &r.findings[j];
-            int mine = ranked ? f->rank == rank : f->run_index == i;
-            if (mine && f->is_error && f->is_new) retained = tpa_add_bytes(retained, f->retained_bytes);
-        }
-        int ok = retained <= max_retained;
-        passed &= ok;
-        add_rule(&r, "max-retained", max_retained, retained, rank, ok);
-        if (!ranked) r.rules[r.n_rules - 1].pid = r.runs[i].pid;
-    }
-    int64_t counted = 0;
-    for (size_t j = 0; j < r.n_findings; j++)
-        if (r.findings[j].is_new && (r.findings[j].is_error || fail_on_warning)) counted++;
-    if (gave_findings) {
-        int ok = counted <= max_findings;
-        passed &= ok;
-        add_rule(&r, fail_on_warning ? "max-findings (warning and above)" : "max-findings (errors)", max_findings, counted, -1, ok);
-    }
-    r.gate_passed = passed;
-    FILE *out = stdout;
-    for (size_t i = 0; i < r.n_rules; i++) {
-        const tpa_gate_rule_t *g = &r.rules[i];
-        char lim[32], got[32], rank[32];
-        if (!strcmp(g->rule, "max-retained")) { tpa_format_bytes(g->limit, lim, sizeof lim); tpa_format_bytes(g->measured, got, sizeof got); }
-        else { snprintf(lim, sizeof lim, "%lld", (long long)g->limit); snprintf(got, sizeof got, "%lld", (long long)g->measured); }
-        if (g->rank >= 0) snprintf(rank, sizeof rank, "rank %lld", (long long)g->rank);
-        else if (g->pid) snprintf(rank, sizeof rank, "pid %lld (no rank)", (long long)g->pid);
-        else snprintf(rank, sizeof rank, "all ranks");
-        if (!junit) fprintf(out, "gate: %-4s %s on %s: measured %s, limit %s%s\n", g->passed ? "ok" : "FAIL", g->rule, rank, got, lim,
-                            g->passed ? "" : " (over the limit)");
-    }
-    int code = passed ? TPA_EXIT_OK : TPA_EXIT_GATE;
-    if (r.inconclusive && !allow_incomplete) {
-        for (size_t i = 0; i < r.n_runs; i++)
-            if (r.runs[i].inconclusive)
-                fprintf(stderr, "tpaudit: %s: inconclusive: %s\n", tpa_term(r.runs[i].file), tpa_term(r.runs[i].why_inconclusive));
-        code = TPA_EXIT_INCONCLUSIVE;
-    }
-    if (junit) tpa_render_junit(&r, out);
-    else fprintf(out, "gate: %s\n", code == TPA_EXIT_OK ? "passed" : code == TPA_EXIT_GATE ? "FAILED" : "inconclusive");
+    judge_rules(&r, &o);
+    int code = r.gate_inconclusive ? TPA_EXIT_INCONCLUSIVE : r.gate_passed ? TPA_EXIT_OK : TPA_EXIT_GATE;
+    for (size_t i = 0; i < r.n_runs && r.gate_inconclusive; i++)
+        if (r.runs[i].inconclusive)
+            fprintf(stderr, "tpaudit: %s: inconclusive: %s\n", tpa_term(r.runs[i].file), tpa_term(r.runs[i].why_inconclusive));
+    (o.junit ? tpa_render_junit : tpa_render_gate_text)(&r, stdout);
     tpa_report_free(&r);
     tpa_report_free(&base);
     return code;

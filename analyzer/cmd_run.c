@@ -243,26 +243,34 @@ static int set_preload(const char *shim) {
     return 0;
 }
 
+/* The shim, the output directory and the environment the child gets:
+ * TPAUDIT_OUT (absolute) and LD_PRELOAD.  Inside another `tpaudit run` (a
+ * script that calls it again) it joins that run's directory (`nested`);
+ * the outer run gives the verdict.  0, or -1 after saying why. */
+static int prepare_environment(const struct run_options *o, const char **out_dir, char *abs_out, int *nested) {
+    char shim[PATH_MAX];
+    if (find_shim(shim, sizeof shim)) {
+        fputs("tpaudit: cannot find libtpaudit.so beside this tpaudit (../lib)\n", stderr);
+        return -1;
+    }
+    const char *inherited = getenv("TPAUDIT_OUT"), *old_preload = getenv("LD_PRELOAD");
+    *nested = !o->out_dir && inherited && *inherited && old_preload && strstr(old_preload, shim);
+    *out_dir = o->out_dir ? o->out_dir : inherited && *inherited ? inherited : "./tpaudit-out";
+    if (!*nested && prepare_output(*out_dir, o->force)) return -1;
+    absolute_path(*out_dir, abs_out, PATH_MAX);
+    setenv("TPAUDIT_OUT", abs_out, 1);
+    return set_preload(shim) ? -1 : 0;
+}
+
 int tpa_cmd_run(int argc, char **argv) {
     struct run_options o = {0};
     int parsed = parse_options(argc, argv, &o);
     if (parsed) return parsed > 0 ? TPA_EXIT_OK : TPA_EXIT_USAGE;
     char **cmd = argv + o.first_arg;
-    char shim[PATH_MAX];
-    if (find_shim(shim, sizeof shim)) {
-        fputs("tpaudit: cannot find libtpaudit.so beside this tpaudit (../lib)\n", stderr);
-        return TPA_EXIT_USAGE;
-    }
-    /* Inside another `tpaudit run` (a script that calls it again): join
-     * that run's directory; the outer run gives the verdict. */
-    const char *inherited = getenv("TPAUDIT_OUT"), *old_preload = getenv("LD_PRELOAD");
-    int nested = !o.out_dir && inherited && *inherited && old_preload && strstr(old_preload, shim);
-    const char *out_dir = o.out_dir ? o.out_dir : inherited && *inherited ? inherited : "./tpaudit-out";
-    if (!nested && prepare_output(out_dir, o.force)) return TPA_EXIT_USAGE;
+    const char *out_dir;
     char abs_out[PATH_MAX];
-    absolute_path(out_dir, abs_out, sizeof abs_out);
-    setenv("TPAUDIT_OUT", abs_out, 1);
-    if (set_preload(shim)) return TPA_EXIT_USAGE;
+    int nested;
+    if (prepare_environment(&o, &out_dir, abs_out, &nested)) return TPA_EXIT_USAGE;
 
     char target[PATH_MAX], why[PATH_MAX + 200];
     if (tpa_run_resolve(cmd[0], target, sizeof target) == 0 && tpa_run_unpreloadable(target, why, sizeof why))

@@ -160,8 +160,8 @@ static int fail(sqlite3 *db, int code) {
     return code;
 }
 
-int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len) {
-    *out = NULL;
+/* The path is a regular file that starts with SQLite's magic; 0 or -1. */
+static int check_magic(const char *path, char *why, size_t why_len) {
     struct stat sb;
     int fd = open_regular(path, &sb, why, why_len);
     if (fd < 0) return -1;
@@ -172,6 +172,12 @@ int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len) {
         snprintf(why, why_len, "%s is not a SQLite database", path);
         return -1;
     }
+    return 0;
+}
+
+/* Opens `path` read-only and immutable, or a private copy of it when it
+ * has a pending journal; 0, or -1 with why. */
+static int open_sqlite(const char *path, sqlite3 **out, char *why, size_t why_len) {
     char *snap = NULL;
     if (has_pending(path, "-wal") || has_pending(path, "-journal")) {
         snap = make_snapshot(path);
@@ -195,9 +201,16 @@ int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len) {
     sqlite3_busy_timeout(db, 0);
     sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
     sqlite3_exec(db, "PRAGMA query_only=1", NULL, NULL, NULL);
+    *out = db;
+    return 0;
+}
+
+/* Inside one read transaction: the version reads, the file is healthy,
+ * not newer than this tpaudit, and holds the tables the analyzer reads. */
+static int check_contents(sqlite3 *db, const char *path, char *why, size_t why_len) {
     sqlite3_stmt *st = NULL;
     int version = -1;
-    rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    int rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
     if (rc == SQLITE_OK && (rc = sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM sqlite_master), * FROM pragma_user_version", -1, &st, NULL)) == SQLITE_OK &&
         (rc = sqlite3_step(st)) == SQLITE_ROW)
         version = sqlite3_column_int(st, 1);
@@ -207,7 +220,7 @@ int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len) {
             snprintf(why, why_len, "%s is locked by another process: %s", path, sqlite3_errmsg(db));
         else
             snprintf(why, why_len, "%s is corrupt or truncated: %s", path, sqlite3_errmsg(db));
-        return fail(db, -1);
+        return -1;
     }
     const char *ok = NULL;
     if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
@@ -216,11 +229,11 @@ int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len) {
     sqlite3_finalize(st);
     if (!healthy) {
         snprintf(why, why_len, "%s is corrupt or truncated (integrity check failed)", path);
-        return fail(db, -1);
+        return -1;
     }
     if (version > TPA_SCHEMA_VERSION) {
         snprintf(why, why_len, "%s has schema version %d, newer than this tpaudit reads (%d)", path, version, TPA_SCHEMA_VERSION);
-        return fail(db, -1);
+        return -1;
     }
     int tables = 0;
     if (sqlite3_prepare_v2(db,
@@ -232,8 +245,16 @@ int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len) {
     sqlite3_finalize(st);
     if (version != TPA_SCHEMA_VERSION || tables != 6) {
         snprintf(why, why_len, "%s is a SQLite database but not a tpaudit database", path);
-        return fail(db, -1);
+        return -1;
     }
+    return 0;
+}
+
+int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len) {
+    *out = NULL;
+    sqlite3 *db;
+    if (check_magic(path, why, why_len) || open_sqlite(path, &db, why, why_len)) return -1;
+    if (check_contents(db, path, why, why_len)) return fail(db, -1);
     *out = db;
     return 0;
 }

@@ -14,6 +14,44 @@ static const char *suite_name(const tpa_run_t *run, char *buf, size_t len) {
     return buf;
 }
 
+/* One process's suite: a testcase per finding kind, then completeness. */
+static void put_suite(const tpa_report_t *r, size_t i, const char *suite, FILE *out) {
+    const tpa_run_t *run = &r->runs[i];
+    size_t failures = 0, tests = 0;
+    for (size_t k = 0; k < tpa_n_kinds; k++) {
+        tests++;
+        for (size_t j = 0; j < r->n_findings; j++)
+            if (r->findings[j].run_index == i && !strcmp(r->findings[j].kind, tpa_kinds[k].name) && r->findings[j].is_error) { failures++; break; }
+    }
+    tests++;
+    failures += run->inconclusive ? 1 : 0;
+    fprintf(out, "  <testsuite name=\"%s\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", suite, tests, failures);
+    for (size_t k = 0; k < tpa_n_kinds; k++) {
+        fprintf(out, "    <testcase classname=\"%s\" name=\"%s\">", suite, tpa_kinds[k].junit_name);
+        int opened = 0;
+        for (size_t j = 0; j < r->n_findings; j++) {
+            const tpa_finding_t *f = &r->findings[j];
+            if (f->run_index != i || strcmp(f->kind, tpa_kinds[k].name)) continue;
+            if (!opened) {
+                fprintf(out, f->is_error ? "\n      <failure type=\"%s\" message=\"" : "\n      <system-out>", tpa_kinds[k].junit_name);
+                if (f->is_error) { tpa_put_xml_escaped(out, f->message); fputs("\">", out); }
+                opened = f->is_error ? 1 : 2;
+            }
+            tpa_put_xml_escaped(out, f->message);
+            fputs("\n", out);
+        }
+        if (opened) fputs(opened == 1 ? "</failure>\n    " : "</system-out>\n    ", out);
+        fputs("</testcase>\n", out);
+    }
+    fprintf(out, "    <testcase classname=\"%s\" name=\"complete\">", suite);
+    if (run->inconclusive) {
+        fputs("<failure type=\"inconclusive\" message=\"", out);
+        tpa_put_xml_escaped(out, run->why_inconclusive);
+        fputs("\"/>", out);
+    }
+    fputs("</testcase>\n  </testsuite>\n", out);
+}
+
 int tpa_render_junit(const tpa_report_t *r, FILE *out) {
     fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"tpaudit\">\n", out);
     for (size_t i = 0; i < r->n_runs; i++) {
@@ -25,39 +63,7 @@ int tpa_render_junit(const tpa_report_t *r, FILE *out) {
                 snprintf(suite + strlen(suite), sizeof suite - strlen(suite), ".%zu", i + 1);
                 break;
             }
-        size_t failures = 0, tests = 0;
-        for (size_t k = 0; k < tpa_n_kinds; k++) {
-            tests++;
-            for (size_t j = 0; j < r->n_findings; j++)
-                if (r->findings[j].run_index == i && !strcmp(r->findings[j].kind, tpa_kinds[k].name) && r->findings[j].is_error) { failures++; break; }
-        }
-        tests++;
-        failures += run->inconclusive ? 1 : 0;
-        fprintf(out, "  <testsuite name=\"%s\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", suite, tests, failures);
-        for (size_t k = 0; k < tpa_n_kinds; k++) {
-            fprintf(out, "    <testcase classname=\"%s\" name=\"%s\">", suite, tpa_kinds[k].junit_name);
-            int opened = 0;
-            for (size_t j = 0; j < r->n_findings; j++) {
-                const tpa_finding_t *f = &r->findings[j];
-                if (f->run_index != i || strcmp(f->kind, tpa_kinds[k].name)) continue;
-                if (!opened) {
-                    fprintf(out, f->is_error ? "\n      <failure type=\"%s\" message=\"" : "\n      <system-out>", tpa_kinds[k].junit_name);
-                    if (f->is_error) { tpa_put_xml_escaped(out, f->message); fputs("\">", out); }
-                    opened = f->is_error ? 1 : 2;
-                }
-                tpa_put_xml_escaped(out, f->message);
-                fputs("\n", out);
-            }
-            if (opened) fputs(opened == 1 ? "</failure>\n    " : "</system-out>\n    ", out);
-            fputs("</testcase>\n", out);
-        }
-        fprintf(out, "    <testcase classname=\"%s\" name=\"complete\">", suite);
-        if (run->inconclusive) {
-            fputs("<failure type=\"inconclusive\" message=\"", out);
-            tpa_put_xml_escaped(out, run->why_inconclusive);
-            fputs("\"/>", out);
-        }
-        fputs("</testcase>\n  </testsuite>\n", out);
+        put_suite(r, i, suite, out);
     }
     if (r->has_gate) {
         size_t failed = 0;

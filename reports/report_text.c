@@ -2,7 +2,7 @@
  * (verdict, retained bytes per rank, the findings in one line each), then
  * the details of each finding with its successor and stacks.  Every stored
  * string goes through tpa_term (no control byte reaches the terminal); a
- * missing rank is written "no rank". */
+ * missing rank is written "no rank".  The gate's verdict as text too. */
 #include "finding_kinds.h"
 #include "tpa_model.h"
 
@@ -27,7 +27,8 @@ static void put_frames(FILE *out, const char *title, const tpa_frames_t *fr) {
     }
 }
 
-int tpa_render_text(const tpa_report_t *r, FILE *out) {
+/* The verdict line and one line per run with its retained bytes. */
+static void put_summary(const tpa_report_t *r, FILE *out) {
     size_t errors = 0, warnings = 0;
     int64_t total = 0, state_total = 0;
     for (size_t i = 0; i < r->n_findings; i++) {
@@ -45,56 +46,78 @@ int tpa_render_text(const tpa_report_t *r, FILE *out) {
             r->n_runs == 1 ? "" : "s", errors, errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s", bytes, state);
     if (!r->n_findings) fputs("verdict: clean - every tensor the optimizers hold is a live model parameter\n", out);
     else fputs(errors ? "verdict: STALE TENSORS - optimizers hold tensors the model replaced\n" : "verdict: warnings only\n", out);
-    for (size_t i = 0; i < r->n_runs; i++) {
-        const tpa_run_t *run = &r->runs[i];
-        int64_t retained = 0;
-        char rank[32];
-        for (size_t j = 0; j < r->n_findings; j++)
-            if (r->findings[j].run_index == i && r->findings[j].is_error) retained = tpa_add_bytes(retained, r->findings[j].retained_bytes);
-        tpa_format_bytes(retained, bytes, sizeof bytes);
-        char step[48];
-        if (!run->n_audits) snprintf(step, sizeof step, "never audited");
-        else if (run->headline_step < 0) snprintf(step, sizeof step, "audited at exit");
-        else snprintf(step, sizeof step, "audited step %lld", (long long)run->headline_step);
-        fprintf(out, "  %-8s %s pid %lld: %s retained, %s, cupti %s, python %s%s%s\n",
-                rank_label(run->has_rank, run->rank, rank, sizeof rank), T(run->host, "?"), (long long)run->pid, bytes, step,
-                T(run->cupti, "?"), T(run->python, "?"), run->inconclusive ? "; INCONCLUSIVE: " : "",
-                run->inconclusive ? T(run->why_inconclusive, "") : "");
-        for (size_t k = 0; k < run->n_by_library && k < 6; k++) {
-            tpa_format_bytes(run->by_library[k].bytes, bytes, sizeof bytes);
-            fprintf(out, "%s%s %s in %lld", k ? ", " : "      device memory by library: ", T(run->by_library[k].library, "?"),
-                    bytes, (long long)run->by_library[k].allocations);
-        }
-        if (run->n_by_library) fputs(run->n_by_library > 6 ? ", ...\n" : "\n", out);
+}
+
+static void put_run(const tpa_report_t *r, size_t i, FILE *out) {
+    const tpa_run_t *run = &r->runs[i];
+    int64_t retained = 0;
+    char rank[32], bytes[32], step[48];
+    for (size_t j = 0; j < r->n_findings; j++)
+        if (r->findings[j].run_index == i && r->findings[j].is_error) retained = tpa_add_bytes(retained, r->findings[j].retained_bytes);
+    tpa_format_bytes(retained, bytes, sizeof bytes);
+    if (!run->n_audits) snprintf(step, sizeof step, "never audited");
+    else if (run->headline_step < 0) snprintf(step, sizeof step, "audited at exit");
+    else snprintf(step, sizeof step, "audited step %lld", (long long)run->headline_step);
+    fprintf(out, "  %-8s %s pid %lld: %s retained, %s, cupti %s, python %s%s%s\n",
+            rank_label(run->has_rank, run->rank, rank, sizeof rank), T(run->host, "?"), (long long)run->pid, bytes, step,
+            T(run->cupti, "?"), T(run->python, "?"), run->inconclusive ? "; INCONCLUSIVE: " : "",
+            run->inconclusive ? T(run->why_inconclusive, "") : "");
+    for (size_t k = 0; k < run->n_by_library && k < 6; k++) {
+        tpa_format_bytes(run->by_library[k].bytes, bytes, sizeof bytes);
+        fprintf(out, "%s%s %s in %lld", k ? ", " : "      device memory by library: ", T(run->by_library[k].library, "?"),
+                bytes, (long long)run->by_library[k].allocations);
     }
+    if (run->n_by_library) fputs(run->n_by_library > 6 ? ", ...\n" : "\n", out);
+}
+
+static void put_details(const tpa_finding_t *f, size_t number, FILE *out) {
+    char rank[32], bytes[32];
+    fprintf(out, "  [%zu] %s (%s), %s, step %lld\n      %s\n", number, T(tpa_kind_label(f->kind), "?"), tpa_severity(f),
+            rank_label(f->rank >= 0, f->rank, rank, sizeof rank), (long long)f->step, T(f->message, ""));
+    fprintf(out, "      tensor: %s %s local %s %s on %s (%s), grad %s; held at %s %s\n", T(f->name, "(unnamed)"),
+            T(f->shape, ""), T(f->local_shape, ""), T(f->dtype, ""), T(f->device, "?"), T(f->type, "?"),
+            f->has_grad ? "yes" : "never", T(f->holder_class, ""), T(f->holder_path, ""));
+    if (f->has_successor)
+        fprintf(out, "      successor: %s %s local %s: %s\n", T(f->succ_name, ""), T(f->succ_shape, ""),
+                T(f->succ_local_shape, ""), T(f->relation, ""));
+    if (f->has_allocation) {
+        tpa_format_bytes(f->alloc_bytes, bytes, sizeof bytes);
+        fprintf(out, "      allocation: 0x%llx, %s\n", (unsigned long long)f->alloc_address, bytes);
+    }
+    put_frames(out, "created at", &f->created_at);
+    put_frames(out, "replaced at", &f->replaced_at);
+    put_frames(out, "allocated at", &f->alloc_stack);
+}
+
+int tpa_render_text(const tpa_report_t *r, FILE *out) {
+    put_summary(r, out);
+    for (size_t i = 0; i < r->n_runs; i++) put_run(r, i, out);
     if (!r->n_findings) return ferror(out) ? -1 : 0;
     fputs("\nfindings:\n", out);
     for (size_t i = 0; i < r->n_findings; i++) {
         const tpa_finding_t *f = &r->findings[i];
-        char rank[32];
+        char rank[32], bytes[32];
         tpa_format_bytes(f->retained_bytes, bytes, sizeof bytes);
         fprintf(out, "  %-7s %-8s %-20s %-32s %-14s %s\n", tpa_severity(f), rank_label(f->rank >= 0, f->rank, rank, sizeof rank),
                 T(tpa_kind_label(f->kind), "?"), T(f->name, "(unnamed)"), T(f->shape, ""), bytes);
     }
     fputs("\ndetails:\n", out);
-    for (size_t i = 0; i < r->n_findings; i++) {
-        const tpa_finding_t *f = &r->findings[i];
-        char rank[32];
-        fprintf(out, "  [%zu] %s (%s), %s, step %lld\n      %s\n", i + 1, T(tpa_kind_label(f->kind), "?"), tpa_severity(f),
-                rank_label(f->rank >= 0, f->rank, rank, sizeof rank), (long long)f->step, T(f->message, ""));
-        fprintf(out, "      tensor: %s %s local %s %s on %s (%s), grad %s; held at %s %s\n", T(f->name, "(unnamed)"),
-                T(f->shape, ""), T(f->local_shape, ""), T(f->dtype, ""), T(f->device, "?"), T(f->type, "?"),
-                f->has_grad ? "yes" : "never", T(f->holder_class, ""), T(f->holder_path, ""));
-        if (f->has_successor)
-            fprintf(out, "      successor: %s %s local %s: %s\n", T(f->succ_name, ""), T(f->succ_shape, ""),
-                    T(f->succ_local_shape, ""), T(f->relation, ""));
-        if (f->has_allocation) {
-            tpa_format_bytes(f->alloc_bytes, bytes, sizeof bytes);
-            fprintf(out, "      allocation: 0x%llx, %s\n", (unsigned long long)f->alloc_address, bytes);
-        }
-        put_frames(out, "created at", &f->created_at);
-        put_frames(out, "replaced at", &f->replaced_at);
-        put_frames(out, "allocated at", &f->alloc_stack);
+    for (size_t i = 0; i < r->n_findings; i++) put_details(&r->findings[i], i + 1, out);
+    return ferror(out) ? -1 : 0;
+}
+
+int tpa_render_gate_text(const tpa_report_t *r, FILE *out) {
+    for (size_t i = 0; i < r->n_rules; i++) {
+        const tpa_gate_rule_t *g = &r->rules[i];
+        char lim[32], got[32], rank[32];
+        if (!strcmp(g->rule, "max-retained")) { tpa_format_bytes(g->limit, lim, sizeof lim); tpa_format_bytes(g->measured, got, sizeof got); }
+        else { snprintf(lim, sizeof lim, "%lld", (long long)g->limit); snprintf(got, sizeof got, "%lld", (long long)g->measured); }
+        if (g->rank >= 0) snprintf(rank, sizeof rank, "rank %lld", (long long)g->rank);
+        else if (g->pid) snprintf(rank, sizeof rank, "pid %lld (no rank)", (long long)g->pid);
+        else snprintf(rank, sizeof rank, "all ranks");
+        fprintf(out, "gate: %-4s %s on %s: measured %s, limit %s%s\n", g->passed ? "ok" : "FAIL", g->rule, rank, got, lim,
+                g->passed ? "" : " (over the limit)");
     }
+    fprintf(out, "gate: %s\n", r->gate_inconclusive ? "inconclusive" : r->gate_passed ? "passed" : "FAILED");
     return ferror(out) ? -1 : 0;
 }

@@ -112,6 +112,7 @@ typedef struct tpa_report {
     tpa_gate_rule_t *rules;
     size_t n_rules;
     int inconclusive; /* any run inconclusive */
+    int gate_inconclusive; /* the gate met an inconclusive run it was not told to allow */
 } tpa_report_t;
 
 /* Renderers: 0 on success, -1 on a write error. */
@@ -119,6 +120,8 @@ int tpa_render_text(const tpa_report_t *r, FILE *out);
 int tpa_render_json(const tpa_report_t *r, FILE *out);
 int tpa_render_html(const tpa_report_t *r, FILE *out);
 int tpa_render_junit(const tpa_report_t *r, FILE *out);
+/* The gate's rules and verdict as text (report_text.c). */
+int tpa_render_gate_text(const tpa_report_t *r, FILE *out);
 
 /* Numbers read from a database are range-checked into the model: byte
  * counts lie in [0, TPA_MAX_BYTES] (8 PiB, exact as a double) and times in
