@@ -160,6 +160,7 @@ typedef int (*tpaudit_v1_record_event_fn)(const tpaudit_event_t *event);
 typedef int (*tpaudit_v1_record_region_fn)(const tpaudit_region_t *region);
 typedef int (*tpaudit_v1_set_run_info_fn)(const char *field, const char *value);
 typedef int (*tpaudit_v1_flush_fn)(void);
+typedef int (*tpaudit_v1_audit_wants_fn)(int64_t step);
 
 /*
  * The lazy binding: each entry point is looked up once in the process's
@@ -257,6 +258,14 @@ static inline int tpaudit_set_run_info(const char *field, const char *value) {
 static inline int tpaudit_flush(void) {
     TPAUDIT__BIND(flush)
     return fn ? fn() : TPAUDIT_ENOTLOADED;
+}
+
+/* 1 when TPAUDIT_AUDIT asks for an audit before optimizer step `step`
+ * (-1: the audit at exit), 0 when not; the grammar is the shim's
+ * (docs/ENVIRONMENT.md).  TPAUDIT_ENOTLOADED when the shim is absent. */
+static inline int tpaudit_audit_wants(int64_t step) {
+    TPAUDIT__BIND(audit_wants)
+    return fn ? fn(step) : TPAUDIT_ENOTLOADED;
 }
 
 #undef TPAUDIT__BIND

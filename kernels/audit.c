@@ -3,45 +3,17 @@
  * model's live params (holder module), the optimizer's param groups and
  * state (holder optimizer) and the master -> working map (holder wrapper).
  * A tensor's key is its tprt_tensor descriptor's address.  Audit points
- * follow TPAUDIT_AUDIT (default "1,2,exit"): before the optimizer update of
+ * follow TPAUDIT_AUDIT, as the shim parses it: before the optimizer update of
  * the named steps, as the probe's step pre-hook does, and at the end. */
 #define _DEFAULT_SOURCE
 #include "model.h"
 #include "tpaudit.h"
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Parses TPAUDIT_AUDIT; a malformed value means the default. */
-static int plan_wants(const char *text, int step, int *bad) {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", text);
-    int want = 0;
-    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        while (isspace((unsigned char)*item)) item++;
-        for (char *e = item + strlen(item); e > item && isspace((unsigned char)e[-1]);) *--e = 0;
-        char *end;
-        if (!*item || !strcmp(item, "none")) continue;
-        if (!strcmp(item, "all")) { want |= step >= 0; continue; }
-        if (!strcmp(item, "exit")) { want |= step < 0; continue; }
-        long lo = strtol(item, &end, 10), hi = lo;
-        if (end == item) { *bad = 1; return 0; }
-        if (*end == '-') {
-            char *e2;
-            hi = strtol(end + 1, &e2, 10);
-            if (e2 == end + 1 || *e2 || hi < lo) { *bad = 1; return 0; }
-        } else if (*end) { *bad = 1; return 0; }
-        want |= step >= lo && step <= hi;
-    }
-    return want;
-}
-
-int tprt_audit_wanted(int step) {
-    const char *env = getenv("TPAUDIT_AUDIT");
-    int bad = 0, want = plan_wants(env ? env : "1,2,exit", step, &bad);
-    return bad ? plan_wants("1,2,exit", step, &bad) : want;
-}
+/* The shim parses TPAUDIT_AUDIT; without the shim there is nowhere to audit to. */
+int tprt_audit_wanted(int step) { return tpaudit_audit_wants(step) == 1; }
 
 int (*tprt_storage_hook)(const tprt_tensor *t, tprt_storage *s);
 

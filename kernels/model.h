@@ -113,7 +113,7 @@ float *tp_shard_copy(const float *full, int ndim, const int64_t *shape, int shar
 int64_t tp_local_index(int ndim, const int64_t *shape, int shard, int padded_rows, int r, int N, int64_t gi);
 
 /* ---- audit.c: ownership facts through tpaudit.h ---- */
-/* Whether TPAUDIT_AUDIT (default "1,2,exit") asks for step `step` (-1: exit). */
+/* Whether the shim's TPAUDIT_AUDIT plan asks for step `step` (-1: exit); 0 without the shim. */
 int tprt_audit_wanted(int step);
 /* One audit point: the model's live params, the optimizer's groups, state,
  * masters and its master->working map. */

@@ -12,8 +12,8 @@ bash "$here/scripts/build.sh" "$python" "$here/build"
 bash "$here/scripts/build.sh" "$python" "$here/build-asan" -DTPAUDIT_SANITIZE=ON -DTPAUDIT_WITH_CUDA=OFF
 
 status=0
-echo "== sanitized build: unit and gate suites"
-(cd "$here/build-asan" && ctest -L 'unit|gate' -j "$jobs" --output-on-failure) || status=1
+echo "== sanitized build: unit and analyzer suites"
+(cd "$here/build-asan" && ctest -L 'unit|analyzer' -j "$jobs" --output-on-failure) || status=1
 echo "== full build: all suites"
 if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
   echo "gpu tests will skip: no NVIDIA driver (libcuda.so.1) on this machine; scripts/gpu_all.sh runs them on a GPU machine"

@@ -12,10 +12,8 @@
 #include "shim_internal.h"
 
 static struct tpa_config g_cfg = {"./tpaudit-out", 1, 1, 32, TPA_LOG_WARN};
-static char g_audit[256] = "1,2,exit";
 
 const struct tpa_config *tpa_config(void) { return &g_cfg; }
-const char *tpa_audit_spec(void) { return g_audit; }
 
 void tpa_log(int level, const char *fmt, ...) {
     if (level > g_cfg.log_level) return;
@@ -50,37 +48,96 @@ static int parse_choice(const char *name, const char *const *words, int n, int d
     return dflt;
 }
 
-static int parse_step(const char *s, const char *e, long *out) {
-    if (s == e) return 0;
+/* The audit plan: which optimizer steps TPAUDIT_AUDIT names.  The grammar
+ * (docs/ENVIRONMENT.md) is a comma list of items, each with optional spaces
+ * around it, words in any case:
+ *     N        one step (1-based, 1..100000000)
+ *     a-b      steps a to b, a <= b (spaces allowed around the dash)
+ *     all      every step (also: every)
+ *     exit     the audit at process exit
+ *     none     nothing (the list may be only this)
+ * A malformed value gives one warning and the default; the variable is left
+ * as the user set it.  This is the one parser: tprt and the Python probe ask
+ * it through tpaudit_v1_audit_wants(). */
+#define TPA_PLAN_RANGES 64
+struct tpa_audit_plan {
+    int all_steps, at_exit, n;
+    long lo[TPA_PLAN_RANGES], hi[TPA_PLAN_RANGES];
+};
+static const char k_default_audit[] = "1,2,exit";
+static struct tpa_audit_plan g_plan; /* set by tpa_config_load() */
+
+static int is_space(char c) { return c == ' ' || c == '\t'; }
+
+static const char *skip_spaces(const char *p, const char *e) {
+    while (p < e && is_space(*p)) p++;
+    return p;
+}
+
+/* A step number at *p (advanced past it); 0 when there is none. */
+static int parse_step(const char **p, const char *e, long *out) {
+    const char *s = *p;
     long v = 0;
-    for (const char *p = s; p < e; p++) {
-        if (*p < '0' || *p > '9' || v > 100000000L) return 0;
-        v = v * 10 + (*p - '0');
+    while (*p < e && **p >= '0' && **p <= '9') {
+        if (v > 100000000L / 10) return 0;
+        v = v * 10 + (**p - '0');
+        (*p)++;
     }
+    if (*p == s || v < 1 || v > 100000000L) return 0;
     *out = v;
     return 1;
 }
 
-/* comma list of: N, a-b (a <= b), exit, all, none */
-static int audit_spec_valid(const char *v) {
-    if (!*v) return 0;
-    const char *p = v;
+static int word_is(const char *s, const char *e, const char *word) {
+    size_t n = strlen(word);
+    if ((size_t)(e - s) != n) return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((s[i] | 0x20) != word[i]) return 0;
+    return 1;
+}
+
+/* One item between s and e (spaces trimmed by the caller). */
+static int plan_item(struct tpa_audit_plan *plan, const char *s, const char *e) {
+    if (word_is(s, e, "all") || word_is(s, e, "every")) return plan->all_steps = 1;
+    if (word_is(s, e, "exit")) return plan->at_exit = 1;
+    if (word_is(s, e, "none")) return 1;
+    long lo, hi;
+    const char *p = s;
+    if (!parse_step(&p, e, &lo)) return 0;
+    hi = lo;
+    p = skip_spaces(p, e);
+    if (p < e && *p == '-') {
+        p = skip_spaces(p + 1, e);
+        if (!parse_step(&p, e, &hi) || hi < lo) return 0;
+    }
+    if (p != e || plan->n == TPA_PLAN_RANGES) return 0;
+    plan->lo[plan->n] = lo;
+    plan->hi[plan->n++] = hi;
+    return 1;
+}
+
+/* Parses `text` into *plan; 0 when it is malformed. */
+static int plan_parse(const char *text, struct tpa_audit_plan *plan) {
+    memset(plan, 0, sizeof *plan);
+    const char *p = text;
     while (1) {
         const char *e = strchr(p, ',');
         if (!e) e = p + strlen(p);
-        size_t len = (size_t)(e - p);
-        long a, b;
-        const char *dash = memchr(p, '-', len);
-        if ((len == 4 && !memcmp(p, "exit", 4)) || (len == 3 && !memcmp(p, "all", 3)) ||
-            (len == 4 && !memcmp(p, "none", 4))) {
-        } else if (dash) {
-            if (!parse_step(p, dash, &a) || !parse_step(dash + 1, e, &b) || a > b) return 0;
-        } else if (!parse_step(p, e, &a)) {
-            return 0;
-        }
+        const char *s = skip_spaces(p, e), *t = e;
+        while (t > s && is_space(t[-1])) t--;
+        if (s == t || !plan_item(plan, s, t)) return 0;
         if (!*e) return 1;
         p = e + 1;
     }
+}
+
+/* 1 when the plan asks for step `step` (-1: the audit at exit), else 0. */
+TPA_API int tpaudit_v1_audit_wants(int64_t step) {
+    if (step < 0) return g_plan.at_exit;
+    if (g_plan.all_steps) return 1;
+    for (int i = 0; i < g_plan.n; i++)
+        if (step >= g_plan.lo[i] && step <= g_plan.hi[i]) return 1;
+    return 0;
 }
 
 void tpa_config_load(void) {
@@ -125,14 +182,11 @@ void tpa_config_load(void) {
     }
 
     const char *audit = getenv("TPAUDIT_AUDIT");
-    if (audit) {
-        if (strlen(audit) < sizeof g_audit && audit_spec_valid(audit)) {
-            snprintf(g_audit, sizeof g_audit, "%s", audit);
-        } else {
-            tpa_log(TPA_LOG_WARN,
-                    "bad TPAUDIT_AUDIT='%.200s' (expected steps, a-b ranges, exit, all, none), using 1,2,exit",
-                    audit);
-            setenv("TPAUDIT_AUDIT", g_audit, 1); /* the probe then reads the default */
-        }
-    }
+    struct tpa_audit_plan plan;
+    plan_parse(k_default_audit, &g_plan);
+    if (audit && plan_parse(audit, &plan))
+        g_plan = plan;
+    else if (audit)
+        tpa_log(TPA_LOG_WARN, "bad TPAUDIT_AUDIT='%.200s' (expected steps, a-b ranges, all, exit, none), using %s",
+                audit, k_default_audit);
 }

@@ -1,51 +1,47 @@
 """Configuration of the tpaudit Python probe, read from the environment.
 
-TPAUDIT_AUDIT names the optimizer steps to audit: a comma list of 1-based
-step numbers, ranges "a-b", "all", "none" and "exit" (at interpreter exit).
+TPAUDIT_AUDIT names the optimizer steps to audit.  Its one parser is the
+shim's (docs/ENVIRONMENT.md); the probe asks it through the exported
+tpaudit_v1_audit_wants(step), so the probe, tprt and the shim always agree.
+Without the shim in the process there is nowhere to record to, and the plan
+asks for nothing.
 """
+import ctypes
 import os
+
+EXIT_STEP = -1  # the step number of the audit at interpreter exit
+
+
+def _shim_query():
+    """tpaudit_v1_audit_wants of the libtpaudit.so in this process, or None."""
+    from . import _native
+    handles = [lambda: ctypes.CDLL(None)]  # LD_PRELOAD or loaded RTLD_GLOBAL
+    handles.append(lambda: ctypes.CDLL(_native.library_path(), mode=os.RTLD_NOLOAD))
+    for open_handle in handles:
+        try:
+            fn = open_handle().tpaudit_v1_audit_wants
+        except (OSError, AttributeError):
+            continue
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_int64]
+        return fn
+    return None
 
 
 class AuditPlan:
     """Which optimizer steps to audit; `wants(n)` is the hot-path check."""
 
-    def __init__(self, text):
-        self.all_steps = False
-        self.at_exit = False
-        self.steps = set()
-        self.ranges = []
-        for item in (text or "").split(","):
-            item = item.strip().lower()
-            if not item or item == "none":
-                continue
-            if item == "all":
-                self.all_steps = True
-            elif item == "exit":
-                self.at_exit = True
-            elif "-" in item:
-                low, high = item.split("-", 1)
-                self.ranges.append((int(low), int(high)))
-            else:
-                self.steps.add(int(item))
+    def __init__(self, query):
+        self._query = query
+        self.at_exit = self.wants(EXIT_STEP)
 
     def wants(self, step):
-        if self.all_steps or step in self.steps:
-            return True
-        for low, high in self.ranges:
-            if low <= step <= high:
-                return True
-        return False
-
-
-DEFAULT_AUDIT = "1,2,exit"
+        return self._query is not None and self._query(int(step)) == 1
 
 
 def audit_plan():
-    """The plan from TPAUDIT_AUDIT; a malformed value falls back to the default."""
-    try:
-        return AuditPlan(os.environ.get("TPAUDIT_AUDIT", DEFAULT_AUDIT))
-    except ValueError:
-        return AuditPlan(DEFAULT_AUDIT)
+    """The shim's plan for TPAUDIT_AUDIT (it reads the variable when it loads)."""
+    return AuditPlan(_shim_query())
 
 
 def python_enabled():
