@@ -31,4 +31,10 @@ def test_seed_buggy(tmp_path):
 
 def test_seed_fixed(tmp_path):
     con = run(tmp_path, "fixed")
+    # an audit happened and saw the optimizer hold the resized embedding ...
+    assert con.execute("select id, label, step from audit where id=1").fetchall() == [(1, "step", 1)]
+    held = con.execute("select t.name, t.shape from tensor t join ref r on r.audit_id=t.audit_id "
+                       "and r.tensor_key=t.key where t.audit_id=1 and r.role='group_param'").fetchall()
+    assert ("wte.weight", "[50260,16]") in held
+    # ... and every tensor it holds is a live param: nothing stale
     assert con.execute(STALE).fetchall() == []

@@ -88,7 +88,7 @@ fulldisk)
 badenv)
   for kv in TPAUDIT_CUPTI=maybe TPAUDIT_PYTHON=yes TPAUDIT_STACK_DEPTH=lots TPAUDIT_STACK_DEPTH=999 \
             TPAUDIT_AUDIT=1,x TPAUDIT_AUDIT=5-2 TPAUDIT_LOG=loud TPAUDIT_OUT=; do
-    env "$kv" TPAUDIT_OUT="${kv#TPAUDIT_OUT=}" >/dev/null 2>&1
+    seen=$(cd "$work" && env "$kv" LD_PRELOAD="$shim" env 2>/dev/null | grep "^${kv%%=*}="); [ "$seen" = "$kv" ] || fail "$kv: the shim changed it to '$seen'"
     if [ "$kv" = TPAUDIT_OUT= ]; then
       (cd "$work" && env TPAUDIT_OUT= LD_PRELOAD="$shim" "$bin/shim_sqlite_host" "$work/host.db" 2> "$work/err"); rc=$?
     else
