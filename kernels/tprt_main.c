@@ -5,8 +5,9 @@
  * and one tpaudit database, per rank): a rank that dies or fails marks the
  * collectives dead, every other rank fails out of its next collective, the
  * parent stops the rest, waits for all of them and exits 1.  Bad input:
- * one "tprt: ..." line, exit 2. */
+ * one "tprt: ..." line, exit 2.  Per-device work goes through backend.h. */
 #define _DEFAULT_SOURCE
+#include "backend.h"
 #include "model.h"
 #include "tpaudit.h"
 #include <errno.h>
@@ -20,18 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef TPRT_HAVE_CUDA
-#define TPRT_HAVE_CUDA 0
-#endif
-#ifndef TPRT_HAVE_NCCL
-#define TPRT_HAVE_NCCL 0
-#endif
-#if TPRT_HAVE_CUDA
-#include "gpt2_cuda.h" /* kernels/cuda: the device path */
-#endif
-#if TPRT_HAVE_NCCL
-#include "collectives_nccl.h" /* its collectives at TP>1: one rank per GPU */
-#endif
 #define MAX_RANKS 64
 
 typedef struct {
@@ -97,16 +86,11 @@ static int parse(int argc, char **argv, options *o) {
     }
     gpt2_config c;
     if (gpt2_config_named(o->model, &c)) return bad("--model: unknown model '%s' (tiny, gpt2-124m)", o->model);
-    if (!strcmp(o->device, "cuda") && !TPRT_HAVE_CUDA) return bad("--device cuda: this build has no CUDA backend");
-    if (strcmp(o->device, "cpu") && strcmp(o->device, "cuda")) return bad("--device: unknown device '%s' (cpu, cuda)", o->device);
-#if TPRT_HAVE_CUDA
-    if (!strcmp(o->device, "cuda")) {
-        char why[160];
-        if (o->tp != 1 && !TPRT_HAVE_NCCL) return bad("--device cuda: --tp %d: this build has no NCCL backend", o->tp);
-        /* TP>1: rank 0 counts the GPUs after fork() (a CUDA context must not cross a fork) */
-        if (o->tp == 1 && tprt_cuda_available(why, sizeof why)) return bad("--device cuda: %s", why);
-    }
-#endif
+    const tprt_backend *be = tprt_backend_named(o->device);
+    if (!be && !strcmp(o->device, "cuda")) return bad("--device cuda: this build has no CUDA backend");
+    if (!be) return bad("--device: unknown device '%s' (cpu, cuda)", o->device);
+    char why[160];
+    if (be->check(o->tp, why, sizeof why)) return bad("--device %s: %s", o->device, why);
     if (o->tp > c.n_head) return bad("--tp %d is larger than the %d heads of %s", o->tp, c.n_head, o->model);
     if (c.n_head % o->tp) return bad("--tp %d does not divide the %d heads of %s", o->tp, c.n_head, o->model);
     if (o->seq > c.max_seq) return bad("--seq %d is longer than the %d positions of %s", o->seq, c.max_seq, o->model);
@@ -119,93 +103,56 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Prints why a rank stops; makes the other ranks fail out of their collectives. */
-static int rank_fail(tprt_comm *c, const char *what, int rc) {
-    if (rc < 0 && c->error[0]) fprintf(stderr, "tprt: rank %d: %s: %s\n", c->rank, what, c->error);
+/* Prints why a rank stops (the backend's words, else the comm's); makes the
+ * other ranks fail out of their collectives. */
+static int rank_fail(const tprt_backend *be, tprt_comm *c, const char *what, int rc) {
+    if (be && be->explain) be->explain(c, what, rc);
+    else if (rc < 0 && c->error[0]) fprintf(stderr, "tprt: rank %d: %s: %s\n", c->rank, what, c->error);
     else fprintf(stderr, "tprt: rank %d: %s failed (out of memory?)\n", c->rank, what);
     if (c->world > 1 && rc != TPRT_COMM_EABORT) c->ops->abort(c, c->rank);
     return 1;
 }
 
-static int g_device __attribute__((unused)); /* this rank's GPU (device path; unused without CUDA) */
+static int g_device; /* this rank's GPU (set when it joins its rank group) */
 
-/* A device-path failure: prints it; the other ranks' collectives fail too. */
-static int cuda_rank_fail(tprt_comm *c, int rc) {
-#if TPRT_HAVE_CUDA
-    fprintf(stderr, "tprt: rank %d: CUDA: %s\n", c->rank, tprt_cuda_error());
-#endif
-    if (c->world > 1 && rc != TPRT_COMM_EABORT) c->ops->abort(c, c->rank);
-    return 1;
+/* One step's forward, backward and (step 1, TP>1) replicated-grad check; 0 or the rank's exit status. */
+static int rank_grads(const tprt_backend *be, void *st, tprt_comm *comm, const int *tok, const int *tgt, int step) {
+    int rc;
+    be->zero_grad(st);
+    if ((rc = be->forward(st, tok, tgt, comm))) return rank_fail(be, comm, "forward", rc);
+    if ((rc = be->backward(st, comm))) return rank_fail(be, comm, "backward", rc);
+    if (step == 1 && comm->world > 1) { /* replicated grads agree on every rank (CPU: bit for bit) */
+        char why[160];
+        if ((rc = be->check_replicated_grads(st, comm, why, sizeof why)) > 0) {
+            fprintf(stderr, "tprt: rank %d: %s\n", comm->rank, why);
+            return 1;
+        }
+        if (rc) return rank_fail(be, comm, "grad check", rc);
+    }
+    return 0;
 }
 
 static int rank_main(const options *op, tprt_comm *comm) {
     tpaudit_set_rank(comm->rank, comm->world);
     gpt2_config cfg;
     gpt2_config_named(op->model, &cfg);
-    int BT = op->batch * op->seq, rc = 0, status = 0, cuda = !strcmp(op->device, "cuda");
-#if TPRT_HAVE_CUDA
-    tprt_cuda_model *dev = NULL;
-#endif
+    const tprt_backend *be = tprt_backend_named(op->device);
+    int BT = op->batch * op->seq, rc = 0, status = 0;
+    void *st = NULL;
     gpt2_model *m = gpt2_create(&cfg, op->seed);
     tprt_adamw *o = m ? tprt_adamw_create(m, op->lr, 0.1f, 1.0f) : NULL;
     int *tok = malloc(sizeof(int) * (size_t)BT), *tgt = malloc(sizeof(int) * (size_t)BT);
-    if (!m || !o || !tok || !tgt) { status = rank_fail(comm, "model setup", -1); goto done; }
+    if (!m || !o || !tok || !tgt) { status = rank_fail(NULL, comm, "model setup", -1); goto done; }
     tprt_audit_created(o);
     /* the policy runs after the optimizer exists, as in the ColossalAI flow */
-    if ((rc = tp_policy_apply(m, o, op->policy, comm)) || (!cuda && (rc = gpt2_alloc_acts(m, op->batch, op->seq)))) {
-        status = rank_fail(comm, "tensor-parallel setup", rc);
-        goto done;
-    }
-#if TPRT_HAVE_CUDA
-    if (cuda) { /* weights, masters, state and activations move to the device; the host copies stay as built */
-        m->B = op->batch, m->T = op->seq;
-        if (!(dev = tprt_cuda_create(m, o, op->batch, op->seq, g_device))) {
-            fprintf(stderr, "tprt: rank %d: CUDA setup: %s\n", comm->rank, tprt_cuda_error());
-            if (comm->world > 1) comm->ops->abort(comm, comm->rank);
-            status = 1;
-            goto done;
-        }
-    }
-#endif
+    if ((rc = tp_policy_apply(m, o, op->policy, comm))) { status = rank_fail(NULL, comm, "tensor-parallel setup", rc); goto done; }
+    if (!(st = be->create(m, o, op->batch, op->seq, g_device))) { status = rank_fail(be, comm, "setup", -1); goto done; }
     for (int step = 1; step <= op->steps; step++) {
         double t0 = now_s();
         tprt_synthetic_batch(tok, tgt, op->batch, op->seq, cfg.vocab, op->seed, step);
-#if TPRT_HAVE_CUDA
-        if (cuda) {
-            tprt_cuda_zero_grad(dev);
-            if ((rc = tprt_cuda_forward(dev, tok, tgt, comm)) || (rc = tprt_cuda_backward(dev, comm))) {
-                status = cuda_rank_fail(comm, rc);
-                goto done;
-            }
-        } else
-#endif
-        {
-            gpt2_zero_grad(m);
-            if ((rc = gpt2_forward(m, tok, tgt, comm))) { status = rank_fail(comm, "forward", rc); goto done; }
-            if ((rc = gpt2_backward(m, comm))) { status = rank_fail(comm, "backward", rc); goto done; }
-        }
-        if (step == 1 && comm->world > 1) { /* replicated grads agree on every rank (CPU: bit for bit) */
-            char why[160];
-#if TPRT_HAVE_CUDA
-            rc = cuda ? tprt_cuda_check_replicated_grads(dev, comm, why, sizeof why)
-                      : gpt2_check_replicated_grads(m, comm, why, sizeof why);
-#else
-            rc = gpt2_check_replicated_grads(m, comm, why, sizeof why);
-#endif
-            if (rc) {
-                if (rc > 0) fprintf(stderr, "tprt: rank %d: %s\n", comm->rank, why);
-                status = rc > 0 ? 1 : cuda ? cuda_rank_fail(comm, rc) : rank_fail(comm, "grad check", rc);
-                goto done;
-            }
-        }
+        if ((status = rank_grads(be, st, comm, tok, tgt, step))) goto done;
         if (tprt_audit_wanted(step)) tprt_audit(m, o, "step", step);
-#if TPRT_HAVE_CUDA
-        if (cuda && (rc = tprt_cuda_step(dev, comm))) {
-            status = cuda_rank_fail(comm, rc);
-            goto done;
-        }
-#endif
-        if (!cuda && (rc = tprt_adamw_step(o, m, comm))) { status = rank_fail(comm, "optimizer step", rc); goto done; }
+        if ((rc = be->step(st, comm))) { status = rank_fail(be, comm, "optimizer step", rc); goto done; }
         double dt = now_s() - t0;
         if (comm->rank == 0) {
             printf("step %d loss %.6f tokens/s %.0f\n", step, m->loss, (double)BT / (dt > 0 ? dt : 1e-9));
@@ -214,10 +161,7 @@ static int rank_main(const options *op, tprt_comm *comm) {
     }
     if (tprt_audit_wanted(-1)) tprt_audit(m, o, "exit", -1);
 done:
-#if TPRT_HAVE_CUDA
-    if (dev) tprt_cuda_profile_report(dev, stderr);
-    tprt_cuda_free(dev);
-#endif
+    if (st) be->destroy(st);
     tprt_adamw_free(o, m);
     gpt2_free(m);
     free(tok);
@@ -227,76 +171,25 @@ done:
 
 /* ---- the supervisor (rank 0's process) ---- */
 static tprt_shm *g_shm;
-#if TPRT_HAVE_NCCL
-static tprt_nccl_rdv *g_rdv; /* device path at TP>1: the NCCL id and the dead-rank word */
+static const tprt_rank_group *g_group; /* the device's own communicator at TP>1, else NULL */
 
-static int shared_gpu_allowed(void) {
-    const char *v = getenv("TPRT_ALLOW_SHARED_GPU");
-    return v && !strcmp(v, "1");
-}
-
-/* Rank r joins the NCCL communicator.  Rank 0 (CUDA untouched before the
- * fork) counts the GPUs, refuses too few, and hands the unique id to the
- * others through g_rdv.  0 joined; 2 refused (rank 0 said why, once); 1 failed. */
-static int nccl_join(const options *op, int r, tprt_comm *c) {
-    char why[200] = "";
-    int ndev = 0, verdict;
-    memset(c, 0, sizeof *c);
-    if (r == 0) {
-        verdict = 0;
-        if ((ndev = tprt_cuda_device_count(why, sizeof why)) < 0) verdict = bad("--device cuda: %s", why);
-        else if (ndev < op->tp && !shared_gpu_allowed())
-            verdict = bad("--tp %d needs %d GPUs, this machine has %d (NCCL refuses two ranks of one communicator on one "
-                          "GPU; TPRT_ALLOW_SHARED_GPU=1 tries it anyway, over loopback sockets)", op->tp, op->tp, ndev);
-        if (!verdict && ndev < op->tp) {
-            fprintf(stderr, "tprt: TPRT_ALLOW_SHARED_GPU=1: %d ranks on %d GPU(s), one NCCL_HOSTID per rank, loopback "
-                            "sockets (slow; for testing)\n", op->tp, ndev);
-            tprt_nccl_shared_gpu_env(r);
-        }
-        if (tprt_nccl_publish(g_rdv, verdict, ndev, why, sizeof why)) {
-            fprintf(stderr, "tprt: rank 0: %s\n", why);
-            return 1;
-        }
-        if (verdict) return verdict;
-    } else {
-        verdict = tprt_nccl_wait(g_rdv, op->timeout, &ndev, why, sizeof why);
-        if (verdict) {
-            if (why[0]) fprintf(stderr, "tprt: rank %d: %s\n", r, why);
-            return verdict;
-        }
-        if (ndev < op->tp) tprt_nccl_shared_gpu_env(r);
-    }
-    g_device = r % ndev;
-    if (tprt_nccl_attach(c, g_rdv, r, op->tp, g_device, op->timeout)) {
-        fprintf(stderr, "tprt: rank %d: GPU %d: %s\n", r, g_device, c->error);
-        tprt_nccl_detach(c);
-        return 1;
-    }
-    return 0;
-}
-#endif
-
-/* One rank: its communicator (NCCL on the device path at TP>1, else the shared segment), then training. */
+/* One rank: its communicator (the device's rank group, else the shared segment), then training. */
 static int run_rank(const options *op, int r) {
     tprt_comm c;
-#if TPRT_HAVE_NCCL
-    if (g_rdv) {
-        int st = nccl_join(op, r, &c);
+    if (g_group) {
+        int st = g_group->join(r, op->tp, op->timeout, &c, &g_device);
         if (st) return st;
         st = rank_main(op, &c);
-        tprt_nccl_detach(&c);
+        g_group->leave(&c);
         return st;
     }
-#endif
     tprt_shm_attach(g_shm, &c, r);
     return rank_main(op, &c);
 }
 
 static void mark_dead(int r) { /* async-signal-safe */
     tprt_shm_mark_dead(g_shm, r);
-#if TPRT_HAVE_NCCL
-    tprt_nccl_mark_dead(g_rdv, r);
-#endif
+    if (g_group) g_group->mark_dead(r);
 }
 static pid_t g_pid[MAX_RANKS];
 static int g_status[MAX_RANKS];
@@ -342,12 +235,11 @@ static int train(const options *op) {
         return rank_main(op, &c);
     }
     if (!(g_shm = tprt_shm_create(N, op->timeout))) { fprintf(stderr, "tprt: cannot map shared memory for %d ranks\n", N); return 1; }
-#if TPRT_HAVE_NCCL
-    if (!strcmp(op->device, "cuda") && !(g_rdv = tprt_nccl_rdv_create(N))) {
+    g_group = tprt_backend_named(op->device)->group;
+    if (g_group && g_group->prepare(N)) {
         fprintf(stderr, "tprt: cannot map shared memory for %d ranks\n", N);
         return 1;
     }
-#endif
     g_world = N;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

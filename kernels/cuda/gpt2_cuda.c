@@ -16,12 +16,12 @@
 
 static char g_err[256];
 const char *tprt_cuda_error(void) { return g_err; }
-int cuda_fail(const char *what) {
+int tprt_cuda_fail(const char *what) {
     cudaError_t e = cudaGetLastError();
     snprintf(g_err, sizeof g_err, "%s: %s", what, e == cudaSuccess ? "failed" : cudaGetErrorString(e));
     return -1;
 }
-int cuda_comm_fail(const char *what, tprt_comm *c, int rc) {
+int tprt_cuda_comm_fail(const char *what, tprt_comm *c, int rc) {
     snprintf(g_err, sizeof g_err, "%s: %s", what, c->error[0] ? c->error : "collective failed");
     return rc;
 }
@@ -46,13 +46,13 @@ static const char *KIND_NAME[K_COUNT] = {"encoder", "layernorm", "matmul", "atte
 
 static tprt_cuda_model *g_model; /* for the audit hook: one model per process */
 
-void mark(tprt_cuda_model *d, int kind) {
+void tprt_mark(tprt_cuda_model *d, int kind) {
     if (!d->profile || d->n_marks >= MAX_MARKS) return;
     cudaEventRecord(d->ev[d->n_marks], 0);
     d->ev_kind[d->n_marks++] = kind;
 }
 /* Closes the marks of this phase: the time between two marks goes to the first's kind. */
-void marks_flush(tprt_cuda_model *d) {
+void tprt_marks_flush(tprt_cuda_model *d) {
     if (!d->profile || d->n_marks < 2) { d->n_marks = 0; return; }
     cudaEventSynchronize(d->ev[d->n_marks - 1]);
     for (int i = 0; i + 1 < d->n_marks; i++) {
@@ -63,7 +63,7 @@ void marks_flush(tprt_cuda_model *d) {
     d->n_marks = 0;
 }
 
-dev_tensor *dev_find(const tprt_cuda_model *d, const tprt_tensor *t) {
+dev_tensor *tprt_dev_find(const tprt_cuda_model *d, const tprt_tensor *t) {
     for (int i = 0; i < d->n_dt; i++) if (d->dt[i].t == t) return &d->dt[i];
     return NULL;
 }
@@ -87,7 +87,7 @@ static void *upload(const float *host, size_t n, int bf16) {
 }
 
 static dev_tensor *dev_add(tprt_cuda_model *d, const tprt_tensor *t, int bf16, int want_grad) {
-    dev_tensor *x = dev_find(d, t);
+    dev_tensor *x = tprt_dev_find(d, t);
     if (x) return x;
     if (d->n_dt == d->cap_dt) {
         int cap = d->cap_dt ? 2 * d->cap_dt : 256;
@@ -130,7 +130,7 @@ static int upload_stale_working(tprt_cuda_model *d) { /* map entries whose worki
 }
 
 static int storage_hook(const tprt_tensor *t, tprt_storage *s) {
-    const dev_tensor *x = g_model ? dev_find(g_model, t) : NULL;
+    const dev_tensor *x = g_model ? tprt_dev_find(g_model, t) : NULL;
     if (!x) return 1;
     s->device = g_model->devname;
     s->dtype = x->bf16 ? "bfloat16" : "float32";
@@ -187,24 +187,24 @@ tprt_cuda_model *tprt_cuda_create(gpt2_model *m, tprt_adamw *o, int B, int T, in
     d->la = calloc((size_t)m->cfg.n_layer, sizeof *d->la);
     const char *prof = getenv("TPRT_PROFILE");
     d->profile = prof && *prof && strcmp(prof, "0");
-    if (!d->la || cudaSetDevice(device) != cudaSuccess || cuda_blas_init()) { cuda_fail("device setup"); goto bad; }
-    if (upload_params(d) || upload_masters(d) || upload_state(d) || upload_stale_working(d)) { cuda_fail("upload"); goto bad; }
+    if (!d->la || cudaSetDevice(device) != cudaSuccess || cuda_blas_init()) { tprt_cuda_fail("device setup"); goto bad; }
+    if (upload_params(d) || upload_masters(d) || upload_state(d) || upload_stale_working(d)) { tprt_cuda_fail("upload"); goto bad; }
     tp_dims t = tp_dims_of(m);
     d->attn_fused = cuda_attention_use_fused(t.Cl, t.NHl);
     carver c = {NULL, 0};
     carve_acts(d, &c);
-    if (cudaMalloc(&d->acts_block, c.off) != cudaSuccess) { cuda_fail("activations"); goto bad; }
+    if (cudaMalloc(&d->acts_block, c.off) != cudaSuccess) { tprt_cuda_fail("activations"); goto bad; }
     c.base = d->acts_block, c.off = 0;
     carve_acts(d, &c);
     carver g = {NULL, 0};
     carve_grads(d, &g);
-    if (cudaMalloc(&d->grads_block, g.off) != cudaSuccess) { cuda_fail("activation grads"); goto bad; }
+    if (cudaMalloc(&d->grads_block, g.off) != cudaSuccess) { tprt_cuda_fail("activation grads"); goto bad; }
     g.base = d->grads_block, g.off = 0;
     carve_grads(d, &g);
     size_t scratch = d->attn_fused ? cuda_attention_fused_scratch_bytes(B, T, t.NHl)
                                    : cuda_attention_scratch_bytes(B, T, t.Cl, t.NHl);
     if (cudaMalloc(&d->attn_scratch, scratch) != cudaSuccess) {
-        cuda_fail("attention scratch");
+        tprt_cuda_fail("attention scratch");
         goto bad;
     }
     for (int i = 0; d->profile && i < MAX_MARKS; i++) cudaEventCreate(&d->ev[i]);

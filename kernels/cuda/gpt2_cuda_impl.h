@@ -59,17 +59,17 @@ static inline tp_dims tp_dims_of(const gpt2_model *m) {
 }
 
 /* gpt2_cuda.c */
-int cuda_fail(const char *what);                     /* sets the error from CUDA's last one; -1 */
-int cuda_comm_fail(const char *what, tprt_comm *c, int rc); /* sets the error from the comm's; rc */
-dev_tensor *dev_find(const tprt_cuda_model *d, const tprt_tensor *t);
-void mark(tprt_cuda_model *d, int kind);
-void marks_flush(tprt_cuda_model *d);
+int tprt_cuda_fail(const char *what);                     /* sets the error from CUDA's last one; -1 */
+int tprt_cuda_comm_fail(const char *what, tprt_comm *c, int rc); /* sets the error from the comm's; rc */
+dev_tensor *tprt_dev_find(const tprt_cuda_model *d, const tprt_tensor *t);
+void tprt_mark(tprt_cuda_model *d, int kind);
+void tprt_marks_flush(tprt_cuda_model *d);
 
-#define TRY(call, what) do { if (call) return cuda_fail(what); } while (0)
-#define COMM(call, what) do { int rc_ = (call); if (rc_) return cuda_comm_fail(what, comm, rc_); } while (0)
+#define TRY(call, what) do { if (call) return tprt_cuda_fail(what); } while (0)
+#define COMM(call, what) do { int rc_ = (call); if (rc_) return tprt_cuda_comm_fail(what, comm, rc_); } while (0)
 #define PASS(call) do { int rc_ = (call); if (rc_) return rc_; } while (0)
-#define PW(i) ((tprt_bf16 *)dev_find(d, m->params[i])->data)
-#define PG(i) (dev_find(d, m->params[i])->grad)
+#define PW(i) ((tprt_bf16 *)tprt_dev_find(d, m->params[i])->data)
+#define PG(i) (tprt_dev_find(d, m->params[i])->grad)
 #define LW(l, s) PW(gpt2_layer_param(l, s))
 #define LG(l, s) PG(gpt2_layer_param(l, s))
 #endif

@@ -11,7 +11,7 @@
 
 void tprt_cuda_zero_grad(tprt_cuda_model *d) {
     for (int i = 0; i < d->m->n_params; i++) {
-        dev_tensor *x = dev_find(d, d->m->params[i]);
+        dev_tensor *x = tprt_dev_find(d, d->m->params[i]);
         if (x && x->grad) cudaMemsetAsync(x->grad, 0, x->numel * sizeof(float), 0);
     }
     d->m->grads_ready = 0;
@@ -23,16 +23,16 @@ static int row_parallel(tprt_cuda_model *d, tprt_bf16 *out, const tprt_bf16 *inp
     int N = d->m->tp_world;
     TRY(cuda_matmul_forward(out, inp, w, N == 1 ? bias : NULL, BT, ICl, OC, OC), what);
     if (N == 1) return 0;
-    mark(d, K_COMM);
+    tprt_mark(d, K_COMM);
     COMM(tprt_allreduce_dev(comm, out, (size_t)BT * OC, TPRT_BF16, TPRT_SUM), what);
-    mark(d, K_MATMUL);
+    tprt_mark(d, K_MATMUL);
     TRY(cuda_bias_add(out, bias, BT, OC, OC), what);
     return 0;
 }
 /* The input grad of a column-parallel layer (or the LM head) is a partial sum over the ranks. */
 static int sum_input_grad(tprt_cuda_model *d, tprt_bf16 *dinp, size_t n, tprt_comm *comm, const char *what) {
     if (d->m->tp_world == 1) return 0;
-    mark(d, K_COMM);
+    tprt_mark(d, K_COMM);
     COMM(tprt_allreduce_dev(comm, dinp, n, TPRT_BF16, TPRT_SUM), what);
     return 0;
 }
@@ -43,58 +43,58 @@ int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets,
     int B = d->B, T = d->T, BT = B * T, C = t.C, Cl = t.Cl, Hl = t.Hl, L = m->cfg.n_layer;
     int vl = (int)m->params[0]->local_shape[0], v0 = m->tp_rank * vl;
     size_t BTC = (size_t)BT * C;
-    mark(d, K_OTHER);
+    tprt_mark(d, K_OTHER);
     TRY(cudaMemcpy(d->tok, tokens, sizeof(int) * (size_t)BT, cudaMemcpyHostToDevice) != cudaSuccess, "tokens");
     TRY(cudaMemcpy(d->tgt, targets, sizeof(int) * (size_t)BT, cudaMemcpyHostToDevice) != cudaSuccess, "targets");
-    mark(d, K_ENCODER);
+    tprt_mark(d, K_ENCODER);
     TRY(cuda_encoder_forward(d->enc, d->tok, PW(0), v0, vl, BT, C), "encoder"); /* 0 off this rank's slice */
     if (t.N > 1) {
-        mark(d, K_COMM);
+        tprt_mark(d, K_COMM);
         COMM(tprt_allreduce_dev(comm, d->enc, BTC, TPRT_BF16, TPRT_SUM), "embedding");
-        mark(d, K_ENCODER);
+        tprt_mark(d, K_ENCODER);
     }
     TRY(cuda_pos_forward(d->enc, PW(1), B, T, C), "encoder");
     tprt_bf16 *res = d->enc;
     for (int l = 0; l < L; l++) {
         layer_acts *a = &d->la[l];
-        mark(d, K_LAYERNORM);
+        tprt_mark(d, K_LAYERNORM);
         TRY(cuda_layernorm_forward(a->ln1, a->ln1m, a->ln1r, res, LW(l, P_LN1W), LW(l, P_LN1B), BT, C), "ln_1");
-        mark(d, K_MATMUL);
+        tprt_mark(d, K_MATMUL);
         TRY(cuda_matmul_forward(a->qkv, a->ln1, LW(l, P_QKVW), LW(l, P_QKVB), BT, C, 3 * Cl, 3 * Cl), "c_attn");
-        mark(d, K_ATTENTION);
+        tprt_mark(d, K_ATTENTION);
         if (d->attn_fused) TRY(cuda_attention_fused_forward(a->atty, a->lse, a->qkv, B, T, Cl, t.NHl), "attention");
         else TRY(cuda_attention_forward(a->atty, a->att, a->qkv, d->attn_scratch, B, T, Cl, t.NHl), "attention");
-        mark(d, K_MATMUL);
+        tprt_mark(d, K_MATMUL);
         PASS(row_parallel(d, a->attp, a->atty, LW(l, P_ATTPW), LW(l, P_ATTPB), BT, Cl, C, comm, "attn.c_proj"));
-        mark(d, K_RESIDUAL);
+        tprt_mark(d, K_RESIDUAL);
         TRY(cuda_residual_forward(a->res2, res, a->attp, BTC), "residual");
-        mark(d, K_LAYERNORM);
+        tprt_mark(d, K_LAYERNORM);
         TRY(cuda_layernorm_forward(a->ln2, a->ln2m, a->ln2r, a->res2, LW(l, P_LN2W), LW(l, P_LN2B), BT, C), "ln_2");
-        mark(d, K_MATMUL);
+        tprt_mark(d, K_MATMUL);
         TRY(cuda_matmul_forward(a->fch, a->ln2, LW(l, P_FCW), LW(l, P_FCB), BT, C, Hl, Hl), "c_fc");
-        mark(d, K_GELU);
+        tprt_mark(d, K_GELU);
         TRY(cuda_gelu_forward(a->fcg, a->fch, (size_t)BT * Hl), "gelu");
-        mark(d, K_MATMUL);
+        tprt_mark(d, K_MATMUL);
         PASS(row_parallel(d, a->fcp, a->fcg, LW(l, P_FCPW), LW(l, P_FCPB), BT, Hl, C, comm, "mlp.c_proj"));
-        mark(d, K_RESIDUAL);
+        tprt_mark(d, K_RESIDUAL);
         TRY(cuda_residual_forward(a->res3, a->res2, a->fcp, BTC), "residual");
         res = a->res3;
     }
-    mark(d, K_LAYERNORM);
+    tprt_mark(d, K_LAYERNORM);
     TRY(cuda_layernorm_forward(d->lnf, d->lnfm, d->lnfr, res, PW(m->n_params - 2), PW(m->n_params - 1), BT, C), "ln_f");
-    mark(d, K_MATMUL);
+    tprt_mark(d, K_MATMUL);
     TRY(cuda_matmul_forward(d->logits, d->lnf, PW(0), NULL, BT, C, vl, d->ldv), "lm_head"); /* this vocab slice */
-    mark(d, K_CROSSENT);
+    tprt_mark(d, K_CROSSENT);
     TRY(cuda_ce_rowmax(d->rowmax, d->logits, v0, vl, m->cfg.vocab, BT, d->ldv), "cross-entropy");
     if (t.N > 1) COMM(tprt_allreduce_dev(comm, d->rowmax, (size_t)BT, TPRT_F32, TPRT_MAX), "cross-entropy row max");
     TRY(cuda_ce_rowsum(d->ce_scratch, d->logits, d->rowmax, d->tgt, v0, vl, m->cfg.vocab, BT, d->ldv), "cross-entropy");
     if (t.N > 1) COMM(tprt_allreduce_dev(comm, d->ce_scratch, 2 * (size_t)BT, TPRT_F32, TPRT_SUM), "cross-entropy sums");
     TRY(cuda_ce_loss(d->loss, d->rowsum, d->ce_scratch, d->rowmax, BT), "cross-entropy");
-    mark(d, K_OTHER);
+    tprt_mark(d, K_OTHER);
     COMM(tprt_dev_sync(comm), "forward"); /* watched: a blocking copy would hang on a dead peer */
     TRY(cudaMemcpy(&m->loss, d->loss, sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess, "loss");
-    mark(d, K_OTHER);
-    marks_flush(d);
+    tprt_mark(d, K_OTHER);
+    tprt_marks_flush(d);
     return 0;
 }
 
@@ -104,16 +104,16 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
     int B = d->B, T = d->T, BT = B * T, C = t.C, Cl = t.Cl, Hl = t.Hl, L = m->cfg.n_layer;
     int vl = (int)m->params[0]->local_shape[0], v0 = m->tp_rank * vl;
     size_t BTC = (size_t)BT * C, bf = sizeof(tprt_bf16);
-    mark(d, K_CROSSENT);
+    tprt_mark(d, K_CROSSENT);
     TRY(cuda_crossentropy_backward(d->logits, d->logits, d->rowmax, d->rowsum, d->tgt, v0, vl, m->cfg.vocab, BT, d->ldv,
                                    1.0f), "cross-entropy backward");
-    mark(d, K_OTHER);
+    tprt_mark(d, K_OTHER);
     cudaMemsetAsync(d->dln, 0, BTC * bf, 0);
     cudaMemsetAsync(d->dres, 0, BTC * bf, 0);
-    mark(d, K_MATMUL);
+    tprt_mark(d, K_MATMUL);
     TRY(cuda_matmul_backward(d->dln, PG(0), NULL, d->logits, d->lnf, PW(0), BT, C, vl, d->ldv), "lm_head backward");
     PASS(sum_input_grad(d, d->dln, BTC, comm, "lm_head backward"));
-    mark(d, K_LAYERNORM);
+    tprt_mark(d, K_LAYERNORM);
     tprt_bf16 *res_last = L ? d->la[L - 1].res3 : d->enc;
     TRY(cuda_layernorm_backward(d->dres, PG(m->n_params - 2), PG(m->n_params - 1), d->dln, res_last, PW(m->n_params - 2),
                                 d->lnfm, d->lnfr, BT, C), "ln_f backward");
@@ -121,47 +121,47 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
         layer_acts *a = &d->la[l];
         tprt_bf16 *res = l ? d->la[l - 1].res3 : d->enc;
         /* d->dres holds d(res3) = d(fcp); the ln_2 path adds into it: d(res2) */
-        mark(d, K_OTHER);
+        tprt_mark(d, K_OTHER);
         cudaMemsetAsync(d->dfcg, 0, (size_t)BT * Hl * bf, 0);
         cudaMemsetAsync(d->dfch, 0, (size_t)BT * Hl * bf, 0);
         cudaMemsetAsync(d->dln, 0, BTC * bf, 0);
-        mark(d, K_MATMUL);
+        tprt_mark(d, K_MATMUL);
         TRY(cuda_matmul_backward(d->dfcg, LG(l, P_FCPW), LG(l, P_FCPB), d->dres, a->fcg, LW(l, P_FCPW), BT, Hl, C, C),
             "mlp.c_proj backward");
-        mark(d, K_GELU);
+        tprt_mark(d, K_GELU);
         TRY(cuda_gelu_backward(d->dfch, a->fch, d->dfcg, (size_t)BT * Hl), "gelu backward");
-        mark(d, K_MATMUL);
+        tprt_mark(d, K_MATMUL);
         TRY(cuda_matmul_backward(d->dln, LG(l, P_FCW), LG(l, P_FCB), d->dfch, a->ln2, LW(l, P_FCW), BT, C, Hl, Hl),
             "c_fc backward");
         PASS(sum_input_grad(d, d->dln, BTC, comm, "c_fc backward"));
-        mark(d, K_LAYERNORM);
+        tprt_mark(d, K_LAYERNORM);
         TRY(cuda_layernorm_backward(d->dres, LG(l, P_LN2W), LG(l, P_LN2B), d->dln, a->res2, LW(l, P_LN2W), a->ln2m, a->ln2r,
                                     BT, C), "ln_2 backward");
-        mark(d, K_OTHER);
+        tprt_mark(d, K_OTHER);
         cudaMemsetAsync(d->datty, 0, (size_t)BT * Cl * bf, 0);
         cudaMemsetAsync(d->dqkv, 0, (size_t)BT * 3 * Cl * bf, 0);
         cudaMemsetAsync(d->dln, 0, BTC * bf, 0);
-        mark(d, K_MATMUL);
+        tprt_mark(d, K_MATMUL);
         TRY(cuda_matmul_backward(d->datty, LG(l, P_ATTPW), LG(l, P_ATTPB), d->dres, a->atty, LW(l, P_ATTPW), BT, Cl, C, C),
             "attn.c_proj backward");
-        mark(d, K_ATTENTION);
+        tprt_mark(d, K_ATTENTION);
         if (d->attn_fused)
             TRY(cuda_attention_fused_backward(d->dqkv, d->datty, a->qkv, a->atty, a->lse, d->attn_scratch, B, T, Cl,
                                               t.NHl), "attention backward");
         else TRY(cuda_attention_backward(d->dqkv, d->datty, a->qkv, a->att, d->attn_scratch, B, T, Cl, t.NHl),
                  "attention backward");
-        mark(d, K_MATMUL);
+        tprt_mark(d, K_MATMUL);
         TRY(cuda_matmul_backward(d->dln, LG(l, P_QKVW), LG(l, P_QKVB), d->dqkv, a->ln1, LW(l, P_QKVW), BT, C, 3 * Cl, 3 * Cl),
             "c_attn backward");
         PASS(sum_input_grad(d, d->dln, BTC, comm, "c_attn backward"));
-        mark(d, K_LAYERNORM);
+        tprt_mark(d, K_LAYERNORM);
         TRY(cuda_layernorm_backward(d->dres, LG(l, P_LN1W), LG(l, P_LN1B), d->dln, res, LW(l, P_LN1W), a->ln1m, a->ln1r,
                                     BT, C), "ln_1 backward");
     }
-    mark(d, K_ENCODER);
+    tprt_mark(d, K_ENCODER);
     TRY(cuda_pos_backward(PG(1), d->dres, B, T, C) || cuda_encoder_backward(PG(0), d->dres, d->tok, v0, vl, BT, C),
         "encoder backward");
-    mark(d, K_OTHER);
+    tprt_mark(d, K_OTHER);
     m->grads_ready = 1;
     return 0;
 }

@@ -47,14 +47,14 @@ int tprt_cuda_check_replicated_grads(tprt_cuda_model *d, tprt_comm *comm, char *
     float *host = malloc(2 * most * sizeof(float)), *dev = NULL;
     if (!host || cudaMalloc((void **)&dev, 2 * most * sizeof(float)) != cudaSuccess) {
         free(host);
-        return cuda_fail("replicated grad check scratch");
+        return tprt_cuda_fail("replicated grad check scratch");
     }
     int rc = 0;
     for (int i = 0; i < m->n_params && !rc; i++) {
         const tprt_tensor *t = m->params[i];
         float spread = 0.0f, scale = 0.0f;
         if (!replicated_with_grad(m, t)) continue;
-        if ((rc = spread_of(dev_find(d, t), host, dev, comm, &spread, &scale))) break;
+        if ((rc = spread_of(tprt_dev_find(d, t), host, dev, comm, &spread, &scale))) break;
         if (spread > REPLICATED_TOL * scale) {
             snprintf(why, why_len, "%s: grad differs across ranks by %.3g (largest grad %.3g)", t->name, (double)spread,
                      (double)scale);
@@ -72,7 +72,7 @@ static int sync_replicated(tprt_cuda_model *d, tprt_comm *comm) {
     if (m->tp_world == 1) return 0;
     for (int i = 0; i < m->n_params; i++) {
         if (!replicated_with_grad(m, m->params[i])) continue;
-        dev_tensor *x = dev_find(d, m->params[i]);
+        dev_tensor *x = tprt_dev_find(d, m->params[i]);
         COMM(tprt_allreduce_dev(comm, x->grad, x->numel, TPRT_F32, TPRT_AVG), "replicated grads");
     }
     return 0;
@@ -81,40 +81,40 @@ static int sync_replicated(tprt_cuda_model *d, tprt_comm *comm) {
 int tprt_cuda_step(tprt_cuda_model *d, tprt_comm *comm) {
     tprt_adamw *o = d->o;
     const gpt2_model *m = d->m;
-    if (m->tp_world > 1) mark(d, K_COMM);
+    if (m->tp_world > 1) tprt_mark(d, K_COMM);
     PASS(sync_replicated(d, comm));
-    mark(d, K_ADAMW);
+    tprt_mark(d, K_ADAMW);
     cudaMemsetAsync(d->norm2, 0, 2 * sizeof(float), 0);
     for (int i = 0; i < o->n; i++) {
         const tprt_tensor *w = o->e[i].working;
         if (!gpt2_has_grad(m, w)) continue;
-        dev_tensor *x = dev_find(d, w);
+        dev_tensor *x = tprt_dev_find(d, w);
         /* norm2[0]: sharded grads (all-reduced at TP>1), norm2[1]: replicated, counted once */
         TRY(cuda_sumsq(d->norm2 + (w->shard == TPRT_REPLICATED), x->grad, x->numel), "grad norm");
     }
     if (m->tp_world > 1) {
-        mark(d, K_COMM);
+        tprt_mark(d, K_COMM);
         COMM(tprt_allreduce_dev(comm, d->norm2, 1, TPRT_F32, TPRT_SUM), "grad norm");
         COMM(tprt_allreduce_dev(comm, d->norm2 + 1, 1, TPRT_F32, TPRT_AVG), "grad norm"); /* same bits everywhere */
-        mark(d, K_ADAMW);
+        tprt_mark(d, K_ADAMW);
     }
     o->t++;
     float bc1 = 1.0f - powf(o->beta1, (float)o->t), bc2 = 1.0f - powf(o->beta2, (float)o->t);
     for (int i = 0; i < o->n; i++) {
         tprt_adamw_entry *e = &o->e[i];
         if (!gpt2_has_grad(m, e->working)) continue;
-        dev_tensor *w = dev_find(d, e->working), *p = dev_find(d, e->master), *mo = dev_find(d, e->m), *vo = dev_find(d, e->v);
+        dev_tensor *w = tprt_dev_find(d, e->working), *p = tprt_dev_find(d, e->master), *mo = tprt_dev_find(d, e->m), *vo = tprt_dev_find(d, e->v);
         float decay = e->decay ? o->lr * o->weight_decay : 0.0f;
         TRY(cuda_adamw_update(p->data, w->data, w->grad, mo->data, vo->data, p->numel, d->norm2, o->clip, o->lr, o->beta1,
                               o->beta2, o->eps, decay, bc1, bc2), "adamw");
     }
-    mark(d, K_OTHER);
+    tprt_mark(d, K_OTHER);
     COMM(tprt_dev_sync(comm), "optimizer step");
     float n2[2];
     TRY(cudaMemcpy(n2, d->norm2, sizeof n2, cudaMemcpyDeviceToHost) != cudaSuccess, "grad norm");
     o->last_norm = sqrtf(n2[0] + n2[1]);
-    mark(d, K_OTHER);
-    marks_flush(d);
+    tprt_mark(d, K_OTHER);
+    tprt_marks_flush(d);
     if (d->steps_seen++ >= PROFILE_SKIP) d->steps_profiled++;
     return 0;
 }
