@@ -115,22 +115,32 @@ static int is_live_storage(const struct counted *live, int64_t ptr) {
     return live->n && bsearch(&ptr, live->v, live->n, sizeof *live->v, cmp_i64) != NULL;
 }
 
-/* Storage of the optimizer state kept for a stale param (exp_avg, ...), each
- * storage counted once per rank and never when a live param shares it. */
-static int64_t state_bytes_of(sqlite3 *db, int64_t audit, uint64_t key, const struct counted *live, struct counted *counted) {
+/* Sum of the storage in the rows (storage_ptr, storage_bytes) of `sql`
+ * over audit ?1 and tensor ?2, each storage counted once per rank and never
+ * when a live param shares it; *rows says whether any row came. */
+static int64_t unshared_bytes(sqlite3 *db, const char *sql, int64_t audit, uint64_t key, const struct counted *live,
+                              struct counted *counted, int *rows) {
     sqlite3_stmt *st;
     int64_t sum = 0;
-    if (sqlite3_prepare_v2(db, "SELECT t.storage_ptr, t.storage_bytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id"
-                           " AND t.key=r.tensor_key WHERE r.audit_id=?1 AND r.role='state' AND r.peer_key=?2", -1, &st, NULL) != SQLITE_OK)
-        return 0;
+    *rows = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return 0;
     sqlite3_bind_int64(st, 1, audit);
     sqlite3_bind_int64(st, 2, (int64_t)key);
     while (sqlite3_step(st) == SQLITE_ROW) {
         int64_t ptr = sqlite3_column_int64(st, 0);
+        *rows = 1;
         if (ptr && !is_live_storage(live, ptr) && counted_add(counted, ptr)) sum = tpa_add_bytes(sum, tpa_sane_bytes(sqlite3_column_int64(st, 1)));
     }
     sqlite3_finalize(st);
     return sum;
+}
+
+/* Storage of the optimizer state kept for a stale param (exp_avg, ...). */
+static int64_t state_bytes_of(sqlite3 *db, int64_t audit, uint64_t key, const struct counted *live, struct counted *counted) {
+    int rows;
+    return unshared_bytes(db, "SELECT t.storage_ptr, t.storage_bytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id"
+                              " AND t.key=r.tensor_key WHERE r.audit_id=?1 AND r.role='state' AND r.peer_key=?2",
+                          audit, key, live, counted, &rows);
 }
 
 /* Bytes a stale working tensor's master keeps: the master's storage and its
@@ -138,22 +148,13 @@ static int64_t state_bytes_of(sqlite3 *db, int64_t audit, uint64_t key, const st
  * partition serving live params too is not counted). */
 static int64_t master_bytes_of(sqlite3 *db, int64_t audit, uint64_t master, const struct counted *live,
                                struct counted *counted) {
-    sqlite3_stmt *st;
-    int64_t sum = 0;
-    if (!master || sqlite3_prepare_v2(db, "SELECT t.storage_ptr, t.storage_bytes FROM tensor t WHERE t.audit_id=?1 AND t.key=?2"
-                           " AND NOT EXISTS (SELECT 1 FROM ref m WHERE m.audit_id=?1 AND m.role='map_entry' AND m.peer_key=?2"
-                           " AND m.tensor_key IN (SELECT tensor_key FROM ref WHERE audit_id=?1 AND role='param'))",
-                           -1, &st, NULL) != SQLITE_OK)
-        return 0;
-    sqlite3_bind_int64(st, 1, audit);
-    sqlite3_bind_int64(st, 2, (int64_t)master);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        int64_t ptr = sqlite3_column_int64(st, 0);
-        if (ptr && !is_live_storage(live, ptr) && counted_add(counted, ptr)) sum = tpa_add_bytes(sum, tpa_sane_bytes(sqlite3_column_int64(st, 1)));
-        sum = tpa_add_bytes(sum, state_bytes_of(db, audit, master, live, counted));
-    }
-    sqlite3_finalize(st);
-    return sum;
+    int rows;
+    if (!master) return 0;
+    int64_t sum = unshared_bytes(db, "SELECT t.storage_ptr, t.storage_bytes FROM tensor t WHERE t.audit_id=?1 AND t.key=?2"
+                                     " AND NOT EXISTS (SELECT 1 FROM ref m WHERE m.audit_id=?1 AND m.role='map_entry' AND m.peer_key=?2"
+                                     " AND m.tensor_key IN (SELECT tensor_key FROM ref WHERE audit_id=?1 AND role='param')) LIMIT 1",
+                                 audit, master, live, counted, &rows);
+    return rows ? tpa_add_bytes(sum, state_bytes_of(db, audit, master, live, counted)) : 0;
 }
 
 static const char *query_of(const tpa_kind_t *k) {

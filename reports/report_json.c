@@ -68,6 +68,13 @@ static void put_opt_string(FILE *out, const char *s)
         fputs("null", out);
 }
 
+/* `key` (its text with the comma and colon) and then the value. */
+static void put_key_string(FILE *out, const char *key, const char *s)
+{
+    fputs(key, out);
+    put_opt_string(out, s);
+}
+
 static void put_frames(FILE *out, const tpa_frames_t *fr, int native)
 {
     fputc('[', out);
@@ -75,8 +82,7 @@ static void put_frames(FILE *out, const tpa_frames_t *fr, int native)
         const tpa_frame_t *f = &fr->v[i];
         if (i)
             fputc(',', out);
-        fputs("{\"file\":", out);
-        put_opt_string(out, f->file);
+        put_key_string(out, "{\"file\":", f->file);
         fprintf(out, ",\"line\":%ld,\"function\":", f->line);
         put_opt_string(out, f->function);
         if (native) {
@@ -122,6 +128,19 @@ static void put_run(FILE *out, const tpa_run_t *run)
     fputs("]}", out);
 }
 
+/* The same for a shape and for frames. */
+static void put_key_shape(FILE *out, const char *key, const char *shape)
+{
+    fputs(key, out);
+    put_shape(out, shape);
+}
+
+static void put_key_frames(FILE *out, const char *key, const tpa_frames_t *fr, int native)
+{
+    fputs(key, out);
+    put_frames(out, fr, native);
+}
+
 static void put_finding(FILE *out, const tpa_finding_t *f)
 {
     fputs("{\"kind\":", out);
@@ -130,41 +149,27 @@ static void put_finding(FILE *out, const tpa_finding_t *f)
     put_rank(out, f->rank >= 0, f->rank);
     fprintf(out, ",\"step\":%" PRId64 ",\"holder\":{\"kind\":", f->step);
     put_opt_string(out, f->holder_kind);
-    fputs(",\"class\":", out);
-    put_opt_string(out, f->holder_class);
-    fputs(",\"path\":", out);
-    put_opt_string(out, f->holder_path);
-    fputs("},\"tensor\":{\"name\":", out);
-    put_opt_string(out, f->name);
-    fputs(",\"shape\":", out);
-    put_shape(out, f->shape);
-    fputs(",\"local_shape\":", out);
-    put_shape(out, f->local_shape);
-    fputs(",\"dtype\":", out);
-    put_opt_string(out, f->dtype);
-    fputs(",\"device\":", out);
-    put_opt_string(out, f->device);
-    fputs(",\"type\":", out);
-    put_opt_string(out, f->type);
+    put_key_string(out, ",\"class\":", f->holder_class);
+    put_key_string(out, ",\"path\":", f->holder_path);
+    put_key_string(out, "},\"tensor\":{\"name\":", f->name);
+    put_key_shape(out, ",\"shape\":", f->shape);
+    put_key_shape(out, ",\"local_shape\":", f->local_shape);
+    put_key_string(out, ",\"dtype\":", f->dtype);
+    put_key_string(out, ",\"device\":", f->device);
+    put_key_string(out, ",\"type\":", f->type);
     fprintf(out, "},\"retained_bytes\":%" PRId64 ",\"state_bytes\":%" PRId64 ",\"has_grad\":%s,\"successor\":",
             f->retained_bytes, f->state_bytes, f->has_grad ? "true" : "false");
     if (f->has_successor) {
-        fputs("{\"name\":", out);
-        put_opt_string(out, f->succ_name);
-        fputs(",\"shape\":", out);
-        put_shape(out, f->succ_shape);
-        fputs(",\"local_shape\":", out);
-        put_shape(out, f->succ_local_shape);
-        fputs(",\"relation\":", out);
-        put_opt_string(out, f->relation);
+        put_key_string(out, "{\"name\":", f->succ_name);
+        put_key_shape(out, ",\"shape\":", f->succ_shape);
+        put_key_shape(out, ",\"local_shape\":", f->succ_local_shape);
+        put_key_string(out, ",\"relation\":", f->relation);
         fputc('}', out);
     } else {
         fputs("null", out);
     }
-    fputs(",\"created_at\":", out);
-    put_frames(out, &f->created_at, 0);
-    fputs(",\"replaced_at\":", out);
-    put_frames(out, &f->replaced_at, 0);
+    put_key_frames(out, ",\"created_at\":", &f->created_at, 0);
+    put_key_frames(out, ",\"replaced_at\":", &f->replaced_at, 0);
     fputs(",\"allocation\":", out);
     if (f->has_allocation) {
         fprintf(out, "{\"address\":%" PRIu64 ",\"bytes\":%" PRId64 ",\"stack\":", f->alloc_address,
@@ -174,8 +179,7 @@ static void put_finding(FILE *out, const tpa_finding_t *f)
     } else {
         fputs("null", out);
     }
-    fputs(",\"message\":", out);
-    put_opt_string(out, f->message);
+    put_key_string(out, ",\"message\":", f->message);
     fputc('}', out);
 }
 

@@ -34,56 +34,74 @@ static int utf8_next(const unsigned char *p, int32_t *cp)
     return n;
 }
 
+/* What to write for character `cp` (-1: an invalid byte), or NULL to
+ * write its bytes as they are; `buf` holds a numeric escape. */
+typedef const char *(*escape_fn)(int32_t cp, char buf[8]);
+
+static void put_escaped(FILE *out, const char *s, escape_fn escape)
+{
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+        int32_t cp;
+        char buf[8];
+        int n = utf8_next(p, &cp);
+        const char *e = escape(cp, buf);
+        if (e)
+            fputs(e, out);
+        else
+            fwrite(p, 1, (size_t)n, out);
+        p += n;
+    }
+}
+
+static const char *json_escape(int32_t cp, char buf[8])
+{
+    switch (cp) {
+    case '"': return "\\\"";
+    case '\\': return "\\\\";
+    case '\n': return "\\n";
+    case '\r': return "\\r";
+    case '\t': return "\\t";
+    case '<': return "\\u003c";
+    case '>': return "\\u003e";
+    case '&': return "\\u0026";
+    case -1: return "\\ufffd";
+    }
+    if (cp < 0x20 || cp == 0x7f || cp == 0x2028 || cp == 0x2029) {
+        snprintf(buf, 8, "\\u%04x", (unsigned)cp);
+        return buf;
+    }
+    return NULL;
+}
+
+/* XML 1.0 cannot carry C0 controls other than tab and newline, U+FFFE or
+ * U+FFFF; C1 controls and DEL are legal but unsafe to show. */
+static const char *xml_escape(int32_t cp, char buf[8])
+{
+    (void)buf;
+    switch (cp) {
+    case '<': return "&lt;";
+    case '>': return "&gt;";
+    case '&': return "&amp;";
+    case '"': return "&quot;";
+    case '\'': return "&#39;";
+    case '\n': return "&#10;";
+    case '\t': return "&#9;";
+    }
+    if (cp < 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0xfffe || cp == 0xffff)
+        return "\xef\xbf\xbd";
+    return NULL;
+}
+
 void tpa_put_json_string(FILE *out, const char *s)
 {
     fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
-        int32_t cp;
-        int n = utf8_next(p, &cp);
-        switch (cp) {
-        case '"': fputs("\\\"", out); break;
-        case '\\': fputs("\\\\", out); break;
-        case '\n': fputs("\\n", out); break;
-        case '\r': fputs("\\r", out); break;
-        case '\t': fputs("\\t", out); break;
-        case '<': fputs("\\u003c", out); break;
-        case '>': fputs("\\u003e", out); break;
-        case '&': fputs("\\u0026", out); break;
-        case -1: fputs("\\ufffd", out); break;
-        default:
-            if (cp < 0x20 || cp == 0x7f || cp == 0x2028 || cp == 0x2029)
-                fprintf(out, "\\u%04x", (unsigned)cp);
-            else
-                fwrite(p, 1, (size_t)n, out);
-        }
-        p += n;
-    }
+    put_escaped(out, s, json_escape);
     fputc('"', out);
 }
 
 void tpa_put_xml_escaped(FILE *out, const char *s)
 {
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
-        int32_t cp;
-        int n = utf8_next(p, &cp);
-        switch (cp) {
-        case '<': fputs("&lt;", out); break;
-        case '>': fputs("&gt;", out); break;
-        case '&': fputs("&amp;", out); break;
-        case '"': fputs("&quot;", out); break;
-        case '\'': fputs("&#39;", out); break;
-        case '\n': fputs("&#10;", out); break;
-        case '\t': fputs("&#9;", out); break;
-        default:
-            /* XML 1.0 cannot carry other C0 controls, U+FFFE or U+FFFF;
-             * C1 controls and DEL are legal but unsafe to show. */
-            if (cp < 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0xfffe || cp == 0xffff)
-                fputs("\xef\xbf\xbd", out);
-            else
-                fwrite(p, 1, (size_t)n, out);
-        }
-        p += n;
-    }
+    put_escaped(out, s, xml_escape);
 }
 
 const char *tpa_term(const char *s)
