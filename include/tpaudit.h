@@ -103,6 +103,7 @@ typedef struct tpaudit_tensor {
     int requires_grad;
     int has_grad;
     const char *type;           /* "Parameter", "DTensor", "Tensor", "tprt.param", ... */
+    int64_t storage_offset;     /* elements from the storage's start (a view's offset); 0 */
 } tpaudit_tensor_t;
 
 /* One holder -> tensor reference, recorded inside an open audit. */
@@ -144,7 +145,7 @@ typedef struct tpaudit_region {
     int capture_native;
 } tpaudit_region_t;
 
-#define TPAUDIT_INIT_TENSOR {sizeof(tpaudit_tensor_t), 0, NULL, 0, NULL, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL}
+#define TPAUDIT_INIT_TENSOR {sizeof(tpaudit_tensor_t), 0, NULL, 0, NULL, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, 0}
 #define TPAUDIT_INIT_REF {sizeof(tpaudit_ref_t), 0, NULL, 0, NULL, 0, 0, 0}
 #define TPAUDIT_INIT_EVENT {sizeof(tpaudit_event_t), 0, NULL, NULL, 0, 0, 0, NULL, NULL, 0}
 #define TPAUDIT_INIT_REGION {sizeof(tpaudit_region_t), 0, 0, 0, -1, NULL, 0}

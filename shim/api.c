@@ -102,6 +102,7 @@ TPA_API int tpaudit_v1_record_tensor(const tpaudit_tensor_t *tensor) {
     f.local_ndim = t.local_shape ? t.local_ndim : -1;
     f.requires_grad = t.requires_grad;
     f.has_grad = t.has_grad;
+    f.storage_offset = t.storage_offset;
     for (int i = 0; i < t.ndim; i++) f.shape[i] = t.shape[i];
     for (int i = 0; t.local_shape && i < t.local_ndim; i++) f.local_shape[i] = t.local_shape[i];
     const char *strs[4] = {t.name, t.dtype, t.device, t.type};

@@ -72,7 +72,8 @@
     X(nbytes, "INTEGER NOT NULL", I64, (int64_t)f.nbytes)                         \
     X(requires_grad, "INTEGER NOT NULL", BOOL, f.requires_grad)                   \
     X(has_grad, "INTEGER NOT NULL", BOOL, f.has_grad)                             \
-    X(type, "TEXT", TEXT, view_text(v, 3))
+    X(type, "TEXT", TEXT, view_text(v, 3))                                        \
+    X(storage_offset, "INTEGER NOT NULL DEFAULT 0", I64, f.storage_offset)
 
 #define TPA_REF_COLUMNS(X)                                                        \
     X(audit_id, "INTEGER NOT NULL", I64, f.audit_id)                              \

@@ -40,6 +40,7 @@ struct tpa_fx_tensor {
     uint64_t key, storage_ptr, storage_bytes, nbytes;
     int32_t ndim, local_ndim, requires_grad, has_grad;
     int64_t shape[TPAUDIT_MAX_DIMS], local_shape[TPAUDIT_MAX_DIMS];
+    int64_t storage_offset;
 };
 struct tpa_fx_ref { int64_t audit_id; uint64_t holder_id, tensor_key, peer_key; int32_t holder_kind, role; };
 struct tpa_fx_event { int64_t ts; uint64_t holder_id, old_key, new_key; int32_t kind, pad; };

@@ -60,13 +60,13 @@ class _Describer:
         shape = list(t.shape)
         return (id(t), name, shape, list(local.shape) if is_dt else shape, dtype_text, device_text,
                 storage_ptr, storage_bytes, local.numel() * local.element_size(),
-                t.requires_grad, t.grad is not None, type_name)
+                t.requires_grad, t.grad is not None, type_name, local.storage_offset())
 
 
 def tensor_facts(t, name):
     """Facts of one tensor as keyword arguments of recorder.tensor()."""
     fields = ("key", "name", "shape", "local_shape", "dtype", "device", "storage_ptr",
-              "storage_bytes", "nbytes", "requires_grad", "has_grad", "type_name")
+              "storage_bytes", "nbytes", "requires_grad", "has_grad", "type_name", "storage_offset")
     return dict(zip(fields, _Describer().facts(t, name)))
 
 

@@ -24,7 +24,7 @@ class TensorStruct(ctypes.Structure):
                 ("dtype", _str), ("device", _str), ("storage_ptr", _u64),
                 ("storage_bytes", _u64), ("nbytes", _u64),
                 ("requires_grad", ctypes.c_int), ("has_grad", ctypes.c_int),
-                ("type", _str)]
+                ("type", _str), ("storage_offset", ctypes.c_int64)]
 
 
 class RefStruct(ctypes.Structure):
@@ -91,7 +91,7 @@ class NativeRecorder:
         return self.lib.tpaudit_v1_audit_end(audit_id)
 
     def tensor(self, key, name, shape, local_shape, dtype, device, storage_ptr,
-               storage_bytes, nbytes, requires_grad, has_grad, type_name):
+               storage_bytes, nbytes, requires_grad, has_grad, type_name, storage_offset=0):
         # One reused struct and shape buffers: the C side copies them during the call.
         s, words = self._tensor, self._words
         s.key, s.name = key, _b(name)
@@ -105,7 +105,7 @@ class NativeRecorder:
             s.shape, s.local_shape, self._shapes_moved = _dims(shape), _dims(local_shape), True
         s.dtype, s.device, s.type = words(dtype), words(device), words(type_name)
         s.storage_ptr, s.storage_bytes, s.nbytes = storage_ptr, storage_bytes, nbytes
-        s.requires_grad, s.has_grad = requires_grad, has_grad
+        s.requires_grad, s.has_grad, s.storage_offset = requires_grad, has_grad, storage_offset
         return self._record_tensor(self._tensor_ref)
 
     def ref(self, holder_kind, holder_class, holder_id, path, role, tensor_key, peer_key=0):

@@ -53,6 +53,7 @@ int main(int argc, char **argv) {
         t.storage_bytes = t.nbytes = 4096;
         t.requires_grad = 1;
         t.type = "Parameter";
+        t.storage_offset = 7 * i; /* views into one storage */
         CHECK(tpaudit_record_tensor(&t) == want);
     }
     for (int i = 0; i < 4; i++) {

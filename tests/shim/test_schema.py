@@ -16,9 +16,10 @@ import subprocess
 import sys
 import tempfile
 
-# The seed fixture is a file from before run.ended_by existed: the analyzer
-# must keep reading such files, so the fixture keeps that shape on purpose.
-SEED_LACKS = {"run": ["ended_by"]}
+# The seed fixture is a file from before run.ended_by and tensor.storage_offset
+# existed: the analyzer must keep reading such files, so the fixture keeps that
+# shape on purpose.
+SEED_LACKS = {"run": ["ended_by"], "tensor": ["storage_offset"]}
 # Columns the shim fills itself (not from the caller's struct).
 SHIM_MADE = {"audit_id", "id", "ts_ns", "stack_id"}
 # Struct fields that are no column of their own.
@@ -65,6 +66,8 @@ def live_schema(lib, bindir):
         db = sqlite3.connect(path)
         for t in ("tensor", "ref", "event", "alloc", "audit"):
             check(db.execute(f"select count(*) from {t}").fetchone()[0] > 0, f"the host wrote no {t} row")
+        offsets = [r[0] for r in db.execute("select storage_offset from tensor order by key")]
+        check(offsets == [0, 7, 14], f"tensor.storage_offset {offsets}, the host recorded [0, 7, 14]")
         s = schema_of(db)
         db.close()
         return s
