@@ -105,10 +105,13 @@ TPA_API int tpaudit_v1_record_tensor(const tpaudit_tensor_t *tensor) {
     f.storage_offset = t.storage_offset;
     for (int i = 0; i < t.ndim; i++) f.shape[i] = t.shape[i];
     for (int i = 0; t.local_shape && i < t.local_ndim; i++) f.local_shape[i] = t.local_shape[i];
-    const char *strs[4] = {t.name, t.dtype, t.device, t.type};
-    uint32_t caps[4] = {CAP_NAME, CAP_SHORT, CAP_SHORT, CAP_SHORT};
+    const char *strs[TPA_TENSOR_NSTR] = {[TPA_TENSOR_S_NAME] = t.name, [TPA_TENSOR_S_DTYPE] = t.dtype,
+                                         [TPA_TENSOR_S_DEVICE] = t.device, [TPA_TENSOR_S_TYPE] = t.type};
+    uint32_t caps[TPA_TENSOR_NSTR] = {[TPA_TENSOR_S_NAME] = CAP_NAME, [TPA_TENSOR_S_DTYPE] = CAP_SHORT,
+                                      [TPA_TENSOR_S_DEVICE] = CAP_SHORT, [TPA_TENSOR_S_TYPE] = CAP_SHORT};
     /* Audit facts wait for ring space rather than being dropped. */
-    return tpa_enqueue(TPA_REC_TENSOR, &f, sizeof f, strs, caps, 4, NULL, 0, TPA_CONTROL_WAIT_MS);
+    return tpa_enqueue(TPA_REC_TENSOR, &f, sizeof f, strs, caps, TPA_TENSOR_NSTR, NULL, 0,
+                       TPA_CONTROL_WAIT_MS);
 }
 
 TPA_API int tpaudit_v1_record_ref(const tpaudit_ref_t *ref) {
@@ -121,9 +124,9 @@ TPA_API int tpaudit_v1_record_ref(const tpaudit_ref_t *ref) {
     int64_t audit = atomic_load(&g_audit_open);
     if (!audit) return TPAUDIT_ENOAUDIT;
     struct tpa_fx_ref f = {audit, r.holder_id, r.tensor_key, r.peer_key, r.holder_kind, r.role};
-    const char *strs[2] = {r.holder_class, r.path};
-    uint32_t caps[2] = {CAP_SHORT, CAP_NAME};
-    return tpa_enqueue(TPA_REC_REF, &f, sizeof f, strs, caps, 2, NULL, 0, TPA_CONTROL_WAIT_MS);
+    const char *strs[TPA_REF_NSTR] = {[TPA_REF_S_HOLDER_CLASS] = r.holder_class, [TPA_REF_S_PATH] = r.path};
+    uint32_t caps[TPA_REF_NSTR] = {[TPA_REF_S_HOLDER_CLASS] = CAP_SHORT, [TPA_REF_S_PATH] = CAP_NAME};
+    return tpa_enqueue(TPA_REC_REF, &f, sizeof f, strs, caps, TPA_REF_NSTR, NULL, 0, TPA_CONTROL_WAIT_MS);
 }
 
 TPA_API int tpaudit_v1_record_event(const tpaudit_event_t *event) {
@@ -135,9 +138,12 @@ TPA_API int tpaudit_v1_record_event(const tpaudit_event_t *event) {
     uint64_t ips[TPA_MAX_STACK];
     int n = e.capture_native ? tpa_stack_capture(ips, TPA_MAX_STACK, 1) : 0;
     struct tpa_fx_event f = {tpa_now_ns(), e.holder_id, e.old_key, e.new_key, e.kind, 0};
-    const char *strs[4] = {e.name, e.holder_class, e.detail, e.py_stack};
-    uint32_t caps[4] = {CAP_NAME, CAP_SHORT, CAP_DETAIL, CAP_PYSTACK};
-    return tpa_enqueue(TPA_REC_EVENT, &f, sizeof f, strs, caps, 4, ips, n, 0);
+    const char *strs[TPA_EVENT_NSTR] = {[TPA_EVENT_S_NAME] = e.name,
+                                        [TPA_EVENT_S_HOLDER_CLASS] = e.holder_class,
+                                        [TPA_EVENT_S_DETAIL] = e.detail, [TPA_EVENT_S_PY_STACK] = e.py_stack};
+    uint32_t caps[TPA_EVENT_NSTR] = {[TPA_EVENT_S_NAME] = CAP_NAME, [TPA_EVENT_S_HOLDER_CLASS] = CAP_SHORT,
+                                     [TPA_EVENT_S_DETAIL] = CAP_DETAIL, [TPA_EVENT_S_PY_STACK] = CAP_PYSTACK};
+    return tpa_enqueue(TPA_REC_EVENT, &f, sizeof f, strs, caps, TPA_EVENT_NSTR, ips, n, 0);
 }
 
 TPA_API int tpaudit_v1_record_region(const tpaudit_region_t *region) {

@@ -52,6 +52,12 @@ struct tpa_fx_alloc {
 };
 struct tpa_fx_api_call { int64_t ts, thread; uint32_t correlation, pad; };
 
+/* The string slots of the records with more than one string (the others
+ * have one, slot 0): api.c queues them and records.h reads them by name. */
+enum { TPA_TENSOR_S_NAME, TPA_TENSOR_S_DTYPE, TPA_TENSOR_S_DEVICE, TPA_TENSOR_S_TYPE, TPA_TENSOR_NSTR };
+enum { TPA_REF_S_HOLDER_CLASS, TPA_REF_S_PATH, TPA_REF_NSTR };
+enum { TPA_EVENT_S_NAME, TPA_EVENT_S_HOLDER_CLASS, TPA_EVENT_S_DETAIL, TPA_EVENT_S_PY_STACK, TPA_EVENT_NSTR };
+
 #define TPA_REC_MAX_STR 6
 struct tpa_rec_view {
     int type;
