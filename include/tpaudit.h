@@ -162,6 +162,7 @@ typedef int (*tpaudit_v1_record_region_fn)(const tpaudit_region_t *region);
 typedef int (*tpaudit_v1_set_run_info_fn)(const char *field, const char *value);
 typedef int (*tpaudit_v1_flush_fn)(void);
 typedef int (*tpaudit_v1_audit_wants_fn)(int64_t step);
+typedef int64_t (*tpaudit_v1_audit_next_fn)(int64_t after);
 
 /*
  * The lazy binding: each entry point is looked up once in the process's
@@ -267,6 +268,14 @@ static inline int tpaudit_flush(void) {
 static inline int tpaudit_audit_wants(int64_t step) {
     TPAUDIT__BIND(audit_wants)
     return fn ? fn(step) : TPAUDIT_ENOTLOADED;
+}
+
+/* The first step after `after` that TPAUDIT_AUDIT asks for, 0 when none
+ * (a step counter then compares one number per step);
+ * TPAUDIT_ENOTLOADED when the shim is absent. */
+static inline int64_t tpaudit_audit_next(int64_t after) {
+    TPAUDIT__BIND(audit_next)
+    return fn ? fn(after) : TPAUDIT_ENOTLOADED;
 }
 
 #undef TPAUDIT__BIND

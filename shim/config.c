@@ -58,7 +58,7 @@ static int parse_choice(const char *name, const char *const *words, int n, int d
  *     none     nothing (the list may be only this)
  * A malformed value gives one warning and the default; the variable is left
  * as the user set it.  This is the one parser: tprt and the Python probe ask
- * it through tpaudit_v1_audit_wants(). */
+ * it through tpaudit_v1_audit_wants() and tpaudit_v1_audit_next(). */
 #define TPA_PLAN_RANGES 64
 struct tpa_audit_plan {
     int all_steps, at_exit, n;
@@ -138,6 +138,20 @@ TPA_API int tpaudit_v1_audit_wants(int64_t step) {
     for (int i = 0; i < g_plan.n; i++)
         if (step >= g_plan.lo[i] && step <= g_plan.hi[i]) return 1;
     return 0;
+}
+
+/* The first step after `after` that the plan asks for, 0 when none: lets a
+ * caller that counts steps compare one number per step. */
+TPA_API int64_t tpaudit_v1_audit_next(int64_t after) {
+    if (after < 0) after = 0;
+    if (g_plan.all_steps) return after + 1;
+    int64_t next = 0;
+    for (int i = 0; i < g_plan.n; i++) {
+        if (g_plan.hi[i] <= after) continue;
+        int64_t first = g_plan.lo[i] > after ? g_plan.lo[i] : after + 1;
+        if (next == 0 || first < next) next = first;
+    }
+    return next;
 }
 
 void tpa_config_load(void) {

@@ -215,9 +215,13 @@ def _patch(torch):
     def step_pre(opt, _args, _kwargs):
         if not state.enabled:
             return
-        n = counts.get(id(opt), 0) + 1
-        counts[id(opt)] = n
-        if plan.wants(n):
+        entry = counts.get(id(opt))
+        if entry is None:
+            entry = counts[id(opt)] = [0, plan.first]  # [steps taken, next step due]
+        entry[0] += 1
+        n = entry[0]
+        if n == entry[1]:
+            entry[1] = plan.next_after(n)
             try:
                 _discover_holders(opt, sys._getframe(1))
             except Exception as exc:

@@ -41,7 +41,7 @@ owners = WeakIdMap()       # parameter -> (weakref(module), attribute name)
 names = WeakIdMap()        # tensor -> best dotted name
 holders = WeakIdMap()      # optimizer -> [weakref(object holding it)] (frameworks/holders.py)
 scanned = WeakIdMap()      # optimizer -> True once its gc referrer scan ran
-step_counts = {}           # id(optimizer) -> steps taken
+step_counts = {}           # id(optimizer) -> [steps taken, next step due]
 
 
 class _Changes:

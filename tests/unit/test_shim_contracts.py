@@ -41,7 +41,13 @@ import sys
 from tpaudit import _config, _native
 assert _native.load_recorder() is not None, "the probe could not load the shim"
 plan = _config.audit_plan()
-print(" ".join([str(s) for s in range(1, 13) if plan.wants(s)] + (["exit"] if plan.at_exit else [])))
+wanted = [s for s in range(1, 13) if plan.wants(s)]
+due, walked = plan.first, []
+while 0 < due <= 12:
+    walked.append(due)
+    due = plan.next_after(due)
+assert walked == wanted, (walked, wanted)  # the hot path's walk agrees with wants()
+print(" ".join([str(s) for s in wanted] + (["exit"] if plan.at_exit else [])))
 """
 
 
