@@ -67,7 +67,7 @@ static const char *json_escape(int32_t cp, char buf[8])
     case -1: return "\\ufffd";
     }
     if (cp < 0x20 || cp == 0x7f || cp == 0x2028 || cp == 0x2029) {
-        snprintf(buf, 8, "\\u%04x", (unsigned)cp);
+        snprintf(buf, 8, "\\u%04x", (unsigned)cp & 0xffffu); /* cp < 0x10000 here */
         return buf;
     }
     return NULL;
