@@ -22,35 +22,6 @@ def _chain():
     spec.loader.exec_module(module)
 
 
-class _TorchFinder:
-    """Meta path finder: wraps torch's loader to install the hooks after it ran."""
-
-    def __init__(self, recorder):
-        self.recorder = recorder
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "torch":
-            return None
-        import importlib.machinery
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        loader, recorder = spec.loader, self.recorder
-
-        class _Loader:
-            def create_module(self, spec):
-                return loader.create_module(spec)
-
-            def exec_module(self, module):
-                loader.exec_module(module)
-                import tpaudit
-                tpaudit.enable(recorder)
-
-        spec.loader = _Loader()
-        return spec
-
-
 def _start():
     try:
         from tpaudit import _config, _native
@@ -59,12 +30,14 @@ def _start():
         recorder = _native.load_recorder()
         if recorder is None:
             return
-        if "torch" in sys.modules:
+        from tpaudit._after_import import after_import
+        if "torch" not in sys.modules:
+            recorder.set_run_info("python", "idle: torch not imported")
+
+        def on_torch(_torch):
             import tpaudit
             tpaudit.enable(recorder)
-        else:
-            recorder.set_run_info("python", "idle: torch not imported")
-            sys.meta_path.insert(0, _TorchFinder(recorder))
+        after_import("torch", on_torch)
     except Exception as exc:
         sys.stderr.write("tpaudit: python probe off: %r\n" % (exc,))
 

@@ -13,6 +13,8 @@
 """
 import sys
 
+from .._after_import import after_import
+
 MODULE = "torch.distributed.fsdp._fully_shard._fsdp_param"
 
 
@@ -34,41 +36,9 @@ def _patch(mod, on_replace):
     mod.unsafe_setattr_param = unsafe_setattr_param
 
 
-class _Finder:
-    """Meta path finder: patches the FSDP2 module right after it is imported."""
-
-    def __init__(self, on_replace):
-        self.on_replace = on_replace
-
-    def find_spec(self, name, path=None, target=None):
-        if name != MODULE:
-            return None
-        import importlib.machinery
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        loader, on_replace = spec.loader, self.on_replace
-
-        class _Loader:
-            def create_module(self, spec):
-                return loader.create_module(spec)
-
-            def exec_module(self, module):
-                loader.exec_module(module)
-                _patch(module, on_replace)
-
-        spec.loader = _Loader()
-        return spec
-
-
 def watch(on_replace):
     """Calls on_replace(module, name, old, new, swap) for every FSDP2 parameter swap."""
-    mod = sys.modules.get(MODULE)
-    if mod is not None:
-        _patch(mod, on_replace)
-    else:
-        sys.meta_path.insert(0, _Finder(on_replace))
+    after_import(MODULE, lambda mod: _patch(mod, on_replace))
 
 
 def live_twins(root):

@@ -148,7 +148,10 @@ def hf_trainer():
     Trainer(model=model, args=args, train_dataset=data, callbacks=[Replace()]).train()
 
 
-def _lightning(strategy, devices):
+def lightning_fit(accelerator="cpu", devices=1, **trainer_options):
+    """A LightningModule over mlp() trained 3 steps; with --seed it replaces
+    its first Linear once Lightning built the optimizer.  Also the GPU
+    frameworks part's Lightning program (bf16-mixed)."""
     import lightning as L
 
     class Module(L.LightningModule):
@@ -157,7 +160,7 @@ def _lightning(strategy, devices):
             self.net = mlp()
 
         def training_step(self, batch, _i):
-            return self.net(batch[0]).pow(2).mean()
+            return self.net(batch[0]).float().pow(2).mean()
 
         def configure_optimizers(self):
             return torch.optim.AdamW(self.parameters(), lr=1e-3)
@@ -167,19 +170,20 @@ def _lightning(strategy, devices):
                 self.net[0] = nn.Linear(8, 16).to(self.device)
 
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(32, 8)), batch_size=4)
-    trainer = L.Trainer(accelerator="cpu", devices=devices, strategy=strategy, max_steps=3, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(accelerator=accelerator, devices=devices, max_steps=3, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        **trainer_options)
     trainer.fit(Module(), data)
 
 
 def lightning_single():
-    _lightning("auto", 1)
+    lightning_fit(strategy="auto")
 
 
 def lightning_ddp():
     """strategy="ddp" with 2 CPU processes: Lightning launches the second one
     itself and DDPStrategy.teardown lets the DDP wrapper go on every run."""
-    _lightning("ddp_find_unused_parameters_true" if SEED else "ddp", 2)
+    lightning_fit(devices=2, strategy="ddp_find_unused_parameters_true" if SEED else "ddp")
 
 
 def accelerate_fsdp2():
