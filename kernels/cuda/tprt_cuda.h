@@ -45,6 +45,10 @@ int cuda_layernorm_forward(tprt_bf16 *out, float *mean, float *rstd, const tprt_
                            const tprt_bf16 *b, int BT, int C);
 int cuda_layernorm_backward(tprt_bf16 *dinp, float *dw, float *db, const tprt_bf16 *dout, const tprt_bf16 *inp,
                             const tprt_bf16 *w, const float *mean, const float *rstd, int BT, int C);
+/* res = a + b, then out = layernorm(res): a residual add fused into the layernorm after it
+ * (res may not alias a or b). */
+int cuda_residual_layernorm_forward(tprt_bf16 *res, tprt_bf16 *out, float *mean, float *rstd, const tprt_bf16 *a,
+                                    const tprt_bf16 *b, const tprt_bf16 *w, const tprt_bf16 *bias, int BT, int C);
 
 /* matmul.cu: out(BT,OC) = inp(BT,IC) @ W(OC,IC)^T + bias through cuBLAS
  * (bf16 operands, fp32 accumulation); `ld` is the row stride of out / dout
@@ -55,6 +59,15 @@ int cuda_matmul_forward(tprt_bf16 *out, const tprt_bf16 *inp, const tprt_bf16 *w
                         int IC, int OC, int ld);
 int cuda_matmul_backward(tprt_bf16 *dinp, float *dw, float *dbias, const tprt_bf16 *dout, const tprt_bf16 *inp,
                          const tprt_bf16 *w, int BT, int IC, int OC, int ld);
+/* pre = inp @ W^T + bias (row stride OC), out = gelu(pre): bias and GELU in the GEMM's epilogue. */
+int cuda_matmul_gelu_forward(tprt_bf16 *out, tprt_bf16 *pre, const tprt_bf16 *inp, const tprt_bf16 *w,
+                             const tprt_bf16 *bias, int BT, int IC, int OC);
+/* The backward without the input grad's accumulation: dinp = dout @ W is overwritten (no
+ * zeroing needed), times gelu'(pre_gelu) elementwise when pre_gelu is non-NULL (the GELU
+ * backward of the layer that fed inp, in the epilogue; pre_gelu has dinp's shape (BT, IC));
+ * dw and dbias still accumulate. */
+int cuda_matmul_backward_set(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, float *dw, float *dbias, const tprt_bf16 *dout,
+                             const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC, int ld);
 int cuda_bias_add(tprt_bf16 *out, const tprt_bf16 *bias, int BT, int OC, int ld);
 int cuda_bias_backward(float *dbias, const tprt_bf16 *dout, int BT, int OC, int ld);
 
@@ -104,6 +117,16 @@ int cuda_ce_loss(float *loss, float *rowsum, const float *scratch, const float *
 int cuda_crossentropy_backward(tprt_bf16 *dlogits, const tprt_bf16 *logits, const float *rowmax, const float *rowsum,
                                const int *targets, int v0, int vl, int vocab, int BT, int ld, float dloss);
 
+/* The whole cross-entropy in one kernel when one rank holds the whole vocab (v0 = 0,
+ * vl >= vocab): per row one read for the max and the sum of exponentials (online), one
+ * read-and-write that replaces the logits by dloss * (softmax - onehot) / BT in place
+ * (padding columns 0); losses[i] = log(sum) + max - target logit.  The logits are gone
+ * afterwards: the backward then has nothing left to do. */
+int cuda_crossentropy_fused(float *losses, tprt_bf16 *logits, const int *targets, int vl, int vocab, int BT, int ld,
+                            float dloss);
+/* *loss = mean of losses[0..BT), summed in double in a fixed order */
+int cuda_ce_mean(float *loss, const float *losses, int BT);
+
 /* adamw.cu: *acc += sum(g^2); AdamW on an fp32 master with the clip scale
  * from the squared norms acc[0] + acc[1], master -> bf16 working copy.
  * decay = lr * weight_decay (0 for no decay), bc1/bc2 the bias corrections. */
@@ -111,6 +134,22 @@ int cuda_sumsq(float *acc, const float *g, size_t n);
 int cuda_adamw_update(float *master, tprt_bf16 *working, const float *g, float *m, float *v, size_t n,
                       const float *acc, float clip, float lr, float beta1, float beta2, float eps, float decay,
                       float bc1, float bc2);
+/* Multi-tensor forms: one launch per TPRT_ADAMW_SLOTS_PER_LAUNCH tensors (the table travels in
+ * the kernel's parameters, so no device table is allocated).  sumsq adds each slot's sum of
+ * squares to acc[slot.replicated]; update applies cuda_adamw_update's arithmetic to every
+ * slot, decay = lr * weight_decay where slot.decay is set, else 0. */
+typedef struct {
+    float *master;
+    tprt_bf16 *working;
+    const float *grad;
+    float *m, *v;
+    size_t n;
+    int decay;      /* weight decay applies (group 0) */
+    int replicated; /* counted in acc[1] instead of acc[0] */
+} tprt_adamw_slot;
+int cuda_sumsq_multi(float *acc, const tprt_adamw_slot *slots, int n_slots);
+int cuda_adamw_multi(const tprt_adamw_slot *slots, int n_slots, const float *acc, float clip, float lr, float beta1,
+                     float beta2, float eps, float weight_decay, float bc1, float bc2);
 
 #ifdef __cplusplus
 }
