@@ -1,10 +1,12 @@
-/* common.cuh - helpers shared by tprt's CUDA kernels: bf16 loads/stores,
- * warp reductions, launch sizes and the launch status check. */
+/* common.cuh - helpers shared by tprt's CUDA kernels: bf16 loads/stores
+ * (scalar, and 128-bit: eight bf16 in one uint4), warp reductions, launch
+ * sizes (the SM count, asked once) and the launch status check. */
 #ifndef TPRT_CUDA_COMMON_CUH
 #define TPRT_CUDA_COMMON_CUH
 #include "tprt_cuda.h"
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <stdint.h>
 
 typedef __nv_bfloat16 bf16;
 #define BF(p) (reinterpret_cast<bf16 *>(p))
@@ -12,6 +14,24 @@ typedef __nv_bfloat16 bf16;
 
 __device__ __forceinline__ float ldf(const bf16 *p, size_t i) { return __bfloat162float(p[i]); }
 __device__ __forceinline__ bf16 tobf(float x) { return __float2bfloat16_rn(x); }
+
+/* 128-bit access: p must be 16-byte aligned.  Element 2i of a uint4 lies in the low half of
+ * word i (little endian), so the unpack is a shift and a mask, exact. */
+__device__ __forceinline__ uint4 ld_vec8(const bf16 *p) { return *reinterpret_cast<const uint4 *>(p); }
+__device__ __forceinline__ void st_vec8(bf16 *p, uint4 v) { *reinterpret_cast<uint4 *>(p) = v; }
+__device__ __forceinline__ void unpack2(unsigned w, float *f) {
+    f[0] = __uint_as_float(w << 16);
+    f[1] = __uint_as_float(w & 0xffff0000u);
+}
+__device__ __forceinline__ void unpack8(uint4 v, float f[8]) {
+    unpack2(v.x, f), unpack2(v.y, f + 2), unpack2(v.z, f + 4), unpack2(v.w, f + 6);
+}
+__device__ __forceinline__ unsigned pack2(float lo, float hi) { /* round to nearest even, as tobf */
+    return (unsigned)__bfloat16_as_ushort(tobf(lo)) | ((unsigned)__bfloat16_as_ushort(tobf(hi)) << 16);
+}
+__device__ __forceinline__ uint4 pack8(const float f[8]) {
+    return make_uint4(pack2(f[0], f[1]), pack2(f[2], f[3]), pack2(f[4], f[5]), pack2(f[6], f[7]));
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -23,5 +43,19 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 
 static inline unsigned grid_for(size_t n, int threads) { return (unsigned)((n + (size_t)threads - 1) / (size_t)threads); }
+static inline int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+/* multiprocessors of the current device, asked once per process (1 when the query fails, so
+ * that a grid sized from it stays valid) */
+static inline int sm_count(void) {
+    static int cached;
+    if (!cached) {
+        int dev = 0, n = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            n < 1)
+            return 1;
+        cached = n;
+    }
+    return cached;
+}
 static inline int launch_ok(void) { return cudaGetLastError() == cudaSuccess ? 0 : -1; }
 #endif

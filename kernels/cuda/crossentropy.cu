@@ -1,13 +1,22 @@
 /* crossentropy.cu - vocab-parallel softmax cross-entropy over bf16 logits
  * (one block per row), in the steps of crossentropy.c: row max, sum of
  * exponentials and target logit, mean loss; padded vocab columns (global
- * id >= vocab) are masked out of all of them and get a zero gradient. */
+ * id >= vocab) are masked out of all of them and get a zero gradient.
+ * At TP=1 the fused kernel does it all per row in two passes: one read for
+ * the max and the sum at once (online: the sum is rescaled when the max
+ * grows), one read-and-write that puts the gradient in place of the
+ * logits; 128-bit loads and stores where the rows are 16-byte aligned. */
 #include "common.cuh"
 #include <cfloat>
 
 static __device__ int real_cols(int v0, int vl, int vocab) {
     int n = vocab - v0;
     return n < 0 ? 0 : n > vl ? vl : n;
+}
+/* gradient of column j: dloss/BT * (softmax - onehot), 0 on padding (j >= nv) */
+static __device__ __forceinline__ float ce_grad(float x, int j, int nv, int r, float mx, float inv, float scale) {
+    float g = j < nv ? __expf(x - mx) * inv * scale : 0.0f;
+    return (j == r && j < nv) ? g - scale : g;
 }
 /* block-wide reduction of 256 threads (op 0 sum, 1 max) */
 static __device__ float block_reduce(float v, int op) {
@@ -42,20 +51,30 @@ __global__ void ce_rowsum_k(float *scratch, const bf16 *logits, const float *row
         scratch[BT + i] = (r >= 0 && r < nv) ? ldf(x, r) : 0.0f;
     }
 }
+/* *loss = (sum of the block's acc) / BT, in a fixed order (CE_MEAN_THREADS threads) */
+#define CE_MEAN_THREADS 256
+static __device__ void store_mean(float *loss, double acc, int BT) {
+    __shared__ double sh[CE_MEAN_THREADS];
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = CE_MEAN_THREADS / 2; w; w >>= 1) {
+        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *loss = (float)(sh[0] / BT);
+}
 __global__ void ce_loss_k(float *loss, float *rowsum, const float *scratch, const float *rowmax, int BT) {
     double acc = 0.0;
     for (int i = threadIdx.x; i < BT; i += blockDim.x) {
         rowsum[i] = scratch[i];
         acc += (double)(logf(scratch[i]) + rowmax[i] - scratch[BT + i]);
     }
-    __shared__ double sh[256];
-    sh[threadIdx.x] = acc;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w; w >>= 1) {
-        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) *loss = (float)(sh[0] / BT);
+    store_mean(loss, acc, BT);
+}
+__global__ void ce_mean_k(float *loss, const float *losses, int BT) {
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < BT; i += blockDim.x) acc += (double)losses[i];
+    store_mean(loss, acc, BT);
 }
 __global__ void ce_bwd_k(bf16 *dlogits, const bf16 *logits, const float *rowmax, const float *rowsum, const int *targets,
                          int v0, int vl, int vocab, int BT, int ld, float dloss) {
@@ -63,11 +82,99 @@ __global__ void ce_bwd_k(bf16 *dlogits, const bf16 *logits, const float *rowmax,
     const bf16 *x = logits + (size_t)i * ld;
     bf16 *d = dlogits + (size_t)i * ld;
     float scale = dloss / (float)BT, inv = 1.0f / rowsum[i], mx = rowmax[i];
-    for (int j = threadIdx.x; j < vl; j += blockDim.x) {
-        float g = j < nv ? __expf(ldf(x, j) - mx) * inv * scale : 0.0f;
-        if (j == r && j < nv) g -= scale;
-        d[j] = tobf(g);
+    for (int j = threadIdx.x; j < vl; j += blockDim.x) d[j] = tobf(ce_grad(ldf(x, j), j, nv, r, mx, inv, scale));
+}
+
+/* ---- fused, one rank holding the whole vocab ---- */
+
+#define CE_FUSED_THREADS 512 /* three blocks (rows) per SM at once */
+/* (m, s) <- the pair for the union of the elements behind (m, s) and (om, os), s a sum of
+ * exp(x - m); -FLT_MAX with s = 0 stands for no element (exp(-FLT_MAX - m) is 0) */
+static __device__ __forceinline__ void maxsum_merge(float &m, float &s, float om, float os) {
+    float nm = fmaxf(m, om);
+    s = s * __expf(m - nm) + os * __expf(om - nm);
+    m = nm;
+}
+static __device__ __forceinline__ void maxsum_add8(float &m, float &s, const float f[8]) {
+    float vm = f[0];
+#pragma unroll
+    for (int i = 1; i < 8; i++) vm = fmaxf(vm, f[i]);
+    float nm = fmaxf(m, vm), t = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) t += __expf(f[i] - nm);
+    s = s * __expf(m - nm) + t;
+    m = nm;
+}
+/* every thread ends with the block's (max, sum); one call per kernel (its shared pairs stay) */
+static __device__ void block_maxsum(float &m, float &s) {
+    __shared__ float shm[32], shs[32];
+    for (int o = 16; o; o >>= 1)
+        maxsum_merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    if (lane == 0) shm[threadIdx.x / 32] = m, shs[threadIdx.x / 32] = s;
+    __syncthreads();
+    m = lane < warps ? shm[lane] : -FLT_MAX;
+    s = lane < warps ? shs[lane] : 0.0f;
+    for (int o = 16; o; o >>= 1)
+        maxsum_merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+}
+
+/* VEC: rows 16-byte aligned (ld % 8 == 0, aligned base): 8 columns per load and store, CE_UNROLL
+ * loads in flight per thread, the columns past the last multiple of 8 one at a time. */
+#define CE_UNROLL 4
+#define CE_STEP (8 * CE_FUSED_THREADS) /* columns one round of 128-bit loads covers */
+static __device__ __forceinline__ void load_round(uint4 (&u)[CE_UNROLL], const bf16 *x, int j0, int end) {
+#pragma unroll
+    for (int q = 0; q < CE_UNROLL; q++)
+        if (j0 + q * CE_STEP < end) u[q] = ld_vec8(x + j0 + q * CE_STEP);
+}
+template <bool VEC>
+__global__ void __launch_bounds__(CE_FUSED_THREADS, 3) ce_fused_k(float *losses, bf16 *logits, const int *targets, int vl,
+                                                               int vocab, int BT, int ld, float dloss) {
+    int i = blockIdx.x, nv = real_cols(0, vl, vocab), r = targets[i], t = threadIdx.x;
+    bf16 *x = logits + (size_t)i * ld;
+    /* the target logit is read before block_maxsum's barrier, so before any thread writes */
+    float target = (t == 0 && r >= 0 && r < nv) ? ldf(x, r) : 0.0f, m = -FLT_MAX, s = 0.0f, f[8];
+    int nv8 = VEC ? nv / 8 * 8 : 0, vl8 = VEC ? vl / 8 * 8 : 0;
+    for (int j0 = 8 * t; j0 < nv8; j0 += CE_UNROLL * CE_STEP) {
+        uint4 u[CE_UNROLL];
+        load_round(u, x, j0, nv8);
+#pragma unroll
+        for (int q = 0; q < CE_UNROLL; q++)
+            if (j0 + q * CE_STEP < nv8) unpack8(u[q], f), maxsum_add8(m, s, f);
     }
+    for (int j = nv8 + t; j < nv; j += CE_FUSED_THREADS) maxsum_merge(m, s, ldf(x, j), 1.0f);
+    block_maxsum(m, s);
+    float scale = dloss / (float)BT, inv = 1.0f / s;
+    if (t == 0) losses[i] = logf(s) + m - target;
+    for (int j0 = 8 * t; j0 < vl8; j0 += CE_UNROLL * CE_STEP) {
+        uint4 u[CE_UNROLL];
+        load_round(u, x, j0, vl8);
+#pragma unroll
+        for (int q = 0; q < CE_UNROLL; q++) {
+            int j = j0 + q * CE_STEP;
+            if (j >= vl8) continue;
+            unpack8(u[q], f);
+#pragma unroll
+            for (int k = 0; k < 8; k++) f[k] = ce_grad(f[k], j + k, nv, r, m, inv, scale);
+            st_vec8(x + j, pack8(f));
+        }
+    }
+    for (int j = vl8 + t; j < vl; j += CE_FUSED_THREADS) x[j] = tobf(ce_grad(ldf(x, j), j, nv, r, m, inv, scale));
+}
+
+extern "C" int cuda_crossentropy_fused(float *losses, tprt_bf16 *logits, const int *targets, int vl, int vocab, int BT,
+                                       int ld, float dloss) {
+    if (BT <= 0) return launch_ok();
+    if (ld % 8 == 0 && aligned16(logits))
+        ce_fused_k<true><<<BT, CE_FUSED_THREADS>>>(losses, BF(logits), targets, vl, vocab, BT, ld, dloss);
+    else
+        ce_fused_k<false><<<BT, CE_FUSED_THREADS>>>(losses, BF(logits), targets, vl, vocab, BT, ld, dloss);
+    return launch_ok();
+}
+extern "C" int cuda_ce_mean(float *loss, const float *losses, int BT) {
+    ce_mean_k<<<1, CE_MEAN_THREADS>>>(loss, losses, BT);
+    return launch_ok();
 }
 
 extern "C" int cuda_ce_rowmax(float *rowmax, const tprt_bf16 *logits, int v0, int vl, int vocab, int BT, int ld) {
@@ -80,7 +187,7 @@ extern "C" int cuda_ce_rowsum(float *scratch, const tprt_bf16 *logits, const flo
     return launch_ok();
 }
 extern "C" int cuda_ce_loss(float *loss, float *rowsum, const float *scratch, const float *rowmax, int BT) {
-    ce_loss_k<<<1, 256>>>(loss, rowsum, scratch, rowmax, BT);
+    ce_loss_k<<<1, CE_MEAN_THREADS>>>(loss, rowsum, scratch, rowmax, BT);
     return launch_ok();
 }
 extern "C" int cuda_crossentropy_backward(tprt_bf16 *dlogits, const tprt_bf16 *logits, const float *rowmax,

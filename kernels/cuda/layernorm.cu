@@ -1,10 +1,26 @@
-/* layernorm.cu - layer normalization over channels: one warp per row;
- * the backward sums dw/db of a block's rows in shared memory, then adds
- * them to the fp32 grads with one atomic per channel and block. */
+/* layernorm.cu - layer normalization over channels (eps 1e-5), statistics
+ * and arithmetic in fp32, bf16 rounding only at the stores.
+ * Vector path (C % 8 == 0, C <= 256 * TPRT_LN_VEC_CHUNKS, every pointer
+ * 16-byte aligned): one warp per row holding the row in registers, 128-bit
+ * loads and stores; in chunk k, lane l owns channels (k*32 + l)*8 .. +8.
+ * The forward takes the mean, then the variance, from the registers; the
+ * residual+layernorm forward first adds the residual and writes it.  The
+ * backward's warps walk the rows grid-stride, each lane keeping dw/db of
+ * its channels in registers; a block sums its warps' in shared memory and
+ * adds them with one atomic per channel.  The grid is sized so every warp
+ * gets the same number of rows within the blocks that fit on the GPU at
+ * once.  Other shapes take the scalar kernels (one bf16 at a time). */
 #include "common.cuh"
+#include "tprt_cuda_paths.h"
 
-__global__ void layernorm_fwd_k(bf16 *out, float *mean, float *rstd, const bf16 *inp, const bf16 *w, const bf16 *b,
-                                int BT, int C) {
+#define LN_ROWS TPRT_LN_ROWS_PER_BLOCK
+#define LN_THREADS (LN_ROWS * 32)
+#define LN_EPS 1e-5f
+
+/* ---- scalar path ---- */
+
+__global__ void layernorm_fwd_scalar_k(bf16 *out, float *mean, float *rstd, const bf16 *inp, const bf16 *w,
+                                       const bf16 *b, int BT, int C) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= BT) return;
     const bf16 *x = inp + (size_t)row * C;
@@ -12,14 +28,14 @@ __global__ void layernorm_fwd_k(bf16 *out, float *mean, float *rstd, const bf16 
     for (int c = lane; c < C; c += 32) s += ldf(x, c);
     float m = warp_sum(s) / C, v = 0.0f;
     for (int c = lane; c < C; c += 32) { float d = ldf(x, c) - m; v += d * d; }
-    float r = rsqrtf(warp_sum(v) / C + 1e-5f);
+    float r = rsqrtf(warp_sum(v) / C + LN_EPS);
     bf16 *o = out + (size_t)row * C;
     for (int c = lane; c < C; c += 32) o[c] = tobf((ldf(x, c) - m) * r * ldf(w, c) + ldf(b, c));
     if (lane == 0) mean[row] = m, rstd[row] = r;
 }
 
-__global__ void layernorm_bwd_k(bf16 *dinp, float *dw, float *db, const bf16 *dout, const bf16 *inp, const bf16 *w,
-                                const float *mean, const float *rstd, int BT, int C) {
+__global__ void layernorm_bwd_scalar_k(bf16 *dinp, float *dw, float *db, const bf16 *dout, const bf16 *inp,
+                                       const bf16 *w, const float *mean, const float *rstd, int BT, int C) {
     extern __shared__ float sh[]; /* dw[C], db[C] of this block */
     float *sdw = sh, *sdb = sh + C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) sdw[c] = sdb[c] = 0.0f;
@@ -50,17 +66,233 @@ __global__ void layernorm_bwd_k(bf16 *dinp, float *dw, float *db, const bf16 *do
     }
 }
 
-extern "C" int cuda_layernorm_forward(tprt_bf16 *out, float *mean, float *rstd, const tprt_bf16 *inp, const tprt_bf16 *w,
-                                      const tprt_bf16 *b, int BT, int C) {
-    if (BT > 0) layernorm_fwd_k<<<grid_for((size_t)BT, 8), 256>>>(BF(out), mean, rstd, CBF(inp), CBF(w), CBF(b), BT, C);
+extern "C" int cuda_layernorm_forward_scalar(tprt_bf16 *out, float *mean, float *rstd, const tprt_bf16 *inp,
+                                             const tprt_bf16 *w, const tprt_bf16 *b, int BT, int C) {
+    if (BT > 0)
+        layernorm_fwd_scalar_k<<<grid_for((size_t)BT, LN_ROWS), LN_THREADS>>>(BF(out), mean, rstd, CBF(inp), CBF(w),
+                                                                              CBF(b), BT, C);
     return launch_ok();
 }
+extern "C" int cuda_layernorm_backward_scalar(tprt_bf16 *dinp, float *dw, float *db, const tprt_bf16 *dout,
+                                              const tprt_bf16 *inp, const tprt_bf16 *w, const float *mean,
+                                              const float *rstd, int BT, int C) {
+    if (BT <= 0) return 0;
+    unsigned blocks = grid_for((size_t)BT, LN_ROWS * 8); /* about 8 rows a warp */
+    if (blocks > 1024) blocks = 1024;
+    layernorm_bwd_scalar_k<<<blocks, LN_THREADS, 2 * (size_t)C * sizeof(float)>>>(BF(dinp), dw, db, CBF(dout), CBF(inp),
+                                                                                  CBF(w), mean, rstd, BT, C);
+    return launch_ok();
+}
+
+/* ---- vector path ---- */
+
+/* first channel of chunk k of a lane; chunks at or past C hold nothing */
+__device__ __forceinline__ int ln_chan(int k, int lane) { return (k * 32 + lane) * 8; }
+
+/* v = a lane's chunks of a row (zeros past C) */
+template <int K>
+__device__ __forceinline__ void ln_load(uint4 (&v)[K], const bf16 *row, int C, int lane) {
+#pragma unroll
+    for (int k = 0; k < K; k++) v[k] = ln_chan(k, lane) < C ? ld_vec8(row + ln_chan(k, lane)) : make_uint4(0, 0, 0, 0);
+}
+
+/* K chunks of 256 channels per row; ADD: the row is a + b (rounded to bf16, written to res) */
+template <int K, bool ADD>
+__global__ void __launch_bounds__(LN_THREADS) ln_fwd_vec_k(bf16 *res, bf16 *out, float *mean, float *rstd,
+                                                           const bf16 *a, const bf16 *b, const bf16 *w,
+                                                           const bf16 *bias, int BT, int C) {
+    int row = blockIdx.x * LN_ROWS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= BT) return;
+    size_t base = (size_t)row * C;
+    uint4 xv[K], wv[K], bv[K];
+    ln_load(xv, a + base, C, lane);
+    ln_load(wv, w, C, lane);
+    ln_load(bv, bias, C, lane);
+    float s = 0.0f, v = 0.0f, f[8];
+    if (ADD) {
+        uint4 yv[K];
+        ln_load(yv, b + base, C, lane);
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            if (ln_chan(k, lane) >= C) continue;
+            float g[8];
+            unpack8(xv[k], f);
+            unpack8(yv[k], g);
+#pragma unroll
+            for (int i = 0; i < 8; i++) f[i] += g[i];
+            xv[k] = pack8(f);
+            st_vec8(res + base + ln_chan(k, lane), xv[k]);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        if (ln_chan(k, lane) >= C) continue;
+        unpack8(xv[k], f);
+#pragma unroll
+        for (int i = 0; i < 8; i++) s += f[i];
+    }
+    float m = warp_sum(s) / C;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        if (ln_chan(k, lane) >= C) continue;
+        unpack8(xv[k], f);
+#pragma unroll
+        for (int i = 0; i < 8; i++) { float d = f[i] - m; v += d * d; }
+    }
+    float r = rsqrtf(warp_sum(v) / C + LN_EPS);
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        int c = ln_chan(k, lane);
+        if (c >= C) continue;
+        float wf[8], bf[8];
+        unpack8(xv[k], f);
+        unpack8(wv[k], wf);
+        unpack8(bv[k], bf);
+#pragma unroll
+        for (int i = 0; i < 8; i++) f[i] = (f[i] - m) * r * wf[i] + bf[i];
+        st_vec8(out + base + c, pack8(f));
+    }
+    if (lane == 0) mean[row] = m, rstd[row] = r;
+}
+
+/* Adds the block's per-lane sums acc (channels as ln_chan) to dst: every warp writes its row
+ * of the slab [LN_ROWS][C], then each thread sums a channel's column; one atomic per channel. */
+template <int K>
+__device__ __forceinline__ void ln_block_add(float *slab, const float (&acc)[K][8], float *dst, int C) {
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        int c = ln_chan(k, lane);
+        if (c >= C) continue;
+        float4 *p = reinterpret_cast<float4 *>(slab + (size_t)warp * C + c); /* C % 8 == 0: 32-byte aligned */
+        p[0] = make_float4(acc[k][0], acc[k][1], acc[k][2], acc[k][3]);
+        p[1] = make_float4(acc[k][4], acc[k][5], acc[k][6], acc[k][7]);
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float t = 0.0f;
+        for (int w = 0; w < LN_ROWS; w++) t += slab[(size_t)w * C + c];
+        atomicAdd(dst + c, t);
+    }
+    __syncthreads(); /* the slab is rewritten by the next call */
+}
+
+/* up to 3 chunks (C <= 768) two blocks fit an SM without spilling; 4 chunks need 1 block */
+template <int K>
+__global__ void __launch_bounds__(LN_THREADS, K <= 3 ? 2 : 1) ln_bwd_vec_k(bf16 *dinp, float *dw, float *db, const bf16 *dout,
+                                                              const bf16 *inp, const bf16 *w, const float *mean,
+                                                              const float *rstd, int BT, int C) {
+    extern __shared__ float4 ln_slab[]; /* [LN_ROWS][C] floats */
+    int lane = threadIdx.x % 32;
+    float adw[K][8], adb[K][8];
+    uint4 wv[K];
+    ln_load(wv, w, C, lane);
+#pragma unroll
+    for (int k = 0; k < K; k++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) adw[k][i] = adb[k][i] = 0.0f;
+    for (int row = blockIdx.x * LN_ROWS + threadIdx.x / 32; row < BT; row += gridDim.x * LN_ROWS) {
+        size_t base = (size_t)row * C;
+        uint4 xv[K], gv[K], dv[K];
+        ln_load(xv, inp + base, C, lane);
+        ln_load(gv, dout + base, C, lane);
+        ln_load(dv, dinp + base, C, lane);
+        float m = mean[row], s = rstd[row], dmean = 0.0f, dnorm = 0.0f, x[8], g[8], wf[8];
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            if (ln_chan(k, lane) >= C) continue;
+            unpack8(xv[k], x), unpack8(gv[k], g), unpack8(wv[k], wf);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                float dn = wf[i] * g[i];
+                dmean += dn;
+                dnorm += dn * (x[i] - m) * s;
+            }
+        }
+        dmean = warp_sum(dmean) / C;
+        dnorm = warp_sum(dnorm) / C;
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            int c = ln_chan(k, lane);
+            if (c >= C) continue;
+            float d[8];
+            unpack8(xv[k], x), unpack8(gv[k], g), unpack8(wv[k], wf), unpack8(dv[k], d);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                float n = (x[i] - m) * s;
+                adb[k][i] += g[i];
+                adw[k][i] += n * g[i];
+                d[i] += (wf[i] * g[i] - dmean - n * dnorm) * s;
+            }
+            st_vec8(dinp + base + c, pack8(d));
+        }
+    }
+    float *slab = reinterpret_cast<float *>(ln_slab);
+    ln_block_add<K>(slab, adb, db, C);
+    ln_block_add<K>(slab, adw, dw, C);
+}
+
+static int ln_vec_fits(int C) { return C > 0 && C % 8 == 0 && C <= 256 * TPRT_LN_VEC_CHUNKS; }
+static int ln_chunks(int C) { return (C + 255) / 256; }
+
+/* launches the instance of K = ln_chunks(C) (K counts down from TPRT_LN_VEC_CHUNKS) */
+template <int K, bool ADD>
+static void ln_fwd_vec(bf16 *res, bf16 *out, float *mean, float *rstd, const bf16 *a, const bf16 *b, const bf16 *w,
+                       const bf16 *bias, int BT, int C) {
+    if constexpr (K > 1) {
+        if (ln_chunks(C) < K) return ln_fwd_vec<K - 1, ADD>(res, out, mean, rstd, a, b, w, bias, BT, C);
+    }
+    ln_fwd_vec_k<K, ADD><<<grid_for((size_t)BT, LN_ROWS), LN_THREADS>>>(res, out, mean, rstd, a, b, w, bias, BT, C);
+}
+
+template <int K>
+static void ln_bwd_vec(bf16 *dinp, float *dw, float *db, const bf16 *dout, const bf16 *inp, const bf16 *w,
+                       const float *mean, const float *rstd, int BT, int C) {
+    if constexpr (K > 1) {
+        if (ln_chunks(C) < K) return ln_bwd_vec<K - 1>(dinp, dw, db, dout, inp, w, mean, rstd, BT, C);
+    }
+    static int per_sm; /* resident blocks per SM (2..4 wanted), asked once per instance */
+    if (!per_sm) {
+        int n = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, ln_bwd_vec_k<K>, LN_THREADS,
+                                                          (size_t)LN_ROWS * 256 * K * sizeof(float)) != cudaSuccess)
+            return;
+        per_sm = n < 1 ? 1 : n > 4 ? 4 : n;
+    }
+    long long warps = (long long)per_sm * sm_count() * LN_ROWS;
+    long long per_warp = (BT + warps - 1) / warps; /* rows each warp walks */
+    unsigned blocks = (unsigned)((BT + per_warp * LN_ROWS - 1) / (per_warp * LN_ROWS));
+    ln_bwd_vec_k<K><<<blocks, LN_THREADS, (size_t)LN_ROWS * C * sizeof(float)>>>(dinp, dw, db, dout, inp, w, mean,
+                                                                                  rstd, BT, C);
+}
+
+extern "C" int cuda_layernorm_forward(tprt_bf16 *out, float *mean, float *rstd, const tprt_bf16 *inp, const tprt_bf16 *w,
+                                      const tprt_bf16 *b, int BT, int C) {
+    if (!ln_vec_fits(C) || !aligned16(out) || !aligned16(inp) || !aligned16(w) || !aligned16(b))
+        return cuda_layernorm_forward_scalar(out, mean, rstd, inp, w, b, BT, C);
+    if (BT > 0)
+        ln_fwd_vec<TPRT_LN_VEC_CHUNKS, false>(NULL, BF(out), mean, rstd, CBF(inp), NULL, CBF(w), CBF(b), BT, C);
+    return launch_ok();
+}
+
+extern "C" int cuda_residual_layernorm_forward(tprt_bf16 *res, tprt_bf16 *out, float *mean, float *rstd,
+                                               const tprt_bf16 *a, const tprt_bf16 *b, const tprt_bf16 *w,
+                                               const tprt_bf16 *bias, int BT, int C) {
+    if (!ln_vec_fits(C) || !aligned16(res) || !aligned16(out) || !aligned16(a) || !aligned16(b) || !aligned16(w) ||
+        !aligned16(bias)) {
+        if (BT <= 0) return launch_ok();
+        if (cuda_residual_forward(res, a, b, (size_t)BT * C)) return -1;
+        return cuda_layernorm_forward(out, mean, rstd, res, w, bias, BT, C);
+    }
+    if (BT > 0)
+        ln_fwd_vec<TPRT_LN_VEC_CHUNKS, true>(BF(res), BF(out), mean, rstd, CBF(a), CBF(b), CBF(w), CBF(bias), BT, C);
+    return launch_ok();
+}
+
 extern "C" int cuda_layernorm_backward(tprt_bf16 *dinp, float *dw, float *db, const tprt_bf16 *dout, const tprt_bf16 *inp,
                                        const tprt_bf16 *w, const float *mean, const float *rstd, int BT, int C) {
-    if (BT <= 0) return 0;
-    unsigned blocks = grid_for((size_t)BT, 8 * 8); /* 8 warps, about 8 rows each */
-    if (blocks > 1024) blocks = 1024;
-    layernorm_bwd_k<<<blocks, 256, 2 * (size_t)C * sizeof(float)>>>(BF(dinp), dw, db, CBF(dout), CBF(inp), CBF(w), mean,
-                                                                     rstd, BT, C);
+    if (!ln_vec_fits(C) || !aligned16(dinp) || !aligned16(dout) || !aligned16(inp) || !aligned16(w))
+        return cuda_layernorm_backward_scalar(dinp, dw, db, dout, inp, w, mean, rstd, BT, C);
+    if (BT > 0) ln_bwd_vec<TPRT_LN_VEC_CHUNKS>(BF(dinp), dw, db, CBF(dout), CBF(inp), CBF(w), mean, rstd, BT, C);
     return launch_ok();
 }
