@@ -7,90 +7,20 @@
  * an unwritten element fails; backward outputs start from random values so
  * the accumulation (+=) is checked.  The fused (flash) attention is checked
  * at several shapes (T = 1, T not a multiple of its 64-row tile, head sizes
- * 16..128) against the same CPU attention.  Exit 77 (skip) without a GPU. */
+ * 16..128) against the same CPU attention.  The layernorm's paths, the
+ * fused residual+layernorm, the one-pass cross-entropy and the multi-tensor
+ * AdamW are checked in test_tprt_cuda_fused.c, the helpers shared through
+ * tprt_cuda_check.h.  Exit 77 (skip) without a GPU. */
 #define _DEFAULT_SOURCE
 #include "layers.h"
 #include "model.h"
-#include "tprt_cuda.h"
+#include "tprt_cuda_check.h"
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static uint64_t g_rng;
-static float frand(void) { /* uniform in [-1, 1) */
-    g_rng = g_rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((g_rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
-}
-static int g_failed, g_checks;
-
-static float *rnd(size_t n, float scale, int to_bf16) {
-    float *h = malloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) {
-        h[i] = frand() * scale;
-        if (to_bf16) h[i] = tprt_bf2f(tprt_f2bf(h[i]));
-    }
-    return h;
-}
-static void *dev_bf(const float *h, size_t n) { /* device bf16 copy of h (or poisoned when h is NULL) */
-    void *d;
-    if (cudaMalloc(&d, n * 2 + 2) != cudaSuccess) { fprintf(stderr, "cudaMalloc failed\n"); exit(1); }
-    if (!h) { cudaMemset(d, 0xff, n * 2); return d; }
-    tprt_bf16 *t = malloc(n * 2 + 2);
-    for (size_t i = 0; i < n; i++) t[i] = tprt_f2bf(h[i]);
-    cudaMemcpy(d, t, n * 2, cudaMemcpyHostToDevice);
-    free(t);
-    return d;
-}
-static float *dev_f(const float *h, size_t n) {
-    float *d;
-    if (cudaMalloc((void **)&d, n * 4 + 4) != cudaSuccess) { fprintf(stderr, "cudaMalloc failed\n"); exit(1); }
-    if (h) cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice);
-    else cudaMemset(d, 0xff, n * 4);
-    return d;
-}
-static float *host_bf(const void *d, size_t n) {
-    tprt_bf16 *t = malloc(n * 2 + 2);
-    float *h = malloc(n * 4 + 4);
-    cudaMemcpy(t, d, n * 2, cudaMemcpyDeviceToHost);
-    for (size_t i = 0; i < n; i++) h[i] = tprt_bf2f(t[i]);
-    free(t);
-    return h;
-}
-static float *host_f(const float *d, size_t n) {
-    float *h = malloc(n * 4 + 4);
-    cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost);
-    return h;
-}
-static void sync_or_die(const char *what, int rc) {
-    cudaError_t e = cudaDeviceSynchronize();
-    if (rc || e != cudaSuccess) {
-        fprintf(stderr, "FAIL %s: launcher rc %d, %s\n", what, rc, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-/* ||a - ref|| / ||ref||, infinite when a holds a NaN */
-static double relerr(const float *a, const float *ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (isnan(a[i]) || isinf(a[i])) return INFINITY;
-        double d = (double)a[i] - ref[i];
-        num += d * d;
-        den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-static void check(const char *name, const float *gpu, const float *ref, size_t n, double tol) {
-    double e = relerr(gpu, ref, n);
-    int ok = e <= tol;
-    g_checks++;
-    g_failed += !ok;
-    printf("%-4s %-34s rel err %.3e (tol %.0e)\n", ok ? "ok" : "FAIL", name, e, tol);
-}
-#define BF_TOL 1e-2
-#define F32_TOL 1e-4
 
 static void test_encoder(void) {
     int B = 3, T = 17, C = 40, BT = B * T, V = 100, v0 = 20, vl = 50;
@@ -116,35 +46,6 @@ static void test_encoder(void) {
     check("pos backward dwpe", h2, gwpe, (size_t)T * C, F32_TOL);
     cudaFree(dtok), cudaFree(dwte), cudaFree(dwpe), cudaFree(dout), cudaFree(dg), cudaFree(dgwte), cudaFree(dgwpe);
     free(tok), free(wte), free(wpe), free(ref), free(got), free(g), free(gwte), free(gwpe), free(h1), free(h2);
-}
-
-static void test_layernorm(void) {
-    int BT = 37, C = 96;
-    size_t n = (size_t)BT * C;
-    float *x = rnd(n, 2.0f, 1), *w = rnd(C, 0.3f, 0), *b = rnd(C, 0.3f, 1);
-    for (int c = 0; c < C; c++) w[c] = tprt_bf2f(tprt_f2bf(1.0f + w[c]));
-    float *out = malloc(n * 4), *mean = malloc(BT * 4), *rstd = malloc(BT * 4);
-    layernorm_forward(out, mean, rstd, x, w, b, BT, C);
-    void *dx = dev_bf(x, n), *dw = dev_bf(w, C), *db = dev_bf(b, C), *dout = dev_bf(NULL, n);
-    float *dmean = dev_f(NULL, BT), *drstd = dev_f(NULL, BT);
-    sync_or_die("layernorm forward", cuda_layernorm_forward(dout, dmean, drstd, dx, dw, db, BT, C));
-    float *got = host_bf(dout, n), *gm = host_f(dmean, BT), *gr = host_f(drstd, BT);
-    check("layernorm forward out", got, out, n, BF_TOL);
-    check("layernorm forward mean", gm, mean, BT, F32_TOL);
-    check("layernorm forward rstd", gr, rstd, BT, F32_TOL);
-    float *dy = rnd(n, 1.0f, 1), *dinp = rnd(n, 1.0f, 1), *gw = rnd(C, 1.0f, 0), *gb = rnd(C, 1.0f, 0);
-    void *ddy = dev_bf(dy, n), *ddinp = dev_bf(dinp, n);
-    float *dgw = dev_f(gw, C), *dgb = dev_f(gb, C);
-    sync_or_die("layernorm backward", cuda_layernorm_backward(ddinp, dgw, dgb, ddy, dx, dw, dmean, drstd, BT, C));
-    layernorm_backward(dinp, gw, gb, dy, x, w, mean, rstd, BT, C);
-    float *h1 = host_bf(ddinp, n), *h2 = host_f(dgw, C), *h3 = host_f(dgb, C);
-    check("layernorm backward dinp", h1, dinp, n, BF_TOL);
-    check("layernorm backward dw", h2, gw, C, 1e-3);
-    check("layernorm backward db", h3, gb, C, 1e-3);
-    cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dout), cudaFree(dmean), cudaFree(drstd), cudaFree(ddy);
-    cudaFree(ddinp), cudaFree(dgw), cudaFree(dgb);
-    free(x), free(w), free(b), free(out), free(mean), free(rstd), free(got), free(gm), free(gr), free(dy), free(dinp);
-    free(gw), free(gb), free(h1), free(h2), free(h3);
 }
 
 /* ld > OC: the padding columns of dout hold NaN and must never be read. */
@@ -266,10 +167,9 @@ static void test_attention_switch(void) {
     int d = cuda_attention_use_fused(768, 12);
     if (keep) setenv("TPRT_ATTENTION", keep, 1), free(keep);
     else unsetenv("TPRT_ATTENTION");
-    int ok = a == 1 && b == 0 && c == 0 && d == 0;
-    g_checks++;
-    g_failed += !ok;
-    printf("%-4s %-34s hs64 %d hs24 %d hs256 %d gemm %d\n", ok ? "ok" : "FAIL", "attention path switch", a, b, c, d);
+    char detail[64];
+    snprintf(detail, sizeof detail, "hs64 %d hs24 %d hs256 %d gemm %d", a, b, c, d);
+    check_that("attention path switch", a == 1 && b == 0 && c == 0 && d == 0, detail);
 }
 
 static void test_pointwise(void) {
@@ -309,18 +209,11 @@ static void test_pointwise(void) {
 static void test_crossentropy(int v0, int vl, int vocab, int ld) {
     int BT = 24;
     char name[80];
-    float *x = rnd((size_t)BT * vl, 4.0f, 1), *xp = malloc(sizeof(float) * BT * ld);
-    for (int i = 0; i < BT; i++)
-        for (int j = 0; j < ld; j++) xp[(size_t)i * ld + j] = j < vl ? x[(size_t)i * vl + j] : NAN;
-    int *tgt = malloc(sizeof(int) * BT), *dtgt;
-    for (int i = 0; i < BT; i++) tgt[i] = (int)((frand() + 1.0f) * 0.5f * vocab) % vocab;
-    tprt_comm one;
-    memset(&one, 0, sizeof one);
-    one.world = 1;
-    float loss, *rmax = malloc(BT * 4), *rsum = malloc(BT * 4), *scr = malloc(2 * BT * 4);
-    crossentropy_forward(&loss, rmax, rsum, scr, x, tgt, v0, vl, vocab, BT, &one);
-    cudaMalloc((void **)&dtgt, sizeof(int) * BT);
-    cudaMemcpy(dtgt, tgt, sizeof(int) * BT, cudaMemcpyHostToDevice);
+    float *xp;
+    int *tgt, *dtgt;
+    float *x = ce_inputs(BT, vl, ld, vocab, &xp, &tgt, &dtgt);
+    float loss, *rmax = malloc(BT * 4), *rsum = malloc(BT * 4);
+    ce_forward_cpu(&loss, rmax, rsum, x, tgt, v0, vl, vocab, BT);
     void *dx = dev_bf(xp, (size_t)BT * ld);
     float *drmax = dev_f(NULL, BT), *drsum = dev_f(NULL, BT), *dscr = dev_f(NULL, 2 * BT), *dloss = dev_f(NULL, 1);
     sync_or_die("crossentropy forward", cuda_ce_rowmax(drmax, dx, v0, vl, vocab, BT, ld) ||
@@ -339,7 +232,7 @@ static void test_crossentropy(int v0, int vl, int vocab, int ld) {
     for (int i = 0; i < BT; i++) memcpy(got + (size_t)i * vl, full + (size_t)i * ld, sizeof(float) * vl);
     check("crossentropy backward (in place)", got, dref, (size_t)BT * vl, BF_TOL);
     cudaFree(dtgt), cudaFree(dx), cudaFree(drmax), cudaFree(drsum), cudaFree(dscr), cudaFree(dloss);
-    free(x), free(xp), free(tgt), free(rmax), free(rsum), free(scr), free(h1), free(h2), free(h3), free(dref), free(full);
+    free(x), free(xp), free(tgt), free(rmax), free(rsum), free(h1), free(h2), free(h3), free(dref), free(full);
     free(got);
 }
 
@@ -392,7 +285,6 @@ int main(void) {
     printf("seed %llu (TPRT_TEST_SEED repeats it)\n", (unsigned long long)seed);
     if (cuda_blas_init()) { fprintf(stderr, "cublasCreate failed\n"); return 1; }
     test_encoder();
-    test_layernorm();
     test_matmul(0);
     test_matmul(6);
     test_attention();
@@ -408,6 +300,7 @@ int main(void) {
     test_crossentropy(0, 1000, 990, 1024);
     test_crossentropy(500, 500, 990, 512);
     test_adamw();
+    run_fused_checks();
     cuda_blas_shutdown();
     printf("%d of %d checks passed\n", g_checks - g_failed, g_checks);
     return g_failed ? 1 : 0;
