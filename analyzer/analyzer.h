@@ -58,6 +58,7 @@ int tpa_cmd_run(int argc, char **argv);
 int tpa_cmd_report(int argc, char **argv);
 int tpa_cmd_gate(int argc, char **argv);
 int tpa_cmd_diff(int argc, char **argv);
+int tpa_cmd_kinds(int argc, char **argv);
 
 /* Writes to stdout ("-" or NULL), to a regular file through a temp file
  * renamed over it only when render returns 0, or to anything else (a

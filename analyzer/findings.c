@@ -34,15 +34,19 @@ static int counted_add(struct counted *c, int64_t ptr) {
 /* Column list shared by the finding queries (t = tensor row). */
 #define TENSOR_COLS "t.key, t.name, t.shape, t.local_shape, t.dtype, t.device, t.type, t.storage_ptr, t.storage_bytes, t.has_grad"
 
-/* The query that finds each kind, by the kind's name. */
+/* The query that finds each kind, by the kind's name, with the kind's rule
+ * in the comment above it.  Each judges audit ?1, where L is its live
+ * params (refs of role 'param'), G the optimizers' group params and M the
+ * wrappers' map entries (working tensor -> master). */
 static const struct {
     const char *kind;
     const char *sql;
 } FINDING_SQL[] = {
-    /* stale_param: held by an optimizer's groups, not live, not the master of
-     * any map entry (masters are judged on their working side, below), and
-     * not a generic master: a tensor never registered on a module, never
-     * replaced out of one, that had a gradient at every audited step. */
+    /* stale_param: in G, not in L, not the master of any map entry (masters
+     * are judged on their working side, below), and not a generic master: a
+     * tensor never registered on a module (a param in no audit), never
+     * created or replaced as one, that had a gradient at every audited
+     * step it was a group param in. */
     {"stale_param",
     "WITH L AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='param'),"
     " M AS (SELECT tensor_key w, peer_key m FROM ref WHERE audit_id=?1 AND role='map_entry'),"
@@ -57,24 +61,26 @@ static const struct {
     "  AND k NOT IN (SELECT new_key FROM event WHERE kind='param_created')"
     "  AND k NOT IN (SELECT old_key FROM event WHERE kind='param_replaced'))"
     " GROUP BY t.key ORDER BY t.name, t.key"},
-    /* orphan_state: state keyed by a tensor in no param group */
+    /* orphan_state: a state ref whose param (peer_key) is not in G */
     {"orphan_state",
     "WITH G AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='group_param')"
     " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
     " WHERE r.audit_id=?1 AND r.role='state' AND r.peer_key NOT IN G ORDER BY r.path, t.key"},
-    /* state_shape_mismatch: state shape differs from its param's (scalars such as 'step' aside) */
+    /* state_shape_mismatch: a state tensor whose shape differs from its
+     * param's, 0-d and one-element tensors (AdamW's 'step') aside */
     {"state_shape_mismatch",
     "SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
     " JOIN tensor p ON p.audit_id=r.audit_id AND p.key=r.peer_key"
     " WHERE r.audit_id=?1 AND r.role='state' AND t.shape NOT IN ('[]','[1]') AND t.shape<>p.shape ORDER BY r.path, t.key"},
-    /* stale_map_entry: a wrapper map entry whose working tensor left the model */
+    /* stale_map_entry: a map entry whose working tensor is not in L */
     {"stale_map_entry",
     "WITH L AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='param')"
     " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r"
     " JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
     " WHERE r.audit_id=?1 AND r.role='map_entry' AND r.tensor_key NOT IN L GROUP BY t.key ORDER BY r.path, t.key"},
-    /* untrained_param: live trainable param no optimizer holds, judged only
-     * in an audit that saw at least one optimizer */
+    /* untrained_param: in L, requires_grad, not in G, not the working side
+     * of an entry whose master is in G, in an audit that saw at least one
+     * optimizer; an error when it is a stale finding's live successor */
     {"untrained_param",
     "WITH G AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='group_param'),"
     " M AS (SELECT tensor_key w, peer_key m FROM ref WHERE audit_id=?1 AND role='map_entry')"

@@ -1,4 +1,4 @@
-/* main.c - the tpaudit command line: dispatches to run, report, gate, diff;
+/* main.c - the tpaudit command line: dispatches to run, report, gate, diff, kinds;
  * -V/--version; a mistyped command gets a suggestion. */
 #include "analyzer.h"
 
@@ -9,7 +9,7 @@
 #define TPA_TOOL_VERSION "unknown"
 #endif
 
-static const char *const COMMANDS[] = {"run", "report", "gate", "diff", "help"};
+static const char *const COMMANDS[] = {"run", "report", "gate", "diff", "kinds", "help"};
 
 static void usage(FILE *out) {
     fputs("usage: tpaudit <command> [options]\n"
@@ -17,6 +17,7 @@ static void usage(FILE *out) {
           "  report [--format F] PATH...   text, json, html or junit report\n"
           "  gate [options] PATH...        CI gate on retained memory and findings\n"
           "  diff OLD NEW                  findings that appeared, disappeared or grew\n"
+          "  kinds                         the finding kinds: name, severity, meaning\n"
           "  <command> --help              options of a command\n"
           "  -V, --version                 the version\n"
           "exit: 0 clean/passed, 1 gate failed, 2 usage or bad input, 3 inconclusive\n",
@@ -64,6 +65,7 @@ int main(int argc, char **argv) {
     if (!strcmp(verb, "report")) return tpa_cmd_report(argc - 1, argv + 1);
     if (!strcmp(verb, "gate")) return tpa_cmd_gate(argc - 1, argv + 1);
     if (!strcmp(verb, "diff")) return tpa_cmd_diff(argc - 1, argv + 1);
+    if (!strcmp(verb, "kinds")) return tpa_cmd_kinds(argc - 1, argv + 1);
     if (!strcmp(verb, "-h") || !strcmp(verb, "--help") || !strcmp(verb, "help")) { usage(stdout); return TPA_EXIT_OK; }
     if (!strcmp(verb, "-V") || !strcmp(verb, "--version")) { puts("tpaudit " TPA_TOOL_VERSION); return TPA_EXIT_OK; }
     const char *near = suggest(verb);

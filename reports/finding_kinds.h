@@ -1,8 +1,9 @@
 /* finding_kinds.h - the one table of finding kinds (finding_kinds.c): each
- * kind's name, severity rule, the keys it goes out under in JSON, JUnit and
- * text, how its bytes are counted, and its message.  The analyzer finds
- * kinds in table order and the renderers list them from it; nothing else
- * names or counts the kinds. */
+ * kind's name, one-line summary, severity rule, the keys it goes out under
+ * in JSON, JUnit and text, how its bytes are counted, and its message.  The
+ * analyzer finds kinds in table order, the renderers list them from it and
+ * `tpaudit kinds` prints it (the docs point there); nothing else names or
+ * counts the kinds. */
 #ifndef TPA_FINDING_KINDS_H
 #define TPA_FINDING_KINDS_H
 
@@ -26,6 +27,7 @@ typedef struct tpa_kind {
     const char *json_key;   /* its key in JSON totals.by_kind */
     const char *junit_name; /* its JUnit testcase name and failure type */
     const char *text_label; /* its label in the text report */
+    const char *summary;    /* what it means, in one line (`tpaudit kinds`) */
     enum tpa_severity_rule severity;
     int retains;            /* its storage counts toward retained bytes */
     int view_keeps_own;     /* a view into storage live params share still retains its own bytes */
@@ -45,6 +47,8 @@ extern const size_t tpa_n_kinds;
 
 /* The kind named `name`, or NULL (a kind read back from another version). */
 const tpa_kind_t *tpa_kind_named(const char *name);
+/* Its severity rule in words: "error", or a warning and when it is an error. */
+const char *tpa_kind_severity_text(const tpa_kind_t *k);
 /* Its text label, or `name` itself for a kind not in the table. */
 const char *tpa_kind_label(const char *name);
 

@@ -176,7 +176,7 @@ def test_bad_inputs(tmp_path, seed_runs):
     r = tpaudit("report", "-o", tmp_path / "no" / "such" / "dir" / "r.txt", seed_runs["fixed"])
     assert r.returncode == 2 and r.stderr.startswith("tpaudit:")
     assert tpaudit("frobnicate").returncode == 2
-    for verb in ("run", "report", "gate", "diff"):
+    for verb in ("run", "report", "gate", "diff", "kinds"):
         assert tpaudit(verb, "--help").returncode == 0
 
 
