@@ -94,15 +94,10 @@ TPA_API int tpaudit_v1_record_tensor(const tpaudit_tensor_t *tensor) {
     struct tpa_fx_tensor f;
     memset(&f, 0, sizeof f);
     f.audit_id = audit;
-    f.key = t.key;
-    f.storage_ptr = t.storage_ptr;
-    f.storage_bytes = t.storage_bytes;
-    f.nbytes = t.nbytes;
-    f.ndim = t.ndim;
-    f.local_ndim = t.local_shape ? t.local_ndim : -1;
-    f.requires_grad = t.requires_grad;
-    f.has_grad = t.has_grad;
-    f.storage_offset = t.storage_offset;
+    f.t = t;
+    f.t.name = f.t.dtype = f.t.device = f.t.type = NULL;
+    f.t.shape = f.t.local_shape = NULL;
+    f.t.local_ndim = t.local_shape ? t.local_ndim : -1;
     for (int i = 0; i < t.ndim; i++) f.shape[i] = t.shape[i];
     for (int i = 0; t.local_shape && i < t.local_ndim; i++) f.local_shape[i] = t.local_shape[i];
     const char *strs[TPA_TENSOR_NSTR] = {[TPA_TENSOR_S_NAME] = t.name, [TPA_TENSOR_S_DTYPE] = t.dtype,

@@ -17,7 +17,10 @@
  *         for records and the run row, stack.c, modules.c), where for a
  *         record f is its fixed part, v its view (strings) and stack_id its
  *         native stack.
- * Adding a column: one line here (and the field it comes from). */
+ * Adding a column: one line here, and the field it comes from: for a
+ * tensor, a field of tpaudit_tensor_t (include/tpaudit.h), which reaches
+ * the row as f.t.<field> and the probe's ctypes struct (generated from the
+ * header) with no other copy; docs/schema.md describes it. */
 #ifndef TPAUDIT_SHIM_RECORDS_H
 #define TPAUDIT_SHIM_RECORDS_H
 
@@ -59,21 +62,22 @@
     X(rank, "INTEGER", OPT, f.rank)                                                    \
     X(world_size, "INTEGER", OPT, f.world)
 
+/* tensor: f.t is the caller's tpaudit_tensor_t (struct tpa_fx_tensor) */
 #define TPA_TENSOR_COLUMNS(X)                                                          \
     X(audit_id, "INTEGER NOT NULL", I64, f.audit_id)                                   \
-    X(key, "INTEGER NOT NULL", I64, (int64_t)f.key)                                    \
+    X(key, "INTEGER NOT NULL", I64, (int64_t)f.t.key)                                  \
     X(name, "TEXT", TEXT, view_text(v, TPA_TENSOR_S_NAME))                             \
     X(shape, "TEXT NOT NULL", COPY, shape)                                             \
     X(local_shape, "TEXT NOT NULL", COPY, local)                                       \
     X(dtype, "TEXT", TEXT, view_text(v, TPA_TENSOR_S_DTYPE))                           \
     X(device, "TEXT", TEXT, view_text(v, TPA_TENSOR_S_DEVICE))                         \
-    X(storage_ptr, "INTEGER NOT NULL", I64, (int64_t)f.storage_ptr)                    \
-    X(storage_bytes, "INTEGER NOT NULL", I64, (int64_t)f.storage_bytes)                \
-    X(nbytes, "INTEGER NOT NULL", I64, (int64_t)f.nbytes)                              \
-    X(requires_grad, "INTEGER NOT NULL", BOOL, f.requires_grad)                        \
-    X(has_grad, "INTEGER NOT NULL", BOOL, f.has_grad)                                  \
+    X(storage_ptr, "INTEGER NOT NULL", I64, (int64_t)f.t.storage_ptr)                  \
+    X(storage_bytes, "INTEGER NOT NULL", I64, (int64_t)f.t.storage_bytes)              \
+    X(nbytes, "INTEGER NOT NULL", I64, (int64_t)f.t.nbytes)                            \
+    X(requires_grad, "INTEGER NOT NULL", BOOL, f.t.requires_grad)                      \
+    X(has_grad, "INTEGER NOT NULL", BOOL, f.t.has_grad)                                \
     X(type, "TEXT", TEXT, view_text(v, TPA_TENSOR_S_TYPE))                             \
-    X(storage_offset, "INTEGER NOT NULL DEFAULT 0", I64, f.storage_offset)
+    X(storage_offset, "INTEGER NOT NULL DEFAULT 0", I64, f.t.storage_offset)
 
 #define TPA_REF_COLUMNS(X)                                                             \
     X(audit_id, "INTEGER NOT NULL", I64, f.audit_id)                                   \

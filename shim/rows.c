@@ -60,8 +60,8 @@ ROW_FN(api_call_row, tpa_fx_api_call, api_call, TPA_API_CALL_COLUMNS, )
 ROW_FN(alloc_row, tpa_fx_alloc, alloc, TPA_ALLOC_COLUMNS, int region = f.source != 0;)
 ROW_FN(tensor_row, tpa_fx_tensor, tensor, TPA_TENSOR_COLUMNS,
        char shape[256]; char local[256];
-       shape_json(shape, sizeof shape, f.shape, f.ndim);
-       if (f.local_ndim >= 0) shape_json(local, sizeof local, f.local_shape, f.local_ndim);
+       shape_json(shape, sizeof shape, f.shape, f.t.ndim);
+       if (f.t.local_ndim >= 0) shape_json(local, sizeof local, f.local_shape, f.t.local_ndim);
        else memcpy(local, shape, sizeof shape);)
 
 static int audit_end_row(const struct tpa_rec_view *v, int64_t stack_id) {

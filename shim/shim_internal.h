@@ -35,12 +35,15 @@ struct tpa_rec_hdr {
 
 struct tpa_fx_audit_begin { int64_t id, step, ts; int32_t rank, world; };
 struct tpa_fx_audit_end { int64_t id, ts; };
+/* A tensor record carries the caller's struct as given (a shorter one
+ * zero-filled), so a field added to tpaudit_tensor_t reaches records.h with
+ * no copy here or in api.c.  Its pointers are cleared: the strings travel in
+ * the record's string slots, the dimensions in the arrays below, and
+ * t.local_ndim is -1 when the local shape is the global one. */
 struct tpa_fx_tensor {
     int64_t audit_id;
-    uint64_t key, storage_ptr, storage_bytes, nbytes;
-    int32_t ndim, local_ndim, requires_grad, has_grad;
+    tpaudit_tensor_t t;
     int64_t shape[TPAUDIT_MAX_DIMS], local_shape[TPAUDIT_MAX_DIMS];
-    int64_t storage_offset;
 };
 struct tpa_fx_ref { int64_t audit_id; uint64_t holder_id, tensor_key, peer_key; int32_t holder_kind, role; };
 struct tpa_fx_event { int64_t ts; uint64_t holder_id, old_key, new_key; int32_t kind, pad; };

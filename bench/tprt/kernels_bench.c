@@ -61,7 +61,8 @@ static void make_slots(void) {
     n[k] = (size_t)VOCAB * C, dims[k++] = 2;
     n[k] = (size_t)MAXT * C, dims[k++] = 2;
     for (int l = 0; l < LAYERS; l++) {
-        size_t layer[12] = {C, C, 3 * C * (size_t)C, 3 * C, (size_t)C * C, C, C, C, 4 * C * (size_t)C, 4 * C, 4 * C * (size_t)C, C};
+        size_t layer[12] = {C, C, 3 * C * (size_t)C, 3 * C, (size_t)C * C, C,       /* ln_1, qkv, attn proj */
+                            C, C, 4 * C * (size_t)C, 4 * C, 4 * C * (size_t)C, C}; /* ln_2, fc, fc proj */
         for (int i = 0; i < 12; i++) n[k] = layer[i], dims[k++] = layer[i] > 4 * C ? 2 : 1;
     }
     n[k] = C, dims[k++] = 1;
@@ -102,7 +103,8 @@ static int ln_fwd_vector(void) { return cuda_layernorm_forward(out, mean, rstd, 
 static int ln_bwd_scalar(void) { return cuda_layernorm_backward_scalar(dx, dw, db, dy, x, w, mean, rstd, BT, C); }
 static int ln_bwd_vector(void) { return cuda_layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, BT, C); }
 static int res_then_ln(void) {
-    return cuda_residual_forward(res, x, y, (size_t)BT * C) || cuda_layernorm_forward(out, mean, rstd, res, w, b, BT, C);
+    return cuda_residual_forward(res, x, y, (size_t)BT * C) ||
+           cuda_layernorm_forward(out, mean, rstd, res, w, b, BT, C);
 }
 static int res_ln_fused(void) { return cuda_residual_layernorm_forward(res, out, mean, rstd, x, y, w, b, BT, C); }
 /* the logits are overwritten by their gradient each run; the work per run stays the same */
@@ -113,7 +115,8 @@ static int ce_steps(void) {
            cuda_crossentropy_backward(logits, logits, rowmax, rowsum, targets, 0, VOCAB, VOCAB, BT, LD, 1.0f);
 }
 static int ce_fused(void) {
-    return cuda_crossentropy_fused(losses, logits, targets, VOCAB, VOCAB, BT, LD, 1.0f) || cuda_ce_mean(loss, losses, BT);
+    return cuda_crossentropy_fused(losses, logits, targets, VOCAB, VOCAB, BT, LD, 1.0f) ||
+           cuda_ce_mean(loss, losses, BT);
 }
 static int sumsq_each(void) {
     for (int i = 0; i < N_PARAMS; i++)

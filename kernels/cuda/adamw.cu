@@ -14,8 +14,8 @@
 
 #define ADAMW_THREADS 256
 #define ADAMW_CHUNK (4 * ADAMW_THREADS) /* elements of one update block */
-#define SUMSQ_CHUNK (16 * ADAMW_THREADS) /* elements a sumsq block takes at least */
-#define SUMSQ_MOST_BLOCKS 64             /* sumsq blocks per tensor (atomics on one address) */
+#define SUMSQ_UNROLL 4                   /* float4 loads in flight per thread */
+#define SUMSQ_CHUNK 65536                /* elements of one sumsq block (one atomic each) */
 
 /* acc += the block's sum of s */
 static __device__ void block_sum_add(float *acc, float s) {
@@ -107,19 +107,27 @@ static __device__ __forceinline__ int batch_job(const adamw_batch &b, unsigned b
     return lo;
 }
 
+/* a block sums the squares of its chunk [lo, hi) of its tensor */
 __global__ void __launch_bounds__(ADAMW_THREADS) sumsq_multi_k(float *acc, const adamw_batch b) {
     int s = batch_job(b, blockIdx.x);
     const float *g = b.job[s].g;
-    size_t n = b.job[s].n, nb = b.start[s + 1] - b.start[s], first = blockIdx.x - b.start[s];
+    size_t lo = (size_t)(blockIdx.x - b.start[s]) * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK;
+    if (hi > b.job[s].n) hi = b.job[s].n;
     float sum = 0.0f;
-    if (b.job[s].vec) {
+    if (b.job[s].vec) { /* lo and hi are multiples of 4 */
         const float4 *g4 = reinterpret_cast<const float4 *>(g);
-        for (size_t i = first * ADAMW_THREADS + threadIdx.x; i < n / 4; i += nb * ADAMW_THREADS) {
-            float4 q = g4[i];
-            sum += q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w;
+        for (size_t i = lo / 4 + threadIdx.x; i < hi / 4; i += SUMSQ_UNROLL * ADAMW_THREADS) {
+            float4 q[SUMSQ_UNROLL];
+#pragma unroll
+            for (int u = 0; u < SUMSQ_UNROLL; u++)
+                q[u] = i + u * ADAMW_THREADS < hi / 4 ? g4[i + u * ADAMW_THREADS] : make_float4(0, 0, 0, 0);
+#pragma unroll
+            for (int u = 0; u < SUMSQ_UNROLL; u++)
+                sum += q[u].x * q[u].x + q[u].y * q[u].y + q[u].z * q[u].z + q[u].w * q[u].w;
         }
     } else {
-        for (size_t i = first * ADAMW_THREADS + threadIdx.x; i < n; i += nb * ADAMW_THREADS) sum += g[i] * g[i];
+#pragma unroll 4
+        for (size_t i = lo + threadIdx.x; i < hi; i += ADAMW_THREADS) sum += g[i] * g[i];
     }
     block_sum_add(acc + b.job[s].acc, sum);
 }
@@ -150,18 +158,18 @@ __global__ void __launch_bounds__(ADAMW_THREADS) adamw_multi_k(const adamw_batch
     }
 }
 
-/* Fills b with the non-empty slots from *next on (at most a table's worth, the blocks of each
- * from blocks_of) and advances *next; returns the grid, 0 when no slot is left, -1 when a
+/* Fills b with the non-empty slots from *next on (at most a table's worth, a block for each
+ * `chunk` elements) and advances *next; returns the grid, 0 when no slot is left, -1 when a
  * tensor needs more blocks than a grid holds. */
-static long long fill_batch(adamw_batch *b, const tprt_adamw_slot *slots, int n_slots, int *next,
-                            unsigned (*blocks_of)(size_t), float lr_decay) {
+static long long fill_batch(adamw_batch *b, const tprt_adamw_slot *slots, int n_slots, int *next, size_t chunk,
+                            float lr_decay) {
     long long grid = 0;
     memset(b, 0, sizeof *b);
     for (; *next < n_slots && b->n < TPRT_ADAMW_SLOTS_PER_LAUNCH; ++*next) {
         const tprt_adamw_slot *s = &slots[*next];
         if (!s->n) continue;
-        unsigned nb = blocks_of(s->n);
-        if (!nb) return -1;
+        size_t nb = (s->n + chunk - 1) / chunk;
+        if (nb > 0x7fffffffu) return -1;
         if (grid + nb > 0x7fffffffLL) break; /* the next launch takes it */
         adamw_job *j = &b->job[b->n];
         j->p = s->master, j->m = s->m, j->v = s->v, j->out = BF(s->working), j->g = s->grad, j->n = s->n;
@@ -175,19 +183,10 @@ static long long fill_batch(adamw_batch *b, const tprt_adamw_slot *slots, int n_
     b->start[b->n] = (unsigned)grid;
     return grid;
 }
-static unsigned blocks_of_update(size_t n) {
-    size_t nb = (n + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
-    return nb > 0x7fffffffu ? 0 : (unsigned)nb;
-}
-static unsigned blocks_of_sumsq(size_t n) {
-    size_t nb = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
-    return (unsigned)(nb < SUMSQ_MOST_BLOCKS ? nb : SUMSQ_MOST_BLOCKS);
-}
-
 extern "C" int cuda_sumsq_multi(float *acc, const tprt_adamw_slot *slots, int n_slots) {
     adamw_batch b;
     for (int next = 0; next < n_slots;) {
-        long long grid = fill_batch(&b, slots, n_slots, &next, blocks_of_sumsq, 0.0f);
+        long long grid = fill_batch(&b, slots, n_slots, &next, SUMSQ_CHUNK, 0.0f);
         if (grid < 0) return -1;
         if (grid) sumsq_multi_k<<<(unsigned)grid, ADAMW_THREADS>>>(acc, b);
         if (launch_ok()) return -1;
@@ -199,7 +198,7 @@ extern "C" int cuda_adamw_multi(const tprt_adamw_slot *slots, int n_slots, const
     adamw_batch b;
     adamw_hyper h = {lr, beta1, beta2, eps, bc1, bc2};
     for (int next = 0; next < n_slots;) {
-        long long grid = fill_batch(&b, slots, n_slots, &next, blocks_of_update, lr * weight_decay);
+        long long grid = fill_batch(&b, slots, n_slots, &next, ADAMW_CHUNK, lr * weight_decay);
         if (grid < 0) return -1;
         if (grid) adamw_multi_k<<<(unsigned)grid, ADAMW_THREADS>>>(b, acc, clip, h);
         if (launch_ok()) return -1;

@@ -129,8 +129,8 @@ static __device__ __forceinline__ void load_round(uint4 (&u)[CE_UNROLL], const b
         if (j0 + q * CE_STEP < end) u[q] = ld_vec8(x + j0 + q * CE_STEP);
 }
 template <bool VEC>
-__global__ void __launch_bounds__(CE_FUSED_THREADS, 3) ce_fused_k(float *losses, bf16 *logits, const int *targets, int vl,
-                                                               int vocab, int BT, int ld, float dloss) {
+__global__ void __launch_bounds__(CE_FUSED_THREADS, 3)
+    ce_fused_k(float *losses, bf16 *logits, const int *targets, int vl, int vocab, int BT, int ld, float dloss) {
     int i = blockIdx.x, nv = real_cols(0, vl, vocab), r = targets[i], t = threadIdx.x;
     bf16 *x = logits + (size_t)i * ld;
     /* the target logit is read before block_maxsum's barrier, so before any thread writes */

@@ -179,9 +179,9 @@ __device__ __forceinline__ void ln_block_add(float *slab, const float (&acc)[K][
 
 /* up to 3 chunks (C <= 768) two blocks fit an SM without spilling; 4 chunks need 1 block */
 template <int K>
-__global__ void __launch_bounds__(LN_THREADS, K <= 3 ? 2 : 1) ln_bwd_vec_k(bf16 *dinp, float *dw, float *db, const bf16 *dout,
-                                                              const bf16 *inp, const bf16 *w, const float *mean,
-                                                              const float *rstd, int BT, int C) {
+__global__ void __launch_bounds__(LN_THREADS, K <= 3 ? 2 : 1)
+    ln_bwd_vec_k(bf16 *dinp, float *dw, float *db, const bf16 *dout, const bf16 *inp, const bf16 *w, const float *mean,
+                 const float *rstd, int BT, int C) {
     extern __shared__ float4 ln_slab[]; /* [LN_ROWS][C] floats */
     int lane = threadIdx.x % 32;
     float adw[K][8], adb[K][8];

@@ -31,7 +31,8 @@ class _Describer:
         self.devices = {}
 
     def facts(self, t, name):
-        """Facts of one tensor, in recorder.tensor()'s argument order."""
+        """Facts of one tensor for recorder.tensor(), keyed by the fields of
+        include/tpaudit.h's tpaudit_tensor_t."""
         kind = type(t)
         is_dt = self.dtensor is not None and (kind is self.dtensor or isinstance(t, self.dtensor))
         local = t.to_local() if is_dt else t
@@ -58,16 +59,11 @@ class _Describer:
         if device_text is None:
             device_text = self.devices[where] = str(where)
         shape = list(t.shape)
-        return (id(t), name, shape, list(local.shape) if is_dt else shape, dtype_text, device_text,
-                storage_ptr, storage_bytes, local.numel() * local.element_size(),
-                t.requires_grad, t.grad is not None, type_name, local.storage_offset())
-
-
-def tensor_facts(t, name):
-    """Facts of one tensor as keyword arguments of recorder.tensor()."""
-    fields = ("key", "name", "shape", "local_shape", "dtype", "device", "storage_ptr",
-              "storage_bytes", "nbytes", "requires_grad", "has_grad", "type_name", "storage_offset")
-    return dict(zip(fields, _Describer().facts(t, name)))
+        return {"key": id(t), "name": name, "shape": shape, "local_shape": list(local.shape) if is_dt else shape,
+                "dtype": dtype_text, "device": device_text, "storage_ptr": storage_ptr,
+                "storage_bytes": storage_bytes, "nbytes": local.numel() * local.element_size(),
+                "requires_grad": t.requires_grad, "has_grad": t.grad is not None, "type": type_name,
+                "storage_offset": local.storage_offset()}
 
 
 def find_models(extra_modules=()):
@@ -161,7 +157,7 @@ class _Audit:
         if name is None:
             name = self.name_of(t)
         self.seen[id(t)] = t
-        self.rec.tensor(*self.describe.facts(t, name))
+        self.rec.tensor(self.describe.facts(t, name))
 
     def name_of(self, t):
         path = self.paths.get(id(t))

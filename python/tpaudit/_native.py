@@ -1,43 +1,34 @@
 """ctypes binding of the shim's tpaudit_v1_* C API (include/tpaudit.h).
 
-NativeRecorder turns plain Python facts into the header's structs.  Tests
-use any object with the same methods (begin, end, tensor, ref, event,
-set_rank, set_run_info) instead.
+NativeRecorder turns plain Python facts into the header's structs, whose
+ctypes definitions (_structs.py) the build generates from the header: a
+tensor's facts are a dict keyed by the struct's field names, so a field added
+to tpaudit_tensor_t needs no change here.  Tests use any object with the same
+methods (begin, end, tensor, ref, event, set_rank, set_run_info) instead.
 """
 import ctypes
 import os
+
+from ._structs import EventStruct, RefStruct, TensorStruct
 
 HOLDER_MODULE, HOLDER_OPTIMIZER, HOLDER_WRAPPER = 1, 2, 3
 ROLE_PARAM, ROLE_GROUP_PARAM, ROLE_STATE, ROLE_MAP_ENTRY = 1, 2, 3, 4
 EVENT_OPTIMIZER_CREATED, EVENT_PARAM_CREATED = 1, 2
 EVENT_PARAM_REPLACED, EVENT_MODULE_REPLACED = 3, 4
 
-_u64 = ctypes.c_uint64
 _str = ctypes.c_char_p
-_shape = ctypes.POINTER(ctypes.c_int64)
+# Fields the recorder fills itself rather than copying from the facts.
+_TENSOR_OWN = ("struct_size", "name", "ndim", "shape", "local_ndim", "local_shape")
 
 
-class TensorStruct(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("key", _u64), ("name", _str),
-                ("ndim", ctypes.c_int), ("shape", _shape),
-                ("local_ndim", ctypes.c_int), ("local_shape", _shape),
-                ("dtype", _str), ("device", _str), ("storage_ptr", _u64),
-                ("storage_bytes", _u64), ("nbytes", _u64),
-                ("requires_grad", ctypes.c_int), ("has_grad", ctypes.c_int),
-                ("type", _str), ("storage_offset", ctypes.c_int64)]
-
-
-class RefStruct(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("holder_kind", ctypes.c_int),
-                ("holder_class", _str), ("holder_id", _u64), ("path", _str),
-                ("role", ctypes.c_int), ("tensor_key", _u64), ("peer_key", _u64)]
-
-
-class EventStruct(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("kind", ctypes.c_int),
-                ("name", _str), ("holder_class", _str), ("holder_id", _u64),
-                ("old_key", _u64), ("new_key", _u64), ("detail", _str),
-                ("py_stack", _str), ("capture_native", ctypes.c_int)]
+def _tensor_fields():
+    """The tensor struct's fields a fact fills as it is: (numbers, repeated
+    strings), by the header's field names (_structs.py is made from it)."""
+    numbers, words = [], []
+    for field, kind in TensorStruct._fields_:
+        if field not in _TENSOR_OWN:
+            (words if kind is _str else numbers).append(field)
+    return tuple(numbers), tuple(words)
 
 
 def _b(text):
@@ -83,6 +74,7 @@ class NativeRecorder:
         self._tensor.shape, self._tensor.local_shape = self._shape_buf, self._local_buf
         self._shapes_moved = False
         self._encoded = {}
+        self._tensor_numbers, self._tensor_words = _tensor_fields()
 
     def begin(self, label, step):
         return self.lib.tpaudit_v1_audit_begin(_b(label), int(step))
@@ -90,11 +82,13 @@ class NativeRecorder:
     def end(self, audit_id):
         return self.lib.tpaudit_v1_audit_end(audit_id)
 
-    def tensor(self, key, name, shape, local_shape, dtype, device, storage_ptr,
-               storage_bytes, nbytes, requires_grad, has_grad, type_name, storage_offset=0):
+    def tensor(self, facts):
+        """Records one tensor: facts maps the struct's fields to values (a
+        field left out is 0 or NULL, as for an older caller in C)."""
         # One reused struct and shape buffers: the C side copies them during the call.
         s, words = self._tensor, self._words
-        s.key, s.name = key, _b(name)
+        shape, local_shape = facts["shape"], facts["local_shape"]
+        s.name = _b(facts.get("name"))
         s.ndim, s.local_ndim = len(shape), len(local_shape)
         if len(shape) <= 8 and len(local_shape) <= 8:
             self._shape_buf[:len(shape)] = shape
@@ -103,9 +97,11 @@ class NativeRecorder:
                 s.shape, s.local_shape, self._shapes_moved = self._shape_buf, self._local_buf, False
         else:
             s.shape, s.local_shape, self._shapes_moved = _dims(shape), _dims(local_shape), True
-        s.dtype, s.device, s.type = words(dtype), words(device), words(type_name)
-        s.storage_ptr, s.storage_bytes, s.nbytes = storage_ptr, storage_bytes, nbytes
-        s.requires_grad, s.has_grad, s.storage_offset = requires_grad, has_grad, storage_offset
+        get = facts.get
+        for field in self._tensor_words:
+            setattr(s, field, words(get(field)))
+        for field in self._tensor_numbers:
+            setattr(s, field, get(field, 0))
         return self._record_tensor(self._tensor_ref)
 
     def ref(self, holder_kind, holder_class, holder_id, path, role, tensor_key, peer_key=0):

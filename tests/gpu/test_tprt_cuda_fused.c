@@ -154,11 +154,11 @@ static void test_ce_mean(int BT) {
     free(l), free(h);
 }
 
-/* AdamW over N_SLOTS tensors of mixed sizes (tiny, n % 4 != 0, starts off 16-byte alignment,
+/* AdamW over N_SLOTS tensors of mixed sizes (tiny, n % 4 != 0, over one sumsq chunk, starts off alignment,
  * an empty one) laid out in shared arrays: multi against per-tensor, to the bit. */
 #define N_SLOTS (2 * TPRT_ADAMW_SLOTS_PER_LAUNCH + 7)
 static void test_adamw_multi(void) {
-    static const size_t sizes[] = {1, 3, 4, 5, 8, 17, 768, 1027, 2304, 4096, 4099, 0, 50001, 65536, 196608};
+    static const size_t sizes[] = {1, 3, 4, 5, 8, 17, 768, 1027, 2304, 4096, 4099, 0, 50001, 65536, 196608, 131075};
     const int n_sizes = (int)(sizeof sizes / sizeof sizes[0]);
     size_t off[N_SLOTS], len[N_SLOTS], total = 0;
     int decay[N_SLOTS], repl[N_SLOTS];
@@ -181,7 +181,8 @@ static void test_adamw_multi(void) {
     double s[2] = {0, 0};
     int rc = 0;
     for (int i = 0; i < N_SLOTS; i++) {
-        tprt_adamw_slot t = {pa + off[i], wa + off[i], dg + off[i], ma + off[i], va + off[i], len[i], decay[i], repl[i]};
+        tprt_adamw_slot t = {pa + off[i], wa + off[i], dg + off[i], ma + off[i], va + off[i], len[i], decay[i],
+                             repl[i]};
         slots[i] = t;
         rc |= cuda_sumsq(acc_one + repl[i], dg + off[i], len[i]);
         for (size_t k = off[i]; k < off[i] + len[i]; k++) s[repl[i]] += (double)g[k] * g[k];

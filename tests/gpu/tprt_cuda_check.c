@@ -102,7 +102,10 @@ float *ce_inputs(int BT, int vl, int ld, int vocab, float **padded, int **target
         for (int j = 0; j < ld; j++) xp[(size_t)i * ld + j] = j < vl ? x[(size_t)i * vl + j] : NAN;
     int *tgt = malloc(sizeof(int) * BT);
     for (int i = 0; i < BT; i++) tgt[i] = (int)((frand() + 1.0f) * 0.5f * vocab) % vocab;
-    if (cudaMalloc((void **)dtargets, sizeof(int) * BT) != cudaSuccess) { fprintf(stderr, "cudaMalloc failed\n"); exit(1); }
+    if (cudaMalloc((void **)dtargets, sizeof(int) * BT) != cudaSuccess) {
+        fprintf(stderr, "cudaMalloc failed\n");
+        exit(1);
+    }
     cudaMemcpy(*dtargets, tgt, sizeof(int) * BT, cudaMemcpyHostToDevice);
     *padded = xp, *targets = tgt;
     return x;

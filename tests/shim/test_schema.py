@@ -1,12 +1,16 @@
 """test_schema.py - the schema has one description (shim/records.h) and its
 copies agree with it: the live schema of a database the shim writes
 (pragma table_info, index_list, user_version) must equal docs/schema.md's
-SQL block and the analyzer's seed fixture, and every tensor, ref and event
-column a caller supplies must be a field of the probe's ctypes structs
-(python/tpaudit/_native.py) and of include/tpaudit.h's structs.
+SQL block and the analyzer's seed fixture (which may lack only columns added
+since, each nullable or with a default, as older files do), and every
+tensor, ref and event column a caller supplies must be a field of
+include/tpaudit.h's structs and of the probe's ctypes structs, which the
+build generates from the header (python/structs.cmake -> _structs.py) and
+which must lay out as the compiler lays out the header (struct_layout).
 
 usage: test_schema.py LIBTPAUDIT BINDIR SOURCE_DIR
 """
+import ctypes
 import glob
 import importlib.util
 import os
@@ -18,8 +22,7 @@ import tempfile
 
 # The seed fixture is a file from before run.ended_by and tensor.storage_offset
 # existed: the analyzer must keep reading such files, so the fixture keeps that
-# shape on purpose.
-SEED_LACKS = {"run": ["ended_by"], "tensor": ["storage_offset"]}
+# shape on purpose (it may lack trailing columns an older file lacks).
 # Columns the shim fills itself (not from the caller's struct).
 SHIM_MADE = {"audit_id", "id", "ts_ns", "stack_id"}
 # Struct fields that are no column of their own.
@@ -91,11 +94,31 @@ def c_struct_fields(src, name):
     return [re.findall(r"(\w+)\s*(?:\[\w+\])?\s*;", d + ";")[0] for d in body.split(";") if d.strip()]
 
 
-def native_structs(src):
-    spec = importlib.util.spec_from_file_location("tpa_native", os.path.join(src, "python", "tpaudit", "_native.py"))
+def native_structs(bindir):
+    path = os.path.join(bindir, "..", "share", "tpaudit", "python", "tpaudit", "_structs.py")
+    spec = importlib.util.spec_from_file_location("tpa_structs", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return {"tensor": mod.TensorStruct, "ref": mod.RefStruct, "event": mod.EventStruct}
+
+
+def c_layout(bindir):
+    """{struct: {field: (offset, size)}, with "sizeof": (0, size)} as compiled."""
+    out = subprocess.run([os.path.join(bindir, "struct_layout")], capture_output=True, text=True, check=True).stdout
+    layout = {}
+    for line in out.splitlines():
+        struct, field, offset, size = line.split()
+        layout.setdefault(struct, {})[field] = (int(offset), int(size))
+    return layout
+
+
+def seed_may_lack(live, seed):
+    """The trailing columns of `live` beyond `seed`'s, when each is nullable or
+    has a default (a column an older file does not have)."""
+    extra = live[len(seed):]
+    if live[:len(seed)] != seed or not extra:
+        return []
+    return [c[0] for c in extra if not c[2] or c[3] is not None]
 
 
 def main():
@@ -109,21 +132,29 @@ def main():
     check(live_ver == doc_ver, f"docs/schema.md user_version {doc_ver}, the shim's {live_ver}")
 
     seed_cols, seed_idx, _ = seed_schema(src)
+    lacking = 0
     for t in sorted(set(live_cols) | set(seed_cols)):
-        want = [c for c in live_cols.get(t, []) if c[0] not in SEED_LACKS.get(t, [])]
+        lacks = seed_may_lack(live_cols.get(t, []), seed_cols.get(t, []))
+        lacking += len(lacks)
+        want = [c for c in live_cols.get(t, []) if c[0] not in lacks]
         check(seed_cols.get(t) == want, f"seed.sql.in table {t} differs: {differ(seed_cols.get(t), want)}")
     check(seed_idx == live_idx, f"seed.sql.in indexes {seed_idx}, the shim's {live_idx}")
+    check(lacking > 0, "seed.sql.in has every column: it no longer stands for an older file")
 
-    for table, struct in native_structs(src).items():
+    layout = c_layout(bindir)
+    for table, struct in native_structs(bindir).items():
         py = [f[0] for f in struct._fields_]
         c = c_struct_fields(src, "tpaudit_" + table)
-        check(py == c, f"_native.py {struct.__name__} fields {py}, tpaudit.h's {c}")
+        check(py == c, f"_structs.py {struct.__name__} fields {py}, tpaudit.h's {c}")
+        compiled = {f: (getattr(struct, f).offset, getattr(struct, f).size) for f in py}
+        compiled["sizeof"] = (0, ctypes.sizeof(struct))
+        check(compiled == layout.get(table), f"{struct.__name__} lays out as {compiled}, the compiler as {layout.get(table)}")
         columns = {c[0] for c in live_cols[table]} - SHIM_MADE
         check(columns == set(py) - NOT_COLUMNS,
               f"{table}: columns {sorted(columns)}, the caller's fields {sorted(set(py) - NOT_COLUMNS)}")
     if FAILS:
         return 1
-    print(f"schema: {len(live_cols)} tables agree in the shim, docs/schema.md, seed.sql.in, _native.py, tpaudit.h")
+    print(f"schema: {len(live_cols)} tables agree in the shim, docs/schema.md, seed.sql.in, tpaudit.h, _structs.py")
     return 0
 
 
