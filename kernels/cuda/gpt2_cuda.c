@@ -174,7 +174,7 @@ static void carve_grads(tprt_cuda_model *d, carver *c) {
     tp_dims t = tp_dims_of(d->m);
     size_t BT = (size_t)d->B * d->T, C = (size_t)t.C, Cl = (size_t)t.Cl, H = (size_t)t.Hl, bf = sizeof(tprt_bf16);
     d->dres = take(c, BT * C * bf), d->dln = take(c, BT * C * bf), d->datty = take(c, BT * Cl * bf);
-    d->dqkv = take(c, BT * 3 * Cl * bf), d->dfcg = take(c, BT * H * bf), d->dfch = take(c, BT * H * bf);
+    d->dqkv = take(c, BT * 3 * Cl * bf), d->dfch = take(c, BT * H * bf);
 }
 
 tprt_cuda_model *tprt_cuda_create(gpt2_model *m, tprt_adamw *o, int B, int T, int device) {
@@ -185,9 +185,10 @@ tprt_cuda_model *tprt_cuda_create(gpt2_model *m, tprt_adamw *o, int B, int T, in
     int vl = (int)m->params[0]->local_shape[0];
     d->ldv = (vl + 63) / 64 * 64;
     d->la = calloc((size_t)m->cfg.n_layer, sizeof *d->la);
+    d->slots = calloc((size_t)(o->n ? o->n : 1), sizeof *d->slots);
     const char *prof = getenv("TPRT_PROFILE");
     d->profile = prof && *prof && strcmp(prof, "0");
-    if (!d->la || cudaSetDevice(device) != cudaSuccess || cuda_blas_init()) { tprt_cuda_fail("device setup"); goto bad; }
+    if (!d->la || !d->slots || cudaSetDevice(device) != cudaSuccess || cuda_blas_init()) { tprt_cuda_fail("device setup"); goto bad; }
     if (upload_params(d) || upload_masters(d) || upload_state(d) || upload_stale_working(d)) { tprt_cuda_fail("upload"); goto bad; }
     tp_dims t = tp_dims_of(m);
     d->attn_fused = cuda_attention_use_fused(t.Cl, t.NHl);
@@ -226,6 +227,7 @@ void tprt_cuda_free(tprt_cuda_model *d) {
     for (int i = 0; d->profile && i < MAX_MARKS; i++) if (d->ev[i]) cudaEventDestroy(d->ev[i]);
     free(d->dt);
     free(d->la);
+    free(d->slots);
     free(d);
 }
 

@@ -40,7 +40,9 @@ struct tprt_cuda_model {
     layer_acts *la;
     tprt_bf16 *enc, *lnf, *logits;
     float *lnfm, *lnfr, *rowmax, *rowsum, *ce_scratch, *loss, *norm2;
-    tprt_bf16 *dres, *dln, *datty, *dqkv, *dfcg, *dfch;
+    tprt_bf16 *dres, *dln, *datty, *dqkv, *dfch;
+    int logits_are_grads;   /* TP=1: the forward's one-pass cross-entropy left dlogits in d->logits */
+    tprt_adamw_slot *slots; /* the step's multi-tensor AdamW table (one entry per optimizer entry) */
     int *tok, *tgt;
     /* profiling: events and the kind each one opens */
     int profile, n_marks, steps_seen, steps_profiled; /* the first PROFILE_SKIP steps are warm-up */

@@ -54,11 +54,15 @@ int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets,
         tprt_mark(d, K_ENCODER);
     }
     TRY(cuda_pos_forward(d->enc, PW(1), B, T, C), "encoder");
+    tprt_mark(d, K_LAYERNORM);
+    if (L) TRY(cuda_layernorm_forward(d->la[0].ln1, d->la[0].ln1m, d->la[0].ln1r, d->enc, LW(0, P_LN1W), LW(0, P_LN1B),
+                                      BT, C), "ln_1");
+    else TRY(cuda_layernorm_forward(d->lnf, d->lnfm, d->lnfr, d->enc, PW(m->n_params - 2), PW(m->n_params - 1), BT, C),
+             "ln_f");
     tprt_bf16 *res = d->enc;
     for (int l = 0; l < L; l++) {
         layer_acts *a = &d->la[l];
-        tprt_mark(d, K_LAYERNORM);
-        TRY(cuda_layernorm_forward(a->ln1, a->ln1m, a->ln1r, res, LW(l, P_LN1W), LW(l, P_LN1B), BT, C), "ln_1");
+        /* a->ln1 is already there: the layer before fused its last residual add into this layernorm */
         tprt_mark(d, K_MATMUL);
         TRY(cuda_matmul_forward(a->qkv, a->ln1, LW(l, P_QKVW), LW(l, P_QKVB), BT, C, 3 * Cl, 3 * Cl), "c_attn");
         tprt_mark(d, K_ATTENTION);
@@ -66,30 +70,40 @@ int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets,
         else TRY(cuda_attention_forward(a->atty, a->att, a->qkv, d->attn_scratch, B, T, Cl, t.NHl), "attention");
         tprt_mark(d, K_MATMUL);
         PASS(row_parallel(d, a->attp, a->atty, LW(l, P_ATTPW), LW(l, P_ATTPB), BT, Cl, C, comm, "attn.c_proj"));
-        tprt_mark(d, K_RESIDUAL);
-        TRY(cuda_residual_forward(a->res2, res, a->attp, BTC), "residual");
         tprt_mark(d, K_LAYERNORM);
-        TRY(cuda_layernorm_forward(a->ln2, a->ln2m, a->ln2r, a->res2, LW(l, P_LN2W), LW(l, P_LN2B), BT, C), "ln_2");
-        tprt_mark(d, K_MATMUL);
-        TRY(cuda_matmul_forward(a->fch, a->ln2, LW(l, P_FCW), LW(l, P_FCB), BT, C, Hl, Hl), "c_fc");
-        tprt_mark(d, K_GELU);
-        TRY(cuda_gelu_forward(a->fcg, a->fch, (size_t)BT * Hl), "gelu");
-        tprt_mark(d, K_MATMUL);
+        TRY(cuda_residual_layernorm_forward(a->res2, a->ln2, a->ln2m, a->ln2r, res, a->attp, LW(l, P_LN2W), LW(l, P_LN2B),
+                                            BT, C), "residual + ln_2");
+        tprt_mark(d, K_MATMUL); /* c_fc with its bias and the GELU in the epilogue: fch keeps the GELU's input */
+        TRY(cuda_matmul_gelu_forward(a->fcg, a->fch, a->ln2, LW(l, P_FCW), LW(l, P_FCB), BT, C, Hl), "c_fc + gelu");
         PASS(row_parallel(d, a->fcp, a->fcg, LW(l, P_FCPW), LW(l, P_FCPB), BT, Hl, C, comm, "mlp.c_proj"));
-        tprt_mark(d, K_RESIDUAL);
-        TRY(cuda_residual_forward(a->res3, a->res2, a->fcp, BTC), "residual");
+        tprt_mark(d, K_LAYERNORM); /* the residual add, fused into the next layernorm (ln_1 of l+1, or ln_f) */
+        if (l + 1 < L) {
+            layer_acts *n = &d->la[l + 1];
+            TRY(cuda_residual_layernorm_forward(a->res3, n->ln1, n->ln1m, n->ln1r, a->res2, a->fcp, LW(l + 1, P_LN1W),
+                                                LW(l + 1, P_LN1B), BT, C), "residual + ln_1");
+        } else {
+            TRY(cuda_residual_layernorm_forward(a->res3, d->lnf, d->lnfm, d->lnfr, a->res2, a->fcp, PW(m->n_params - 2),
+                                                PW(m->n_params - 1), BT, C), "residual + ln_f");
+        }
         res = a->res3;
     }
-    tprt_mark(d, K_LAYERNORM);
-    TRY(cuda_layernorm_forward(d->lnf, d->lnfm, d->lnfr, res, PW(m->n_params - 2), PW(m->n_params - 1), BT, C), "ln_f");
     tprt_mark(d, K_MATMUL);
     TRY(cuda_matmul_forward(d->logits, d->lnf, PW(0), NULL, BT, C, vl, d->ldv), "lm_head"); /* this vocab slice */
     tprt_mark(d, K_CROSSENT);
-    TRY(cuda_ce_rowmax(d->rowmax, d->logits, v0, vl, m->cfg.vocab, BT, d->ldv), "cross-entropy");
-    if (t.N > 1) COMM(tprt_allreduce_dev(comm, d->rowmax, (size_t)BT, TPRT_F32, TPRT_MAX), "cross-entropy row max");
-    TRY(cuda_ce_rowsum(d->ce_scratch, d->logits, d->rowmax, d->tgt, v0, vl, m->cfg.vocab, BT, d->ldv), "cross-entropy");
-    if (t.N > 1) COMM(tprt_allreduce_dev(comm, d->ce_scratch, 2 * (size_t)BT, TPRT_F32, TPRT_SUM), "cross-entropy sums");
-    TRY(cuda_ce_loss(d->loss, d->rowsum, d->ce_scratch, d->rowmax, BT), "cross-entropy");
+    if (t.N == 1) { /* one pass; the logits become their grads, so the backward skips this layer */
+        TRY(cuda_crossentropy_fused(d->ce_scratch, d->logits, d->tgt, vl, m->cfg.vocab, BT, d->ldv, 1.0f),
+            "cross-entropy");
+        TRY(cuda_ce_mean(d->loss, d->ce_scratch, BT), "cross-entropy");
+        d->logits_are_grads = 1;
+    } else {
+        TRY(cuda_ce_rowmax(d->rowmax, d->logits, v0, vl, m->cfg.vocab, BT, d->ldv), "cross-entropy");
+        COMM(tprt_allreduce_dev(comm, d->rowmax, (size_t)BT, TPRT_F32, TPRT_MAX), "cross-entropy row max");
+        TRY(cuda_ce_rowsum(d->ce_scratch, d->logits, d->rowmax, d->tgt, v0, vl, m->cfg.vocab, BT, d->ldv),
+            "cross-entropy");
+        COMM(tprt_allreduce_dev(comm, d->ce_scratch, 2 * (size_t)BT, TPRT_F32, TPRT_SUM), "cross-entropy sums");
+        TRY(cuda_ce_loss(d->loss, d->rowsum, d->ce_scratch, d->rowmax, BT), "cross-entropy");
+        d->logits_are_grads = 0;
+    }
     tprt_mark(d, K_OTHER);
     COMM(tprt_dev_sync(comm), "forward"); /* watched: a blocking copy would hang on a dead peer */
     TRY(cudaMemcpy(&m->loss, d->loss, sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess, "loss");
@@ -104,14 +118,18 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
     int B = d->B, T = d->T, BT = B * T, C = t.C, Cl = t.Cl, Hl = t.Hl, L = m->cfg.n_layer;
     int vl = (int)m->params[0]->local_shape[0], v0 = m->tp_rank * vl;
     size_t BTC = (size_t)BT * C, bf = sizeof(tprt_bf16);
-    tprt_mark(d, K_CROSSENT);
-    TRY(cuda_crossentropy_backward(d->logits, d->logits, d->rowmax, d->rowsum, d->tgt, v0, vl, m->cfg.vocab, BT, d->ldv,
-                                   1.0f), "cross-entropy backward");
+    if (!d->logits_are_grads) {
+        tprt_mark(d, K_CROSSENT);
+        TRY(cuda_crossentropy_backward(d->logits, d->logits, d->rowmax, d->rowsum, d->tgt, v0, vl, m->cfg.vocab, BT,
+                                       d->ldv, 1.0f), "cross-entropy backward");
+    }
+    d->logits_are_grads = 0;
     tprt_mark(d, K_OTHER);
-    cudaMemsetAsync(d->dln, 0, BTC * bf, 0);
-    cudaMemsetAsync(d->dres, 0, BTC * bf, 0);
+    cudaMemsetAsync(d->dres, 0, BTC * bf, 0); /* the layernorm backwards add into it */
+    /* Input grads are written, not added (cuda_matmul_backward_set), so their buffers need no zeroing. */
     tprt_mark(d, K_MATMUL);
-    TRY(cuda_matmul_backward(d->dln, PG(0), NULL, d->logits, d->lnf, PW(0), BT, C, vl, d->ldv), "lm_head backward");
+    TRY(cuda_matmul_backward_set(d->dln, NULL, PG(0), NULL, d->logits, d->lnf, PW(0), BT, C, vl, d->ldv),
+        "lm_head backward");
     PASS(sum_input_grad(d, d->dln, BTC, comm, "lm_head backward"));
     tprt_mark(d, K_LAYERNORM);
     tprt_bf16 *res_last = L ? d->la[L - 1].res3 : d->enc;
@@ -121,29 +139,20 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
         layer_acts *a = &d->la[l];
         tprt_bf16 *res = l ? d->la[l - 1].res3 : d->enc;
         /* d->dres holds d(res3) = d(fcp); the ln_2 path adds into it: d(res2) */
-        tprt_mark(d, K_OTHER);
-        cudaMemsetAsync(d->dfcg, 0, (size_t)BT * Hl * bf, 0);
-        cudaMemsetAsync(d->dfch, 0, (size_t)BT * Hl * bf, 0);
-        cudaMemsetAsync(d->dln, 0, BTC * bf, 0);
-        tprt_mark(d, K_MATMUL);
-        TRY(cuda_matmul_backward(d->dfcg, LG(l, P_FCPW), LG(l, P_FCPB), d->dres, a->fcg, LW(l, P_FCPW), BT, Hl, C, C),
-            "mlp.c_proj backward");
-        tprt_mark(d, K_GELU);
-        TRY(cuda_gelu_backward(d->dfch, a->fch, d->dfcg, (size_t)BT * Hl), "gelu backward");
-        tprt_mark(d, K_MATMUL);
-        TRY(cuda_matmul_backward(d->dln, LG(l, P_FCW), LG(l, P_FCB), d->dfch, a->ln2, LW(l, P_FCW), BT, C, Hl, Hl),
-            "c_fc backward");
+        tprt_mark(d, K_MATMUL); /* the GELU's backward in this product's epilogue: dfch = (dres W) * gelu'(fch) */
+        TRY(cuda_matmul_backward_set(d->dfch, a->fch, LG(l, P_FCPW), LG(l, P_FCPB), d->dres, a->fcg, LW(l, P_FCPW), BT,
+                                     Hl, C, C), "mlp.c_proj + gelu backward");
+        TRY(cuda_matmul_backward_set(d->dln, NULL, LG(l, P_FCW), LG(l, P_FCB), d->dfch, a->ln2, LW(l, P_FCW), BT, C, Hl,
+                                     Hl), "c_fc backward");
         PASS(sum_input_grad(d, d->dln, BTC, comm, "c_fc backward"));
         tprt_mark(d, K_LAYERNORM);
         TRY(cuda_layernorm_backward(d->dres, LG(l, P_LN2W), LG(l, P_LN2B), d->dln, a->res2, LW(l, P_LN2W), a->ln2m, a->ln2r,
                                     BT, C), "ln_2 backward");
-        tprt_mark(d, K_OTHER);
-        cudaMemsetAsync(d->datty, 0, (size_t)BT * Cl * bf, 0);
-        cudaMemsetAsync(d->dqkv, 0, (size_t)BT * 3 * Cl * bf, 0);
-        cudaMemsetAsync(d->dln, 0, BTC * bf, 0);
         tprt_mark(d, K_MATMUL);
-        TRY(cuda_matmul_backward(d->datty, LG(l, P_ATTPW), LG(l, P_ATTPB), d->dres, a->atty, LW(l, P_ATTPW), BT, Cl, C, C),
-            "attn.c_proj backward");
+        TRY(cuda_matmul_backward_set(d->datty, NULL, LG(l, P_ATTPW), LG(l, P_ATTPB), d->dres, a->atty, LW(l, P_ATTPW), BT,
+                                     Cl, C, C), "attn.c_proj backward");
+        tprt_mark(d, K_OTHER);
+        cudaMemsetAsync(d->dqkv, 0, (size_t)BT * 3 * Cl * bf, 0); /* the attention backward adds into it */
         tprt_mark(d, K_ATTENTION);
         if (d->attn_fused)
             TRY(cuda_attention_fused_backward(d->dqkv, d->datty, a->qkv, a->atty, a->lse, d->attn_scratch, B, T, Cl,
@@ -151,8 +160,8 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
         else TRY(cuda_attention_backward(d->dqkv, d->datty, a->qkv, a->att, d->attn_scratch, B, T, Cl, t.NHl),
                  "attention backward");
         tprt_mark(d, K_MATMUL);
-        TRY(cuda_matmul_backward(d->dln, LG(l, P_QKVW), LG(l, P_QKVB), d->dqkv, a->ln1, LW(l, P_QKVW), BT, C, 3 * Cl, 3 * Cl),
-            "c_attn backward");
+        TRY(cuda_matmul_backward_set(d->dln, NULL, LG(l, P_QKVW), LG(l, P_QKVB), d->dqkv, a->ln1, LW(l, P_QKVW), BT, C,
+                                     3 * Cl, 3 * Cl), "c_attn backward");
         PASS(sum_input_grad(d, d->dln, BTC, comm, "c_attn backward"));
         tprt_mark(d, K_LAYERNORM);
         TRY(cuda_layernorm_backward(d->dres, LG(l, P_LN1W), LG(l, P_LN1B), d->dln, res, LW(l, P_LN1W), a->ln1m, a->ln1r,

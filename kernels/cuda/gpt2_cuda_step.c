@@ -85,13 +85,18 @@ int tprt_cuda_step(tprt_cuda_model *d, tprt_comm *comm) {
     PASS(sync_replicated(d, comm));
     tprt_mark(d, K_ADAMW);
     cudaMemsetAsync(d->norm2, 0, 2 * sizeof(float), 0);
+    int n = 0; /* the entries whose working tensor got a grad, as one multi-tensor table */
     for (int i = 0; i < o->n; i++) {
-        const tprt_tensor *w = o->e[i].working;
-        if (!gpt2_has_grad(m, w)) continue;
-        dev_tensor *x = tprt_dev_find(d, w);
-        /* norm2[0]: sharded grads (all-reduced at TP>1), norm2[1]: replicated, counted once */
-        TRY(cuda_sumsq(d->norm2 + (w->shard == TPRT_REPLICATED), x->grad, x->numel), "grad norm");
+        tprt_adamw_entry *e = &o->e[i];
+        if (!gpt2_has_grad(m, e->working)) continue;
+        dev_tensor *w = tprt_dev_find(d, e->working), *p = tprt_dev_find(d, e->master), *mo = tprt_dev_find(d, e->m),
+                   *vo = tprt_dev_find(d, e->v);
+        tprt_adamw_slot *s = &d->slots[n++];
+        s->master = p->data, s->working = w->data, s->grad = w->grad, s->m = mo->data, s->v = vo->data, s->n = p->numel;
+        s->decay = e->decay != 0;
+        s->replicated = e->working->shard == TPRT_REPLICATED; /* norm2[1], counted once; norm2[0] is all-reduced */
     }
+    TRY(cuda_sumsq_multi(d->norm2, d->slots, n), "grad norm");
     if (m->tp_world > 1) {
         tprt_mark(d, K_COMM);
         COMM(tprt_allreduce_dev(comm, d->norm2, 1, TPRT_F32, TPRT_SUM), "grad norm");
@@ -100,14 +105,8 @@ int tprt_cuda_step(tprt_cuda_model *d, tprt_comm *comm) {
     }
     o->t++;
     float bc1 = 1.0f - powf(o->beta1, (float)o->t), bc2 = 1.0f - powf(o->beta2, (float)o->t);
-    for (int i = 0; i < o->n; i++) {
-        tprt_adamw_entry *e = &o->e[i];
-        if (!gpt2_has_grad(m, e->working)) continue;
-        dev_tensor *w = tprt_dev_find(d, e->working), *p = tprt_dev_find(d, e->master), *mo = tprt_dev_find(d, e->m), *vo = tprt_dev_find(d, e->v);
-        float decay = e->decay ? o->lr * o->weight_decay : 0.0f;
-        TRY(cuda_adamw_update(p->data, w->data, w->grad, mo->data, vo->data, p->numel, d->norm2, o->clip, o->lr, o->beta1,
-                              o->beta2, o->eps, decay, bc1, bc2), "adamw");
-    }
+    TRY(cuda_adamw_multi(d->slots, n, d->norm2, o->clip, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, bc1, bc2),
+        "adamw");
     tprt_mark(d, K_OTHER);
     COMM(tprt_dev_sync(comm), "optimizer step");
     float n2[2];

@@ -68,6 +68,9 @@ int cuda_matmul_gelu_forward(tprt_bf16 *out, tprt_bf16 *pre, const tprt_bf16 *in
  * dw and dbias still accumulate. */
 int cuda_matmul_backward_set(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, float *dw, float *dbias, const tprt_bf16 *dout,
                              const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC, int ld);
+/* Which path the products take: 1 cuBLASLt with epilogues (default), 0 plain cublasGemmEx with
+ * separate bias and GELU kernels (also env TPRT_MATMUL=cublas); returns the previous one. */
+int cuda_matmul_use_lt(int lt);
 int cuda_bias_add(tprt_bf16 *out, const tprt_bf16 *bias, int BT, int OC, int ld);
 int cuda_bias_backward(float *dbias, const tprt_bf16 *dout, int BT, int OC, int ld);
 
@@ -99,6 +102,8 @@ int cuda_attention_fused_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const 
 /* gelu.cu (tanh approximation) */
 int cuda_gelu_forward(tprt_bf16 *out, const tprt_bf16 *inp, size_t n);
 int cuda_gelu_backward(tprt_bf16 *dinp, const tprt_bf16 *inp, const tprt_bf16 *dout, size_t n);
+/* d *= gelu'(pre), in place */
+int cuda_gelu_scale_by_slope(tprt_bf16 *d, const tprt_bf16 *pre, size_t n);
 
 /* residual.cu */
 int cuda_residual_forward(tprt_bf16 *out, const tprt_bf16 *a, const tprt_bf16 *b, size_t n);

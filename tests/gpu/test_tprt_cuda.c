@@ -301,6 +301,7 @@ int main(void) {
     test_crossentropy(500, 500, 990, 512);
     test_adamw();
     run_fused_checks();
+    run_matmul_checks();
     cuda_blas_shutdown();
     printf("%d of %d checks passed\n", g_checks - g_failed, g_checks);
     return g_failed ? 1 : 0;

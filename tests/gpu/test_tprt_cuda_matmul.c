@@ -1,0 +1,85 @@
+/* test_tprt_cuda_matmul.c - checks of matmul.cu's epilogues against the CPU
+ * references (matmul.c, gelu.c): the forward with bias and GELU in the GEMM
+ * (the GELU's input kept), and the backward that writes the input grad
+ * instead of adding to it, with and without the GELU gradient in its
+ * epilogue; each on both product paths (cuBLASLt, and plain cuBLAS with the
+ * separate kernels).  The input grad starts NaN-poisoned, so a product that
+ * reads it instead of overwriting it fails; dw and dbias start random, so
+ * their accumulation is checked.  OC 130 has no cuBLASLt GELU epilogue (the
+ * stride of its GELU input is not a multiple of 8): it checks the fallback
+ * within the cuBLASLt path. */
+#include "layers.h"
+#include "tprt_cuda_check.h"
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float *copy_of(const float *a, size_t n) {
+    float *b = malloc(n * sizeof(float) + 4);
+    memcpy(b, a, n * sizeof(float));
+    return b;
+}
+
+/* y = gelu(x W1^T + b1): out and pre against the CPU */
+static void check_gelu_forward(const char *tag, int BT, int IC, int OC, void **d_out, void **d_pre, float **h_out,
+                               float **h_pre) {
+    size_t no = (size_t)BT * OC;
+    float *x = rnd((size_t)BT * IC, 1.0f, 1), *w = rnd((size_t)OC * IC, 0.2f, 1), *b = rnd(OC, 0.5f, 1);
+    float *pre = malloc(no * 4), *out = malloc(no * 4);
+    matmul_forward(pre, x, w, b, BT, IC, OC);
+    gelu_forward(out, pre, (int)no);
+    void *dx = dev_bf(x, (size_t)BT * IC), *dw = dev_bf(w, (size_t)OC * IC), *db = dev_bf(b, OC);
+    *d_out = dev_bf(NULL, no), *d_pre = dev_bf(NULL, no);
+    sync_or_die("matmul + gelu forward", cuda_matmul_gelu_forward(*d_out, *d_pre, dx, dw, db, BT, IC, OC));
+    *h_pre = host_bf(*d_pre, no), *h_out = host_bf(*d_out, no);
+    check_tagged("matmul+gelu forward pre", tag, *h_pre, pre, no, BF_TOL);
+    check_tagged("matmul+gelu forward out", tag, *h_out, out, no, BF_TOL);
+    cudaFree(dx), cudaFree(dw), cudaFree(db);
+    free(x), free(w), free(b), free(pre), free(out);
+}
+
+/* The next layer's backward, dinp = (dy W2) [* gelu'(pre)], from the GPU's own act and pre. */
+static void check_backward_set(const char *tag, int with_gelu, int BT, int IC, void *d_act, void *d_pre,
+                               const float *act, const float *pre) {
+    int OC = 64;
+    size_t ni = (size_t)BT * IC;
+    char what[64];
+    float *w = rnd((size_t)OC * IC, 0.2f, 1), *dy = rnd((size_t)BT * OC, 1.0f, 1);
+    float *gw = rnd((size_t)OC * IC, 1.0f, 0), *gb = rnd(OC, 1.0f, 0), *dact = calloc(ni, 4), *dinp = calloc(ni, 4);
+    void *dw = dev_bf(w, (size_t)OC * IC), *ddy = dev_bf(dy, (size_t)BT * OC), *ddinp = dev_bf(NULL, ni);
+    float *dgw = dev_f(gw, (size_t)OC * IC), *dgb = dev_f(gb, OC);
+    sync_or_die("matmul backward_set", cuda_matmul_backward_set(ddinp, with_gelu ? d_pre : NULL, dgw, dgb, ddy, d_act, dw,
+                                                                BT, IC, OC, OC));
+    matmul_backward(dact, gw, gb, dy, act, w, BT, IC, OC); /* gw, gb accumulate on the CPU too */
+    if (with_gelu) gelu_backward(dinp, pre, dact, (int)ni);
+    else memcpy(dinp, dact, ni * 4);
+    float *h1 = host_bf(ddinp, ni), *h2 = host_f(dgw, (size_t)OC * IC), *h3 = host_f(dgb, OC);
+    snprintf(what, sizeof what, "backward_set dinp%s", with_gelu ? "*gelu'" : "");
+    check_tagged(what, tag, h1, dinp, ni, BF_TOL);
+    check_tagged("backward_set dw", tag, h2, gw, (size_t)OC * IC, 1e-3);
+    check_tagged("backward_set dbias", tag, h3, gb, OC, 1e-3);
+    cudaFree(dw), cudaFree(ddy), cudaFree(ddinp), cudaFree(dgw), cudaFree(dgb);
+    free(w), free(dy), free(gw), free(gb), free(dact), free(dinp), free(h1), free(h2), free(h3);
+}
+
+static void check_epilogues(int lt, int OC) {
+    int BT = 70, IC = 96, was = cuda_matmul_use_lt(lt);
+    char tag[48];
+    snprintf(tag, sizeof tag, "(%s, OC %d)", lt ? "cuBLASLt" : "plain", OC);
+    void *d_out, *d_pre;
+    float *h_out, *h_pre;
+    check_gelu_forward(tag, BT, IC, OC, &d_out, &d_pre, &h_out, &h_pre);
+    float *act = copy_of(h_out, (size_t)BT * OC), *pre = copy_of(h_pre, (size_t)BT * OC);
+    check_backward_set(tag, 1, BT, OC, d_out, d_pre, act, pre);
+    check_backward_set(tag, 0, BT, OC, d_out, d_pre, act, pre);
+    cudaFree(d_out), cudaFree(d_pre);
+    free(h_out), free(h_pre), free(act), free(pre);
+    cuda_matmul_use_lt(was);
+}
+
+void run_matmul_checks(void) {
+    check_epilogues(1, 128);
+    check_epilogues(1, 130);
+    check_epilogues(0, 128);
+}
