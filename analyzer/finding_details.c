@@ -1,6 +1,7 @@
 /* finding_details.c - what a finding carries beside its kind and bytes: its
- * live successor and how it relates to it, the stacks that created and
- * replaced the tensor, and the device allocation holding its storage. */
+ * live successor and how it relates to it, its offset into its storage (a
+ * view's), the stacks that created and replaced the tensor, and the device
+ * allocation holding its storage. */
 #include "findings.h"
 
 #include <stdio.h>
@@ -164,7 +165,20 @@ void tpa_find_successor(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
     sqlite3_finalize(st);
 }
 
+/* The tensor's offset into its storage (a view's); 0 for a file from before
+ * tensor.storage_offset, which has no such column, and for a negative one. */
+static void attach_storage_offset(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT storage_offset FROM tensor WHERE audit_id=?1 AND key=?2", -1, &st, NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_int64(st, 1, audit);
+    sqlite3_bind_int64(st, 2, (int64_t)f->key);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0) f->storage_offset = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+}
+
 void tpa_attach_details(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t ptr, tpa_finding_t *f) {
+    attach_storage_offset(db, audit, f);
     attach_events(db, audit, f);
     attach_allocation(db, audit_begin, ptr, f);
 }

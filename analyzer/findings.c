@@ -188,6 +188,8 @@ static void read_finding(sqlite3 *db, sqlite3_stmt *st, const tpa_kind_t *k, int
     f->type = tpa_column_text(st, 6);
     *ptr = sqlite3_column_int64(st, 7);
     int64_t bytes = sqlite3_column_int64(st, 8);
+    f->storage_bytes = tpa_sane_bytes(bytes);
+    f->nbytes = tpa_sane_bytes(sqlite3_column_int64(st, 14));
     f->has_grad = sqlite3_column_int(st, 9);
     f->holder_kind = tpa_column_text(st, 10);
     f->holder_class = tpa_column_text(st, 11);

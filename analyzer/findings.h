@@ -18,7 +18,8 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
 /* The live param that took over from stale `f` (same name, or named by a
  * param_replaced event), with how their shapes relate. */
 void tpa_find_successor(sqlite3 *db, int64_t audit, tpa_finding_t *f);
-/* Creation and replacement stacks, and the allocation holding storage `ptr`. */
+/* Storage offset, creation and replacement stacks, and the allocation
+ * holding storage `ptr`. */
 void tpa_attach_details(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t ptr, tpa_finding_t *f);
 /* The message of `f`, a finding of kind `k` (malloc'd). */
 char *tpa_finding_message(const tpa_finding_t *f, const tpa_kind_t *k);

@@ -224,6 +224,13 @@ static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const
     html_fmt(out, "</h3>\n<p>%s</p>\n<dl>", f->message);
     html_fmt(out, "<dt>tensor</dt><dd>%s <code>%s</code>, local <code>%s</code> %s on %s (%s), grad %s</dd>\n", f->name, f->shape,
              f->local_shape, f->dtype, f->device, f->type, f->has_grad ? "yes" : "never");
+    if (tpa_finding_is_view(f)) {
+        char view[160];
+        tpa_format_view(f, view, sizeof view);
+        put_fact(out, "view");
+        html_put(out, view);
+        fputs("</dd>\n", out);
+    }
     html_fmt(out, "<dt>held by</dt><dd>%s %s <code>%s</code></dd>\n", f->holder_kind, f->holder_class, f->holder_path);
     if (f->has_successor)
         html_fmt(out, "<dt>successor</dt><dd>%s <code>%s</code>: %s</dd>\n", f->succ_name, f->succ_shape, f->relation);

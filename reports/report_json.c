@@ -157,6 +157,8 @@ static void put_finding(FILE *out, const tpa_finding_t *f)
     put_key_string(out, ",\"dtype\":", f->dtype);
     put_key_string(out, ",\"device\":", f->device);
     put_key_string(out, ",\"type\":", f->type);
+    if (f->storage_offset > 0) /* left out when 0, as before views were recorded */
+        fprintf(out, ",\"storage_offset\":%" PRId64, f->storage_offset);
     fprintf(out, "},\"retained_bytes\":%" PRId64 ",\"state_bytes\":%" PRId64 ",\"has_grad\":%s,\"successor\":",
             f->retained_bytes, f->state_bytes, f->has_grad ? "true" : "false");
     if (f->has_successor) {

@@ -77,6 +77,11 @@ static void put_details(const tpa_finding_t *f, size_t number, FILE *out) {
     fprintf(out, "      tensor: %s %s local %s %s on %s (%s), grad %s; held at %s %s\n", T(f->name, "(unnamed)"),
             T(f->shape, ""), T(f->local_shape, ""), T(f->dtype, ""), T(f->device, "?"), T(f->type, "?"),
             f->has_grad ? "yes" : "never", T(f->holder_class, ""), T(f->holder_path, ""));
+    if (tpa_finding_is_view(f)) {
+        char view[160];
+        tpa_format_view(f, view, sizeof view);
+        fprintf(out, "      view: %s\n", view);
+    }
     if (f->has_successor)
         fprintf(out, "      successor: %s %s local %s: %s\n", T(f->succ_name, ""), T(f->succ_shape, ""),
                 T(f->succ_local_shape, ""), T(f->relation, ""));

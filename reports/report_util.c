@@ -178,6 +178,19 @@ const char *tpa_severity(const tpa_finding_t *f)
     return f->is_error ? "error" : "warning";
 }
 
+int tpa_finding_is_view(const tpa_finding_t *f)
+{
+    return f->storage_offset > 0 || (f->nbytes > 0 && f->storage_bytes > f->nbytes);
+}
+
+void tpa_format_view(const tpa_finding_t *f, char *buf, size_t len)
+{
+    char own[32], whole[32];
+    tpa_format_bytes(f->nbytes, own, sizeof own);
+    tpa_format_bytes(f->storage_bytes, whole, sizeof whole);
+    snprintf(buf, len, "a view at element offset %" PRId64 " of a %s storage (%s of its own)", f->storage_offset, whole, own);
+}
+
 int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank)
 {
     int64_t sum = 0;

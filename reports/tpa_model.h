@@ -33,6 +33,9 @@ typedef struct tpa_finding {
     uint64_t key;         /* tensor identity (for dedup, not rendered) */
     char *holder_kind, *holder_class, *holder_path;
     char *name, *shape, *local_shape, *dtype, *device, *type;
+    int64_t storage_offset;  /* elements from its storage's start (a view's offset), 0 when unknown */
+    int64_t nbytes;          /* bytes of its own elements */
+    int64_t storage_bytes;   /* bytes of its whole storage */
     int64_t retained_bytes;
     int64_t state_bytes; /* stale_param: its optimizer state's storage, not shared with live params */
     int has_grad;
@@ -144,6 +147,11 @@ void tpa_put_xml_escaped(FILE *out, const char *s);
 const char *tpa_term(const char *s);
 void tpa_format_bytes(int64_t bytes, char *buf, size_t len);
 const char *tpa_severity(const tpa_finding_t *f);
+/* 1 when the finding's tensor is a view: at a nonzero offset into its
+ * storage, or holding only part of it. */
+int tpa_finding_is_view(const tpa_finding_t *f);
+/* "a view at element offset N of a <size> storage (<size> of its own)". */
+void tpa_format_view(const tpa_finding_t *f, char *buf, size_t len);
 int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank);
 
 /* A strict JSON reader (json_read.c): NULL when the text is not one JSON

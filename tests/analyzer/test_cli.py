@@ -81,6 +81,25 @@ def test_finding_kind_and_twin(tmp_path, case, kind, severity):
     assert twin["findings"] == [], twin["findings"]
 
 
+def test_stale_view_shows_its_storage_offset(tmp_path, seed_runs):
+    """An optimizer keeps a view into a flat buffer the model's live bias
+    still uses: the finding names the view's offset in every format."""
+    run = audited_run(tmp_path, "view", [KINDS, "view"])
+    doc = report_json(run)
+    (stale,) = [f for f in doc["findings"] if f["kind"] == "stale_param"]
+    assert stale["tensor"]["name"] == "0.weight" and stale["tensor"]["shape"] == [8, 8]
+    assert stale["tensor"]["storage_offset"] == 8
+    assert stale["retained_bytes"] == 0  # the live bias shares the storage
+    text = tpaudit("report", run).stdout
+    assert "view: a view at element offset 8 of a 288 B storage (256 B of its own)" in text, text
+    html = tpaudit("report", "--format", "html", run).stdout
+    assert "<dt>view</dt><dd>a view at element offset 8 of a 288 B storage (256 B of its own)</dd>" in html
+    twin = report_json(audited_run(tmp_path, "twin", [KINDS, "view", "--twin"]))
+    assert twin["findings"] == [] and twin["runs"][0]["audits"] >= 1
+    seed = report_json(seed_runs["buggy"])
+    assert seed["findings"] and all("storage_offset" not in f["tensor"] for f in seed["findings"])  # offset 0: as before
+
+
 def test_gate_exit_codes(tmp_path, seed_runs):
     assert tpaudit("gate", seed_runs["fixed"]).returncode == 0
     failed = tpaudit("gate", "--max-retained", "64MiB", "--max-findings", "0", seed_runs["buggy"])

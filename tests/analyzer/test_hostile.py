@@ -136,6 +136,28 @@ def test_numbers_are_range_checked(tmp_path):
     assert run("gate", "--max-retained", "1TiB", db).returncode == 1
 
 
+def test_storage_offsets_out_of_range(tmp_path):
+    """A file with tensor.storage_offset (the seed predates it) holding a
+    negative and the largest offset: the negative one is left out, the other
+    is an integer, and every format still renders."""
+    db = hostile_db.seed(tmp_path / "offsets.db")
+    with sqlite3.connect(db) as c:
+        c.execute("ALTER TABLE tensor ADD COLUMN storage_offset INTEGER NOT NULL DEFAULT 0")
+        c.execute("INSERT INTO tensor VALUES(1,104,'neg.view','[1]','[1]','float32','cuda:0',9300000,8,4,1,0,'Parameter',-3)")
+        c.execute("INSERT INTO tensor VALUES(1,105,'far.view','[1]','[1]','float32','cuda:0',9400000,8,4,1,0,'Parameter',?)",
+                  (2 ** 63 - 1,))
+        for key in (104, 105):
+            c.execute("INSERT INTO ref VALUES(1,'optimizer','AdamW',7,'param_groups[0].params[9]','group_param',?,0)", (key,))
+    doc = check_json(run("report", "--format", "json", db).stdout)
+    views = {f["tensor"]["name"]: f["tensor"] for f in doc["findings"] if f["tensor"]["name"] in ("neg.view", "far.view")}
+    assert "storage_offset" not in views["neg.view"] and views["far.view"]["storage_offset"] == 2 ** 63 - 1
+    text = run("report", db).stdout
+    check_terminal(text)
+    assert b"a view at element offset 9223372036854775807 of a 8 B storage (4 B of its own)" in text
+    assert b"a view at element offset 0 of a 8 B storage" in text  # part of its storage, offset unknown
+    assert run("report", "--format", "html", db).returncode == 0
+
+
 @pytest.mark.parametrize("size", ["inf", "nan", "1e30", "-1", "0x10", "infinity", "1e19", "12XB", ""])
 def test_gate_refuses_bad_sizes(tmp_path, size):
     db = hostile_db.seed(tmp_path / "s.db")

@@ -4,7 +4,7 @@ that must make none. Run under `tpaudit run`; the test reads the report.
     python kinds.py CASE [--twin]
 
 CASE: orphan_state, state_shape_mismatch, stale_map_entry, untrained_param,
-html_name. The audit is taken with the explicit API at the end.
+view (a stale view into a flat buffer), html_name. The audit is taken with the explicit API at the end.
 """
 import sys
 
@@ -60,6 +60,18 @@ def main():
             model[0].requires_grad_(False)  # frozen on purpose, left out
         opt = torch.optim.AdamW(model[2].parameters())
         step(model, opt)
+    elif case == "view":
+        # The first layer's params are views into one flat buffer, as a
+        # flat-parameter wrapper lays them out: the bias at offset 0, the
+        # weight at element offset 8.  Replacing the weight leaves the
+        # optimizer holding the view.
+        flat = torch.randn(8 + 64)
+        model[0].bias = nn.Parameter(flat[:8])
+        model[0].weight = nn.Parameter(flat[8:].view(8, 8))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        step(model, opt)
+        if not twin:
+            model[0].weight = nn.Parameter(torch.randn(8, 8))
     elif case == "html_name":
         model[0].register_parameter("<script>alert(1)</script>", nn.Parameter(torch.randn(4)))
         opt = torch.optim.AdamW(model.parameters())
