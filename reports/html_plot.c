@@ -145,14 +145,8 @@ static void step_name(int64_t step, char *buf, size_t len) {
     else snprintf(buf, len, "%lld", (long long)step);
 }
 
-void html_put_memory_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run) {
-    if (!run->n_points || !s->any_memory) return;
-    axis_t a = bytes_axis(s->mem_max);
-    double span = (double)s->t1_ns - (double)s->t0_ns;
-    if (span <= 0) span = 1;
-    svg_open(out, "memory", "device memory over time");
-    put_y_axis(out, &a, "live device memory");
-    /* time axis in seconds (or ms) since the first record of any rank */
+/* The time axis in seconds (or ms) since the first record of any rank. */
+static void put_time_axis(FILE *out, double span) {
     double tunit;
     double tstep = nice_step(span / 1e9, 1000, 1, 6, &tunit);
     int ms = span < 2e9;
@@ -167,43 +161,66 @@ void html_put_memory_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run
     }
     fprintf(out, "\n<text class=\"axis-title\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">time since the first record of any rank</text>\n",
             LEFT + INNER_W / 2, PLOT_H - 6);
-    /* live bytes as a step function, filled */
-    fprintf(out, "<path class=\"area\" d=\"M%d %.1f", LEFT, y_of(&a, 0));
-    double last_y = y_of(&a, 0);
-    for (size_t i = 0; i < run->n_points; i++) {
-        double x = LEFT + INNER_W * ((double)run->points[i].ts_ns - (double)s->t0_ns) / span;
-        last_y = y_of(&a, (double)run->points[i].bytes);
-        fprintf(out, " H%.1f V%.1f", x, last_y);
-    }
-    fprintf(out, " H%.1f V%.1f Z\"/>\n", LEFT + INNER_W * ((double)run->points[run->n_points - 1].ts_ns - (double)s->t0_ns) / span,
-            y_of(&a, 0));
-    /* audit marks: a dashed line each, labelled where there is room, and
-     * the stale bytes as a dot on the same byte scale */
-    right = -1e9;
-    double last_left = PLOT_W + 6; /* the last mark (often the exit audit) is always labelled */
+}
+
+/* The x of time `ts_ns` on the shared time range. */
+static double time_x(const html_scale_t *s, double span, int64_t ts_ns) {
+    return LEFT + INNER_W * ((double)ts_ns - (double)s->t0_ns) / span;
+}
+
+/* Live bytes as a step function, filled. */
+static void put_memory_area(FILE *out, const axis_t *a, const html_scale_t *s, double span, const tpa_run_t *run) {
+    fprintf(out, "<path class=\"area\" d=\"M%d %.1f", LEFT, y_of(a, 0));
+    for (size_t i = 0; i < run->n_points; i++)
+        fprintf(out, " H%.1f V%.1f", time_x(s, span, run->points[i].ts_ns), y_of(a, (double)run->points[i].bytes));
+    fprintf(out, " H%.1f V%.1f Z\"/>\n", time_x(s, span, run->points[run->n_points - 1].ts_ns), y_of(a, 0));
+}
+
+/* "step N", or "exit" for the exit audit. */
+static void mark_label(const tpa_audit_mark_t *m, char *label, size_t len) {
+    char name[32];
+    step_name(m->step, name, sizeof name);
+    snprintf(label, len, m->step < 0 ? "%s" : "step %s", name);
+}
+
+/* Audit marks: a dashed line each, labelled where there is room (the last
+ * mark, often the exit audit, always), and the stale bytes as a dot on the
+ * same byte scale. */
+static void put_audit_marks(FILE *out, const axis_t *a, const html_scale_t *s, double span, const tpa_run_t *run) {
+    double right = -1e9, last_left = PLOT_W + 6;
     for (size_t i = 0; i < run->n_marks; i++) {
         const tpa_audit_mark_t *m = &run->marks[i];
-        double x = LEFT + INNER_W * ((double)m->ts_ns - (double)s->t0_ns) / span;
-        char name[32], label[40], bytes[32];
-        step_name(m->step, name, sizeof name);
-        snprintf(label, sizeof label, m->step < 0 ? "%s" : "step %s", name);
+        double x = time_x(s, span, m->ts_ns);
+        char label[40], bytes[32];
+        mark_label(m, label, sizeof label);
         tpa_format_bytes(m->stale_bytes, bytes, sizeof bytes);
         fprintf(out, "<g class=\"mark%s\"><title>audit %s at %.3f s: %s stale</title>", m->stale_bytes > 0 ? " stale" : "", label,
                 ((double)m->ts_ns - (double)s->t0_ns) / 1e9, bytes);
         fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>", x, x, TOP, PLOT_H - BOTTOM);
-        fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\"/>", x, y_of(&a, (double)m->stale_bytes));
+        fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\"/>", x, y_of(a, (double)m->stale_bytes));
         if (i + 1 == run->n_marks) last_left = PLOT_W + 6;
         else if (i == 0) {
             const tpa_audit_mark_t *l = &run->marks[run->n_marks - 1];
-            char lname[32], llabel[40];
-            double half, lx = LEFT + INNER_W * ((double)l->ts_ns - (double)s->t0_ns) / span;
-            step_name(l->step, lname, sizeof lname);
-            snprintf(llabel, sizeof llabel, l->step < 0 ? "%s" : "step %s", lname);
-            last_left = label_x(lx, llabel, &half) - half;
+            char llabel[40];
+            double half;
+            mark_label(l, llabel, sizeof llabel);
+            last_left = label_x(time_x(s, span, l->ts_ns), llabel, &half) - half;
         }
         put_x_label(out, x, TOP - 2, "mark-label", label, &right, last_left);
         fputs("</g>\n", out);
     }
+}
+
+void html_put_memory_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run) {
+    if (!run->n_points || !s->any_memory) return;
+    axis_t a = bytes_axis(s->mem_max);
+    double span = (double)s->t1_ns - (double)s->t0_ns;
+    if (span <= 0) span = 1;
+    svg_open(out, "memory", "device memory over time");
+    put_y_axis(out, &a, "live device memory");
+    put_time_axis(out, span);
+    put_memory_area(out, &a, s, span, run);
+    put_audit_marks(out, &a, s, span, run);
     fputs("</svg>\n", out);
 }
 

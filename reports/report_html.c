@@ -104,7 +104,9 @@ static void put_bytes(FILE *out, int64_t bytes) {
     fputs(b, out);
 }
 
-static void put_banner(FILE *out, const page_t *pg) {
+/* The verdict word and the heading, then the headline finding with where it
+ * was replaced (or created). */
+static void put_verdict(FILE *out, const page_t *pg) {
     const tpa_report_t *r = pg->r;
     const char *cls = pg->errors ? "fail" : r->inconclusive ? "inconclusive" : pg->warnings ? "warn" : !pg->audits ? "warn" : "clean";
     const char *word = pg->errors ? "FAIL" : r->inconclusive ? "INCONCLUSIVE" : pg->warnings ? "WARN" : !pg->audits ? "NO AUDIT" : "CLEAN";
@@ -119,17 +121,21 @@ static void put_banner(FILE *out, const page_t *pg) {
     } else {
         fputs("No process made an audit: nothing was checked</h1>\n", out);
     }
-    if (r->n_findings) {
-        const tpa_finding_t *top = &r->findings[pg->order[0]];
-        fputs("<p id=\"headline\">", out);
-        html_put(out, top->message);
-        const tpa_frame_t *at = html_first_user_frame(top->replaced_at.n ? &top->replaced_at : &top->created_at);
-        if (at) {
-            fputs(top->replaced_at.n ? " &mdash; replaced at " : " &mdash; created at ", out);
-            html_put_frame(out, &pg->paths, at);
-        }
-        fputs("</p>\n", out);
+    if (!r->n_findings) return;
+    const tpa_finding_t *top = &r->findings[pg->order[0]];
+    fputs("<p id=\"headline\">", out);
+    html_put(out, top->message);
+    const tpa_frame_t *at = html_first_user_frame(top->replaced_at.n ? &top->replaced_at : &top->created_at);
+    if (at) {
+        fputs(top->replaced_at.n ? " &mdash; replaced at " : " &mdash; created at ", out);
+        html_put_frame(out, &pg->paths, at);
     }
+    fputs("</p>\n", out);
+}
+
+/* The gate's rules, or what a strict gate would say. */
+static void put_gate_line(FILE *out, const page_t *pg) {
+    const tpa_report_t *r = pg->r;
     fputs("<p class=\"gate\">", out);
     if (r->has_gate) {
         for (size_t i = 0; i < r->n_rules; i++) {
@@ -144,27 +150,39 @@ static void put_banner(FILE *out, const page_t *pg) {
         fprintf(out, "A strict gate (<code>tpaudit gate --max-retained 0 --max-findings 0</code>) %s",
                 pg->errors ? "<b>fails: exit 1</b>" : "passes: exit 0");
     }
+    fputs("</p>\n", out);
+}
+
+/* Counts of findings, processes, ranks and audits, then why each
+ * inconclusive run is. */
+static void put_banner_facts(FILE *out, const page_t *pg) {
+    const tpa_report_t *r = pg->r;
     size_t ranks = 0, inconclusive = 0;
     for (size_t i = 0; i < r->n_runs; i++) { ranks += r->runs[i].has_rank; inconclusive += r->runs[i].inconclusive; }
-    fprintf(out, "</p>\n<p class=\"facts\">%zu error%s, %zu warning%s &middot; %zu process%s", pg->errors, pg->errors == 1 ? "" : "s",
+    fprintf(out, "<p class=\"facts\">%zu error%s, %zu warning%s &middot; %zu process%s", pg->errors, pg->errors == 1 ? "" : "s",
             pg->warnings, pg->warnings == 1 ? "" : "s", r->n_runs, r->n_runs == 1 ? "" : "es");
     if (ranks) fprintf(out, " (%zu rank%s)", ranks, ranks == 1 ? "" : "s");
     fprintf(out, " &middot; %zu audit%s &middot; %zu inconclusive run%s", pg->audits, pg->audits == 1 ? "" : "s", inconclusive,
             inconclusive == 1 ? "" : "s");
     if (pg->paths.root) { fputs(" &middot; paths relative to <code>", out); html_put(out, pg->paths.root); fputs("</code>", out); }
     fputs("</p>\n", out);
-    if (inconclusive) {
-        fputs("<ul class=\"inconclusive-list\">\n", out);
-        for (size_t i = 0; i < r->n_runs; i++) {
-            if (!r->runs[i].inconclusive) continue;
-            fputs("<li><b>", out);
-            put_run_name(out, &r->runs[i]);
-            fputs("</b> is inconclusive: ", out);
-            html_put(out, r->runs[i].why_inconclusive ? r->runs[i].why_inconclusive : "incomplete");
-            fputs("</li>\n", out);
-        }
-        fputs("</ul>\n", out);
+    if (!inconclusive) return;
+    fputs("<ul class=\"inconclusive-list\">\n", out);
+    for (size_t i = 0; i < r->n_runs; i++) {
+        if (!r->runs[i].inconclusive) continue;
+        fputs("<li><b>", out);
+        put_run_name(out, &r->runs[i]);
+        fputs("</b> is inconclusive: ", out);
+        html_put(out, r->runs[i].why_inconclusive ? r->runs[i].why_inconclusive : "incomplete");
+        fputs("</li>\n", out);
     }
+    fputs("</ul>\n", out);
+}
+
+static void put_banner(FILE *out, const page_t *pg) {
+    put_verdict(out, pg);
+    put_gate_line(out, pg);
+    put_banner_facts(out, pg);
     fputs("</div></header>\n<nav><a href=\"#findings\">Findings</a><a href=\"#ranks\">Ranks</a><a href=\"#details\">Details</a>"
           "<a href=\"#memory\">Memory by library</a>", out);
     if (pg->n_quiet) fputs("<a href=\"#quiet\">Other processes</a>", out);
@@ -308,6 +326,67 @@ static void put_ranks(FILE *out, const page_t *pg) {
     fputs("</div>\n", out);
 }
 
+/* A library's name as the table compares it ("" when none). */
+static const char *lib_name(const tpa_lib_memory_t *m) { return m->library ? m->library : ""; }
+
+/* Bytes and allocations of library `lib` in one run. */
+static int64_t lib_bytes_in(const tpa_run_t *run, const char *lib, int64_t *allocations) {
+    int64_t bytes = 0;
+    for (size_t m = 0; m < run->n_by_library; m++)
+        if (!strcmp(lib_name(&run->by_library[m]), lib)) {
+            bytes += run->by_library[m].bytes;
+            if (allocations) *allocations += run->by_library[m].allocations;
+        }
+    return bytes;
+}
+
+/* 1 when entry k of shown run i names a library an earlier entry named. */
+static int lib_seen_before(const page_t *pg, size_t i, size_t k) {
+    const tpa_run_t *run = &pg->r->runs[pg->runs[i]];
+    const char *lib = lib_name(&run->by_library[k]);
+    for (size_t j = 0; j <= i; j++) {
+        const tpa_run_t *prev = &pg->r->runs[pg->runs[j]];
+        for (size_t m = 0; m < (j == i ? k : prev->n_by_library); m++)
+            if (!strcmp(lib_name(&prev->by_library[m]), lib)) return 1;
+    }
+    return 0;
+}
+
+/* The library names of the shown runs, each once, in the order of first
+ * appearance: a malloc'd array (NULL when out of memory) of *n names. */
+static const char **unique_libraries(const page_t *pg, size_t *n) {
+    size_t cap = 1;
+    for (size_t i = 0; i < pg->n_shown; i++) cap += pg->r->runs[pg->runs[i]].n_by_library;
+    const char **libs = malloc(cap * sizeof *libs);
+    *n = 0;
+    for (size_t i = 0; libs && i < pg->n_shown; i++) {
+        const tpa_run_t *run = &pg->r->runs[pg->runs[i]];
+        for (size_t k = 0; k < run->n_by_library; k++)
+            if (!lib_seen_before(pg, i, k)) libs[(*n)++] = lib_name(&run->by_library[k]);
+    }
+    return libs;
+}
+
+/* One library's row: per rank (when shown), all ranks, allocations, a bar. */
+static void put_lib_row(FILE *out, const page_t *pg, const char *lib, int per_rank, int64_t largest) {
+    int64_t allocations = 0, total = 0;
+    for (size_t j = 0; j < pg->n_shown; j++) total += lib_bytes_in(&pg->r->runs[pg->runs[j]], lib, &allocations);
+    fputs("<tr><td><code>", out);
+    html_put(out, lib);
+    fputs("</code></td>", out);
+    for (size_t j = 0; per_rank && j < pg->n_shown; j++) {
+        const tpa_run_t *other = &pg->r->runs[pg->runs[j]];
+        if (!other->n_by_library) continue;
+        fputs("<td class=\"num\">", out);
+        put_bytes(out, lib_bytes_in(other, lib, NULL));
+        fputs("</td>", out);
+    }
+    fputs("<td class=\"num\">", out);
+    put_bytes(out, total);
+    fprintf(out, "</td><td class=\"num\">%lld</td><td><span class=\"libbar\" style=\"width:%.0fpx\"></span></td></tr>\n",
+            (long long)allocations, total > 0 ? 1 + 200.0 * (double)total / (double)largest : 0.0);
+}
+
 static void put_memory_by_library(FILE *out, const page_t *pg) {
     const tpa_report_t *r = pg->r;
     fputs("<h2 id=\"memory\">Device memory by library</h2>\n", out);
@@ -321,56 +400,22 @@ static void put_memory_by_library(FILE *out, const page_t *pg) {
     int64_t largest = 1;
     fputs("<p class=\"note\">Device memory live at each rank's judged audit, by the library that called the allocator.</p>\n"
           "<table class=\"libs\"><thead><tr><th>library</th>", out);
-    if (per_rank)
-        for (size_t i = 0; i < pg->n_shown; i++) {
-            if (!r->runs[pg->runs[i]].n_by_library) continue;
-            fputs("<th class=\"num\">", out);
-            put_run_name(out, &r->runs[pg->runs[i]]);
-            fputs("</th>", out);
-        }
+    for (size_t i = 0; per_rank && i < pg->n_shown; i++) {
+        if (!r->runs[pg->runs[i]].n_by_library) continue;
+        fputs("<th class=\"num\">", out);
+        put_run_name(out, &r->runs[pg->runs[i]]);
+        fputs("</th>", out);
+    }
     fputs("<th class=\"num\">all ranks</th><th class=\"num\">allocations</th><th></th></tr></thead><tbody>\n", out);
-    /* one row per library name, in the order of first appearance */
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < pg->n_shown; i++) {
-            const tpa_run_t *run = &r->runs[pg->runs[i]];
-            for (size_t k = 0; k < run->n_by_library; k++) {
-                const char *lib = run->by_library[k].library ? run->by_library[k].library : "";
-                int seen = 0;
-                for (size_t j = 0; j <= i && !seen; j++) {
-                    const tpa_run_t *prev = &r->runs[pg->runs[j]];
-                    for (size_t m = 0; m < (j == i ? k : prev->n_by_library) && !seen; m++)
-                        seen = !strcmp(prev->by_library[m].library ? prev->by_library[m].library : "", lib);
-                }
-                if (seen) continue;
-                int64_t total = 0, allocations = 0;
-                for (size_t j = 0; j < pg->n_shown; j++) {
-                    const tpa_run_t *other = &r->runs[pg->runs[j]];
-                    for (size_t m = 0; m < other->n_by_library; m++)
-                        if (!strcmp(other->by_library[m].library ? other->by_library[m].library : "", lib)) {
-                            total += other->by_library[m].bytes;
-                            allocations += other->by_library[m].allocations;
-                        }
-                }
-                if (pass == 0) { if (total > largest) largest = total; continue; }
-                fputs("<tr><td><code>", out);
-                html_put(out, lib);
-                fputs("</code></td>", out);
-                for (size_t j = 0; per_rank && j < pg->n_shown; j++) {
-                    const tpa_run_t *other = &r->runs[pg->runs[j]];
-                    if (!other->n_by_library) continue;
-                    int64_t bytes = 0;
-                    for (size_t m = 0; m < other->n_by_library; m++)
-                        if (!strcmp(other->by_library[m].library ? other->by_library[m].library : "", lib)) bytes += other->by_library[m].bytes;
-                    fputs("<td class=\"num\">", out);
-                    put_bytes(out, bytes);
-                    fputs("</td>", out);
-                }
-                fputs("<td class=\"num\">", out);
-                put_bytes(out, total);
-                fprintf(out, "</td><td class=\"num\">%lld</td><td><span class=\"libbar\" style=\"width:%.0fpx\"></span></td></tr>\n",
-                        (long long)allocations, total > 0 ? 1 + 200.0 * (double)total / (double)largest : 0.0);
-            }
-        }
+    size_t n_libs;
+    const char **libs = unique_libraries(pg, &n_libs);
+    for (size_t l = 0; l < n_libs; l++) {
+        int64_t total = 0;
+        for (size_t j = 0; j < pg->n_shown; j++) total += lib_bytes_in(&r->runs[pg->runs[j]], libs[l], NULL);
+        if (total > largest) largest = total;
+    }
+    for (size_t l = 0; l < n_libs; l++) put_lib_row(out, pg, libs[l], per_rank, largest);
+    free(libs);
     fputs("</tbody></table>\n", out);
 }
 

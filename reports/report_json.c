@@ -2,8 +2,8 @@
  * report_json.c - the JSON report, format "tpaudit-report" version 1
  * (contract in docs/REPORT.md, schema docs/report.schema.json).  A missing
  * rank is null everywhere.  Output is deterministic: findings come
- * sorted, by_kind/by_rank keys are sorted, and nothing about the time of
- * the analysis is written.
+ * sorted, by_kind keys are sorted, by_rank follows the order of the
+ * databases, and nothing about the time of the analysis is written.
  */
 #include "finding_kinds.h"
 #include "tpa_model.h"
@@ -212,29 +212,10 @@ static void put_by_kind(FILE *out, const tpa_report_t *r)
     }
 }
 
-int tpa_render_json(const tpa_report_t *r, FILE *out)
+/* One entry per rank; a process without a rank is its own entry (with its
+ * pid), as the gate judges it. */
+static void put_by_rank(FILE *out, const tpa_report_t *r)
 {
-    fputs("{\"format\":\"tpaudit-report\",\"version\":1,\n\"runs\":[", out);
-    for (size_t i = 0; i < r->n_runs; i++) {
-        fputs(i ? ",\n" : "\n", out);
-        put_run(out, &r->runs[i]);
-    }
-    fputs("],\n\"findings\":[", out);
-    int64_t total = 0, state_total = 0;
-    for (size_t i = 0; i < r->n_findings; i++) {
-        fputs(i ? ",\n" : "\n", out);
-        put_finding(out, &r->findings[i]);
-        if (r->findings[i].is_error) {
-            total = tpa_add_bytes(total, r->findings[i].retained_bytes);
-            state_total = tpa_add_bytes(state_total, r->findings[i].state_bytes);
-        }
-    }
-    fprintf(out, "],\n\"totals\":{\"retained_bytes\":%" PRId64 ",\"state_bytes\":%" PRId64 ",\"by_kind\":{", total,
-            state_total);
-    put_by_kind(out, r);
-    /* One entry per rank; a process without a rank is its own entry (with
-     * its pid), as the gate judges it. */
-    fputs("},\"by_rank\":[", out);
     int first = 1;
     for (size_t i = 0; i < r->n_runs; i++) {
         const tpa_run_t *run = &r->runs[i];
@@ -257,24 +238,52 @@ int tpa_render_json(const tpa_report_t *r, FILE *out)
         fprintf(out, ",\"retained_bytes\":%" PRId64 "}", retained);
         first = 0;
     }
-    fputs("]},\n\"gate\":", out);
-    if (r->has_gate) {
-        fprintf(out, "{\"passed\":%s,\"rules\":[", r->gate_passed ? "true" : "false");
-        for (size_t i = 0; i < r->n_rules; i++) {
-            const tpa_gate_rule_t *g = &r->rules[i];
-            fprintf(out, "%s{\"rule\":", i ? "," : "");
-            tpa_put_json_string(out, g->rule);
-            fprintf(out, ",\"limit\":%" PRId64 ",\"measured\":%" PRId64 ",\"rank\":", g->limit,
-                    g->measured);
-            put_rank(out, g->rank >= 0, g->rank);
-            fputs(",\"pid\":", out);
-            put_rank(out, g->pid != 0, g->pid);
-            fprintf(out, ",\"passed\":%s}", g->passed ? "true" : "false");
-        }
-        fputs("]}", out);
-    } else {
+}
+
+static void put_gate(FILE *out, const tpa_report_t *r)
+{
+    if (!r->has_gate) {
         fputs("null", out);
+        return;
     }
+    fprintf(out, "{\"passed\":%s,\"rules\":[", r->gate_passed ? "true" : "false");
+    for (size_t i = 0; i < r->n_rules; i++) {
+        const tpa_gate_rule_t *g = &r->rules[i];
+        fprintf(out, "%s{\"rule\":", i ? "," : "");
+        tpa_put_json_string(out, g->rule);
+        fprintf(out, ",\"limit\":%" PRId64 ",\"measured\":%" PRId64 ",\"rank\":", g->limit, g->measured);
+        put_rank(out, g->rank >= 0, g->rank);
+        fputs(",\"pid\":", out);
+        put_rank(out, g->pid != 0, g->pid);
+        fprintf(out, ",\"passed\":%s}", g->passed ? "true" : "false");
+    }
+    fputs("]}", out);
+}
+
+int tpa_render_json(const tpa_report_t *r, FILE *out)
+{
+    fputs("{\"format\":\"tpaudit-report\",\"version\":1,\n\"runs\":[", out);
+    for (size_t i = 0; i < r->n_runs; i++) {
+        fputs(i ? ",\n" : "\n", out);
+        put_run(out, &r->runs[i]);
+    }
+    fputs("],\n\"findings\":[", out);
+    int64_t total = 0, state_total = 0;
+    for (size_t i = 0; i < r->n_findings; i++) {
+        fputs(i ? ",\n" : "\n", out);
+        put_finding(out, &r->findings[i]);
+        if (r->findings[i].is_error) {
+            total = tpa_add_bytes(total, r->findings[i].retained_bytes);
+            state_total = tpa_add_bytes(state_total, r->findings[i].state_bytes);
+        }
+    }
+    fprintf(out, "],\n\"totals\":{\"retained_bytes\":%" PRId64 ",\"state_bytes\":%" PRId64 ",\"by_kind\":{", total,
+            state_total);
+    put_by_kind(out, r);
+    fputs("},\"by_rank\":[", out);
+    put_by_rank(out, r);
+    fputs("]},\n\"gate\":", out);
+    put_gate(out, r);
     fputs("}\n", out);
     return ferror(out) ? -1 : 0;
 }
