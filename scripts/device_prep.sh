@@ -6,6 +6,8 @@
 #                unpacked on the device into a private sysroot, never into /.
 #   .carry/whl:  Python wheels of the frameworks the device lacks (cp312):
 #                megatron-core, and deepspeed built here without compiled ops.
+#   .carry/llmc: with env LLMC_GIT_DIR (a git dir of karpathy/llm.c), the
+#                sources of its train_gpt2cu, for bench/tprt/build_llmc.sh.
 # Usage: scripts/device_prep.sh [PYTHON with torch, for building deepspeed]
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,5 +27,15 @@ wheels=(megatron-core==0.19.2 hjson==3.1.0 pydantic==2.14.4 pydantic_core==2.50.
   --platform manylinux2014_x86_64 -d "$carry/whl" "${wheels[@]}"
 if ! ls "$carry/whl"/deepspeed-*.whl >/dev/null 2>&1; then
   DS_BUILD_OPS=0 "$python" -m pip wheel -q --no-deps --no-build-isolation -w "$carry/whl" deepspeed==0.19.8
+fi
+
+# llm.c, the anchor of bench/tprt/bench_tprt.sh: with LLMC_GIT_DIR naming a git
+# dir of karpathy/llm.c, the files train_gpt2cu builds from go to .carry/llmc
+# (built on the device by bench/tprt/build_llmc.sh; never part of this repository).
+if [ -n "${LLMC_GIT_DIR:-}" ]; then
+  rm -rf "$carry/llmc" && mkdir -p "$carry/llmc"
+  git --git-dir="$LLMC_GIT_DIR" archive HEAD LICENSE Makefile train_gpt2.cu llmc | tar -x -C "$carry/llmc"
+  git --git-dir="$LLMC_GIT_DIR" rev-parse --short=12 HEAD > "$carry/llmc/COMMIT"
+  echo "device_prep: llm.c $(cat "$carry/llmc/COMMIT") -> .carry/llmc"
 fi
 du -sh "$carry" | sed 's/^/device_prep: /'

@@ -21,6 +21,11 @@ echo "== TP=2 over NCCL ($(nvidia-smi -L | grep -c '^GPU ') GPU(s))"
 python3 tests/gpu/check_tprt_tp.py "$build/bin/tprt" "$build/bin/tpaudit" "$out" || rc=1
 if [ -z "${TPRT_NO_BENCH:-}" ]; then
   echo "== bench"
-  bash bench/tprt/bench_tprt.sh "$build/bin/tprt" 25 || rc=1
+  bash bench/tprt/build_llmc.sh .carry/llmc /tmp/llmc-build > /tmp/llmc-build.txt
+  llmc_rc=$?
+  cat /tmp/llmc-build.txt
+  [ "$llmc_rc" = 1 ] && rc=1
+  LLMC_BIN="$(sed -n 's/^llmc_bin //p' /tmp/llmc-build.txt)" OUT="$out" \
+    bash bench/tprt/bench_tprt.sh "$build/bin/tprt" 30 || rc=1
 fi
 exit $rc
