@@ -88,7 +88,8 @@ int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets,
         res = a->res3;
     }
     tprt_mark(d, K_MATMUL);
-    TRY(cuda_matmul_forward(d->logits, d->lnf, PW(0), NULL, BT, C, vl, d->ldv), "lm_head"); /* this vocab slice */
+    /* this vocab slice, over its zero rows up to ldv (gpt2_cuda.c): those logits are 0 and never read */
+    TRY(cuda_matmul_forward(d->logits, d->lnf, PW(0), NULL, BT, C, d->ldv, d->ldv), "lm_head");
     tprt_mark(d, K_CROSSENT);
     if (t.N == 1) { /* one pass; the logits become their grads, so the backward skips this layer */
         TRY(cuda_crossentropy_fused(d->ce_scratch, d->logits, d->tgt, vl, m->cfg.vocab, BT, d->ldv, 1.0f),
@@ -128,7 +129,8 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
     cudaMemsetAsync(d->dres, 0, BTC * bf, 0); /* the layernorm backwards add into it */
     /* Input grads are written, not added (cuda_matmul_backward_set), so their buffers need no zeroing. */
     tprt_mark(d, K_MATMUL);
-    TRY(cuda_matmul_backward_set(d->dln, NULL, PG(0), NULL, d->logits, d->lnf, PW(0), BT, C, vl, d->ldv),
+    /* over the zero rows too: their logits hold 0 (never a grad), so they add 0 to dln and to the padding grads */
+    TRY(cuda_matmul_backward_set(d->dln, NULL, PG(0), NULL, d->logits, d->lnf, PW(0), BT, C, d->ldv, d->ldv),
         "lm_head backward");
     PASS(sum_input_grad(d, d->dln, BTC, comm, "lm_head backward"));
     tprt_mark(d, K_LAYERNORM);

@@ -14,16 +14,21 @@
 
 #define LT_WORKSPACE_BYTES (32u << 20)
 #define LT_PLANS 96
+#define LT_TUNE_MAX 16
+#define LT_TUNE_DEFAULT 8 /* candidates timed per shape; TPRT_MATMUL_TUNE overrides */
 
 static cublasHandle_t g_blas;
 static cublasLtHandle_t g_lt;
 static void *g_lt_ws;
 static int g_lt_off; /* TPRT_MATMUL=cublas */
+static int g_tune = LT_TUNE_DEFAULT;
 
 extern "C" int cuda_blas_init(void) {
     if (g_blas) return 0;
     const char *e = getenv("TPRT_MATMUL");
     g_lt_off = e && !strcmp(e, "cublas");
+    const char *tune = getenv("TPRT_MATMUL_TUNE");
+    if (tune && *tune) g_tune = atoi(tune);
     if (cublasCreate(&g_blas) != CUBLAS_STATUS_SUCCESS) return -1;
     if (!g_lt_off && (cublasLtCreate(&g_lt) != CUBLAS_STATUS_SUCCESS ||
                       cudaMalloc(&g_lt_ws, LT_WORKSPACE_BYTES) != cudaSuccess))
@@ -118,7 +123,58 @@ static bool lt_descs_make(const gemm_call *c, lt_descs *x) {
     return ok;
 }
 
-/* The cached plan of a call, asking the heuristic on first sight; NULL when the cache is full. */
+/* Time one candidate on this call (1 warm-up, LT_TUNE_RUNS timed), on D or, when the call
+ * accumulates into D, on a scratch copy of D's shape so the real D is left as it was.
+ * Returns milliseconds, or -1 when the algorithm fails. */
+#define LT_TUNE_RUNS 3
+static float lt_time(const gemm_call *c, const lt_descs *x, const cublasLtMatmulAlgo_t *algo, void *D) {
+    const float one = 1.0f;
+    cudaEvent_t e0, e1;
+    float ms = -1.0f;
+    if (cudaEventCreate(&e0) != cudaSuccess) return -1.0f;
+    if (cudaEventCreate(&e1) != cudaSuccess) { cudaEventDestroy(e0); return -1.0f; }
+    for (int i = 0; i <= LT_TUNE_RUNS; i++) {
+        if (i == 1) cudaEventRecord(e0, 0);
+        if (cublasLtMatmul(g_lt, x->desc, &one, c->A, x->a, c->B, x->b, &c->beta, D, x->d, D, x->d, algo, g_lt_ws,
+                           LT_WORKSPACE_BYTES, 0) != CUBLAS_STATUS_SUCCESS)
+            break;
+        if (i == LT_TUNE_RUNS) {
+            cudaEventRecord(e1, 0);
+            if (cudaEventSynchronize(e1) == cudaSuccess && cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess)
+                ms /= LT_TUNE_RUNS;
+        }
+    }
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    cudaGetLastError(); /* a refused candidate leaves no error behind */
+    return ms;
+}
+
+/* The fastest of the heuristic's first g_tune candidates for this call (the first one when
+ * g_tune is 1 or timing is impossible). */
+static int lt_pick(const gemm_call *c, const lt_descs *x, cublasLtMatmulPreference_t pref, cublasLtMatmulAlgo_t *out) {
+    cublasLtMatmulHeuristicResult_t h[LT_TUNE_MAX];
+    int found = 0, want = g_tune < 1 ? 1 : g_tune > LT_TUNE_MAX ? LT_TUNE_MAX : g_tune;
+    if (cublasLtMatmulAlgoGetHeuristic(g_lt, x->desc, x->a, x->b, x->d, x->d, pref, want, h, &found) !=
+            CUBLAS_STATUS_SUCCESS || found < 1)
+        return 0;
+    *out = h[0].algo;
+    if (found == 1) return 1;
+    size_t bytes = (size_t)c->ldd * (size_t)c->n * (c->dt == CUDA_R_32F ? 4 : 2);
+    void *D = c->D, *scratch = NULL;
+    if (c->beta != 0.0f) {
+        if (cudaMalloc(&scratch, bytes) != cudaSuccess) { cudaGetLastError(); return 1; }
+        D = scratch;
+    }
+    float best = -1.0f;
+    for (int i = 0; i < found; i++) {
+        float ms = lt_time(c, x, &h[i].algo, D);
+        if (ms >= 0.0f && (best < 0.0f || ms < best)) best = ms, *out = h[i].algo;
+    }
+    cudaFree(scratch);
+    return 1;
+}
+
+/* The cached plan of a call, picking its algorithm on first sight; NULL when the cache is full. */
 static lt_plan *lt_plan_for(const gemm_call *c, const lt_descs *x) {
     lt_plan key;
     memset(&key, 0, sizeof key);
@@ -132,21 +188,22 @@ static lt_plan *lt_plan_for(const gemm_call *c, const lt_descs *x) {
     cublasLtMatmulPreference_t pref;
     size_t ws = LT_WORKSPACE_BYTES;
     uint32_t al = (uint32_t)key.align;
-    cublasLtMatmulHeuristicResult_t h;
-    int found = 0;
     if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return p;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
-    if (cublasLtMatmulAlgoGetHeuristic(g_lt, x->desc, x->a, x->b, x->d, x->d, pref, 1, &h, &found) ==
-            CUBLAS_STATUS_SUCCESS && found > 0) {
-        p->algo = h.algo;
-        p->ok = 1;
-    }
+    p->ok = lt_pick(c, x, pref, &p->algo);
     cublasLtMatmulPreferenceDestroy(pref);
     return p;
+}
+
+extern "C" int cuda_matmul_tune(int candidates) {
+    int was = g_tune;
+    g_tune = candidates;
+    g_n_plans = 0; /* plans are picked again */
+    return was;
 }
 
 /* 0 done, 1 cuBLASLt cannot do this call (the caller falls back), -1 failed. */

@@ -71,6 +71,10 @@ int cuda_matmul_backward_set(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, float *
 /* Which path the products take: 1 cuBLASLt with epilogues (default), 0 plain cublasGemmEx with
  * separate bias and GELU kernels (also env TPRT_MATMUL=cublas); returns the previous one. */
 int cuda_matmul_use_lt(int lt);
+/* How many of cuBLASLt's candidate algorithms are timed, once per product shape, to pick the
+ * fastest (default 8, env TPRT_MATMUL_TUNE; 1 takes the heuristic's first); returns the previous
+ * count and forgets the picks made so far. */
+int cuda_matmul_tune(int candidates);
 int cuda_bias_add(tprt_bf16 *out, const tprt_bf16 *bias, int BT, int OC, int ld);
 int cuda_bias_backward(float *dbias, const tprt_bf16 *dout, int BT, int OC, int ld);
 
