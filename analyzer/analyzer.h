@@ -17,6 +17,11 @@ enum tpa_exit { TPA_EXIT_OK = 0, TPA_EXIT_GATE = 1, TPA_EXIT_USAGE = 2, TPA_EXIT
  * beside it; close it with tpa_db_close (db_open.c). */
 int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len);
 void tpa_db_close(sqlite3 *db);
+/* Runs `sql`, statements that write only the connection's temporary
+ * database (in memory), with query_only lifted for the call: the file
+ * stays as it is (opened immutable and read-only, or a private copy).
+ * 0, or -1 when a statement fails. */
+int tpa_db_scratch(sqlite3 *db, const char *sql);
 
 /* Expands PATH arguments (files or directories of *.db) into a sorted list (paths.c). */
 int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *why, size_t why_len);

@@ -10,7 +10,9 @@
  *   being written, or one that was killed) is copied, with that file, into
  *   a private temporary directory and read there, so the committed
  *   transactions in its WAL are seen and the copy is one snapshot.
- * Everything is read inside one read transaction. */
+ * Everything is read inside one read transaction, with query_only set;
+ * what the analysis works out once per database goes into the connection's
+ * temporary database, kept in memory (tpa_db_scratch). */
 #include "analyzer.h"
 
 #include <errno.h>
@@ -200,6 +202,7 @@ static int open_sqlite(const char *path, sqlite3 **out, char *why, size_t why_le
     }
     sqlite3_busy_timeout(db, 0);
     sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+    sqlite3_exec(db, "PRAGMA temp_store=MEMORY", NULL, NULL, NULL);
     sqlite3_exec(db, "PRAGMA query_only=1", NULL, NULL, NULL);
     *out = db;
     return 0;
@@ -248,6 +251,12 @@ static int check_contents(sqlite3 *db, const char *path, char *why, size_t why_l
         return -1;
     }
     return 0;
+}
+
+int tpa_db_scratch(sqlite3 *db, const char *sql) {
+    if (sqlite3_exec(db, "PRAGMA query_only=0", NULL, NULL, NULL) != SQLITE_OK) return -1;
+    int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    return sqlite3_exec(db, "PRAGMA query_only=1", NULL, NULL, NULL) == SQLITE_OK && rc == SQLITE_OK ? 0 : -1;
 }
 
 int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len) {

@@ -34,6 +34,39 @@ static int counted_add(struct counted *c, int64_t ptr) {
 /* Column list shared by the finding queries (t = tensor row). */
 #define TENSOR_COLS "t.key, t.name, t.shape, t.local_shape, t.dtype, t.device, t.type, t.storage_ptr, t.storage_bytes, t.has_grad"
 
+/* Generic masters of the database: tensors never registered on a module (a
+ * param in no audit), never created or replaced as one, that had a gradient
+ * at every closed step audit they were a group param in (the fp32 copies of
+ * a wrapper tpaudit does not know).  The rule spans every audit but not the
+ * audit judged, so it is found once per connection, into a table of its
+ * temporary database (in memory, tpa_db_scratch; the file stays as it is),
+ * and each audit's stale_param query only looks its candidates up there:
+ * judging every audit reads each audit's refs once, not every audit's refs
+ * once per audit. */
+static const char GENERIC_MASTERS_SQL[] =
+    "CREATE TEMP TABLE generic_master(k INTEGER);"
+    "INSERT INTO temp.generic_master"
+    " WITH GM AS (SELECT q.tensor_key k FROM ref q JOIN audit a ON a.id=q.audit_id AND a.label='step' AND a.end_ns IS NOT NULL"
+    "  JOIN tensor u ON u.audit_id=q.audit_id AND u.key=q.tensor_key WHERE q.role='group_param'"
+    "  GROUP BY q.tensor_key HAVING min(u.has_grad)=1)"
+    " SELECT k FROM GM WHERE k NOT IN (SELECT tensor_key FROM ref WHERE role='param')"
+    "  AND k NOT IN (SELECT new_key FROM event WHERE kind='param_created')"
+    "  AND k NOT IN (SELECT old_key FROM event WHERE kind='param_replaced');"
+    "CREATE INDEX temp.generic_master_by_k ON generic_master(k);";
+
+/* Finds the generic masters once per connection: 0, or -1 when it cannot. */
+static int find_generic_masters(sqlite3 *db) {
+    sqlite3_stmt *st;
+    int known = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM temp.sqlite_master WHERE name='generic_master'", -1, &st, NULL) == SQLITE_OK)
+        known = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    if (known) return 0;
+    if (tpa_db_scratch(db, GENERIC_MASTERS_SQL) == 0) return 0;
+    tpa_db_scratch(db, "DROP TABLE IF EXISTS temp.generic_master");
+    return -1;
+}
+
 /* The query that finds each kind, by the kind's name, with the kind's rule
  * in the comment above it.  Each judges audit ?1, where L is its live
  * params (refs of role 'param'), G the optimizers' group params and M the
@@ -43,23 +76,16 @@ static const struct {
     const char *sql;
 } FINDING_SQL[] = {
     /* stale_param: in G, not in L, not the master of any map entry (masters
-     * are judged on their working side, below), and not a generic master: a
-     * tensor never registered on a module (a param in no audit), never
-     * created or replaced as one, that had a gradient at every audited
-     * step it was a group param in. */
+     * are judged on their working side, below), and not a generic master
+     * (temp.generic_master, above). */
     {"stale_param",
     "WITH L AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='param'),"
-    " M AS (SELECT tensor_key w, peer_key m FROM ref WHERE audit_id=?1 AND role='map_entry'),"
-    " GM AS (SELECT q.tensor_key k FROM ref q JOIN audit a ON a.id=q.audit_id AND a.label='step' AND a.end_ns IS NOT NULL"
-    "  JOIN tensor u ON u.audit_id=q.audit_id AND u.key=q.tensor_key WHERE q.role='group_param'"
-    "  GROUP BY q.tensor_key HAVING min(u.has_grad)=1)"
+    " M AS (SELECT tensor_key w, peer_key m FROM ref WHERE audit_id=?1 AND role='map_entry')"
     " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r"
     " JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
     " WHERE r.audit_id=?1 AND r.role='group_param' AND r.tensor_key NOT IN L"
     " AND r.tensor_key NOT IN (SELECT m FROM M)"
-    " AND r.tensor_key NOT IN (SELECT k FROM GM WHERE k NOT IN (SELECT tensor_key FROM ref WHERE role='param')"
-    "  AND k NOT IN (SELECT new_key FROM event WHERE kind='param_created')"
-    "  AND k NOT IN (SELECT old_key FROM event WHERE kind='param_replaced'))"
+    " AND r.tensor_key NOT IN (SELECT k FROM temp.generic_master)"
     " GROUP BY t.key ORDER BY t.name, t.key"},
     /* orphan_state: a state ref whose param (peer_key) is not in G */
     {"orphan_state",
@@ -222,6 +248,7 @@ static void raise_successors(tpa_report_t *r, size_t first) {
 
 int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t rank, int64_t step, int with_details,
                         tpa_report_t *r) {
+    if (find_generic_masters(db)) return -1;
     storage_sets_t s = {{0}, {0}};
     collect_live_storage(db, audit, &s.live);
     size_t first = r->n_findings;

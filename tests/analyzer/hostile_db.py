@@ -1,8 +1,8 @@
 """Builders of hostile tpaudit databases for test_hostile.py: the fixed
 seed database (fixtures/seed.sql.in) with hostile strings and numbers put
 into every field the analyzer reads, with many stale tensors carrying real
-native stacks, with one very deep stack, or written concurrently by
-another process.  Every database is a real SQLite file in schema v1."""
+native stacks, with one very deep stack, with many audits, or written
+concurrently by another process.  Every database is a real SQLite file in schema v1."""
 import sqlite3
 import subprocess
 import sys
@@ -101,6 +101,29 @@ def hostile_cases(tmp):
         c.execute("UPDATE alloc SET stack_id=1")
     cases.append(("stack.depth", db))
     return cases
+
+
+def many_audits(path, audits, params, generic, stale):
+    """The seed database's schema with `audits` closed step audits, each of
+    `params` live params (also group params), `generic` generic masters
+    (group params never registered as params, with a gradient) and `stale`
+    stale params (params in the first audit only), on one rank."""
+    schema = "\n".join(l for l in SEED.splitlines() if l.startswith(("CREATE ", "PRAGMA ")))
+    with sqlite3.connect(path) as c:
+        c.executescript(schema)
+        c.execute("INSERT INTO run VALUES(1,'0.1.0','node0',4242,4200,'[\"python\"]',NULL,1000,0,?,0,1,0,1,0,0,0,'on',0,'on',NULL)",
+                  (100 * audits + 50,))
+        for a in range(1, audits + 1):
+            c.execute("INSERT INTO audit VALUES(?,'step',?,?,?,0,1)", (a, a, 100 * a, 100 * a + 10))
+            tensors, refs = [], []
+            for k in range(1, params + generic + stale + 1):
+                tensors.append((a, k, f"p{k}", "[64]", "[64]", "float32", "cuda:0", 4096 * k, 256, 256, 1, 1, "Parameter"))
+                refs.append((a, "optimizer", "AdamW", 7, f"param_groups[0].params[{k}]", "group_param", k, 0))
+                if k <= params or (k > params + generic and a == 1):
+                    refs.append((a, "module", "Net", 9, f"p{k}", "param", k, 0))
+            c.executemany("INSERT INTO tensor VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", tensors)
+            c.executemany("INSERT INTO ref VALUES(?,?,?,?,?,?,?,?)", refs)
+    return path
 
 
 def text_symbols(binary):

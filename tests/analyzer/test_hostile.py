@@ -158,6 +158,20 @@ def test_storage_offsets_out_of_range(tmp_path):
     assert run("report", "--format", "html", db).returncode == 0
 
 
+def test_many_audits_are_judged_in_linear_time(tmp_path):
+    """Every audit is judged (for the stale bytes of each), and the
+    generic-master rule spans all audits: 400 audits of 240 tensors must not
+    cost 400 reads of every audit's refs (that took 36 s; now about 1)."""
+    db = hostile_db.many_audits(tmp_path / "audits.db", audits=400, params=200, generic=35, stale=5)
+    t0 = time.monotonic()
+    doc = check_json(run("report", "--format", "json", db, timeout=120).stdout)
+    elapsed = time.monotonic() - t0
+    assert sorted(f["tensor"]["name"] for f in doc["findings"]) == [f"p{k}" for k in range(236, 241)]
+    points = doc["runs"][0]["audit_points"]
+    assert len(points) == 400 and points[0]["stale_bytes"] == 0 and all(p["stale_bytes"] == 5 * 256 for p in points[1:])
+    assert elapsed < (40 if SANITIZED else 15), f"{elapsed:.1f} s for 400 audits"
+
+
 @pytest.mark.parametrize("size", ["inf", "nan", "1e30", "-1", "0x10", "infinity", "1e19", "12XB", ""])
 def test_gate_refuses_bad_sizes(tmp_path, size):
     db = hostile_db.seed(tmp_path / "s.db")
