@@ -262,6 +262,50 @@ static int prepare_environment(const struct run_options *o, const char **out_dir
     return set_preload(shim) ? -1 : 0;
 }
 
+/* Forks and execs cmd with the shim preloaded; *report_fd reads the child's
+ * errno when exec failed (a close-on-exec pipe: EOF when it worked).
+ * 0, or -1 after saying why. */
+static int start_child(char **cmd, pid_t *pid, int *report_fd) {
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) { perror("tpaudit: pipe"); return -1; }
+    tpa_run_signals_prepare();
+    /* Orphaned descendants (multiprocessing's resource tracker, daemonized
+     * workers) are re-parented to us, so we can wait for their databases. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    *pid = fork();
+    if (*pid < 0) { perror("tpaudit: fork"); return -1; }
+    if (*pid == 0) {
+        close(report[0]);
+        tpa_run_signals_child();
+        execvp(cmd[0], cmd);
+        int err = errno;
+        if (write(report[1], &err, sizeof err) < 0) _exit(127);
+        _exit(127);
+    }
+    close(report[1]);
+    tpa_run_signals_parent(*pid);
+    *report_fd = report[0];
+    return 0;
+}
+
+/* Waits for the child to end: *status is its wait status, *exec_errno the
+ * errno of a failed exec (0 when exec worked).  0, or -1 after saying why. */
+static int wait_child(pid_t pid, int report_fd, int *status, int *exec_errno) {
+    int err = 0;
+    ssize_t got;
+    while ((got = read(report_fd, &err, sizeof err)) < 0 && errno == EINTR) {}
+    close(report_fd);
+    *exec_errno = got == (ssize_t)sizeof err ? err : 0;
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0)
+        if (errno != EINTR) { perror("tpaudit: waitid"); return -1; }
+    tpa_run_signals_child_gone();
+    *status = 0;
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR) {}
+    return 0;
+}
+
 int tpa_cmd_run(int argc, char **argv) {
     struct run_options o = {0};
     int parsed = parse_options(argc, argv, &o);
@@ -277,36 +321,10 @@ int tpa_cmd_run(int argc, char **argv) {
         fprintf(stderr, "tpaudit: %s: the loader will not preload the shim, so this process is not audited "
                         "(dynamically linked programs it starts still are)\n", why);
 
-    int report[2]; /* exec failure: the child's errno, through a close-on-exec pipe */
-    if (pipe2(report, O_CLOEXEC) != 0) { perror("tpaudit: pipe"); return TPA_EXIT_USAGE; }
-    tpa_run_signals_prepare();
-    /* Orphaned descendants (multiprocessing's resource tracker, daemonized
-     * workers) are re-parented to us, so we can wait for their databases. */
-    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    pid_t pid = fork();
-    if (pid < 0) { perror("tpaudit: fork"); return TPA_EXIT_USAGE; }
-    if (pid == 0) {
-        close(report[0]);
-        tpa_run_signals_child();
-        execvp(cmd[0], cmd);
-        int err = errno;
-        if (write(report[1], &err, sizeof err) < 0) _exit(127);
-        _exit(127);
-    }
-    close(report[1]);
-    tpa_run_signals_parent(pid);
-    int exec_errno = 0;
-    ssize_t got;
-    while ((got = read(report[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
-    close(report[0]);
-    siginfo_t info;
-    memset(&info, 0, sizeof info);
-    while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0)
-        if (errno != EINTR) { perror("tpaudit: waitid"); return TPA_EXIT_USAGE; }
-    tpa_run_signals_child_gone();
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    if (got == (ssize_t)sizeof exec_errno) {
+    pid_t pid;
+    int report_fd, status, exec_errno;
+    if (start_child(cmd, &pid, &report_fd) || wait_child(pid, report_fd, &status, &exec_errno)) return TPA_EXIT_USAGE;
+    if (exec_errno) {
         fprintf(stderr, "tpaudit: cannot run %s: %s\n", cmd[0], strerror(exec_errno));
         return exec_errno == ENOENT ? 127 : 126;
     }

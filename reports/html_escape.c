@@ -3,7 +3,8 @@
  * through here: entity escaping, UTF-8 validation (invalid bytes, control
  * characters and noncharacters become U+FFFD), and the run's argv, which is
  * stored as a JSON array, parsed for display. Bidirectional controls are
- * replaced too, so that no stored string can reorder the page's text.
+ * replaced too, so that no stored string can reorder the page's text. Also
+ * the two small writers every part uses: a byte count and a run's name.
  */
 #include "html_page.h"
 
@@ -171,4 +172,15 @@ void html_fmt(FILE *out, const char *fmt, ...) {
         else fputc(*p, out);
     }
     va_end(ap);
+}
+
+void html_put_run_name(FILE *out, const tpa_run_t *run) {
+    if (run->has_rank) fprintf(out, "rank %lld", (long long)run->rank);
+    else fprintf(out, "pid %lld", (long long)run->pid);
+}
+
+void html_put_bytes(FILE *out, int64_t bytes) {
+    char b[32];
+    tpa_format_bytes(bytes, b, sizeof b);
+    fputs(b, out);
 }

@@ -1,7 +1,7 @@
 /*
  * html_page.h - the pieces of the HTML report (report_html.c assembles
- * them): HTML escaping, stack folding with project-relative paths, and the
- * inline SVG plots. Internal to reports/.
+ * them): HTML escaping, stack folding with project-relative paths, the
+ * inline SVG plots and the memory-by-library table. Internal to reports/.
  */
 #ifndef HTML_PAGE_H
 #define HTML_PAGE_H
@@ -25,6 +25,10 @@ char **html_argv_parse(const char *json, size_t *n);
 void html_argv_free(char **argv, size_t n);
 /* argv as one shell-like, escaped line. */
 void html_put_argv(FILE *out, const char *json);
+/* "rank 3", or "pid 1234" for a process without a rank. */
+void html_put_run_name(FILE *out, const tpa_run_t *run);
+/* A byte count as tpa_format_bytes writes it ("147.2 MiB"). */
+void html_put_bytes(FILE *out, int64_t bytes);
 
 /* Where the user's code lives, so that paths can be shown relative to it. */
 typedef struct html_paths {
@@ -64,6 +68,10 @@ void html_scale_free(html_scale_t *s);
 void html_put_memory_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run);
 /* Stale bytes at each audit step (every run with an audit). */
 void html_put_stale_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run);
+
+/* The device-memory-by-library section over the runs shown (indices into
+ * r->runs, in the page's order; html_libraries.c). */
+void html_put_memory_by_library(FILE *out, const tpa_report_t *r, const size_t *runs, size_t n_runs);
 
 /* The stylesheet (reports/html/report.css, embedded at build time). */
 extern const char html_stylesheet[];

@@ -162,57 +162,65 @@ static int literal(parser_t *ps, const char *word) {
     return 0;
 }
 
+static tpa_json_t *parse_value(parser_t *ps);
+
+/* The members of an object or the items of an array (c is '{' or '[', at
+ * ps->p) into v: 0, or -1 when the text is not one. */
+static int parse_container(parser_t *ps, tpa_json_t *v, char c) {
+    v->type = c == '{' ? TPA_JSON_OBJECT : TPA_JSON_ARRAY;
+    char close = c == '{' ? '}' : ']';
+    ps->p++;
+    ps->depth++;
+    skip_ws(ps);
+    if (ps->p < ps->end && *ps->p == close) { ps->p++; ps->depth--; return 0; }
+    for (;;) {
+        char *key = NULL;
+        if (v->type == TPA_JSON_OBJECT) {
+            skip_ws(ps);
+            if (ps->p >= ps->end || *ps->p != '"') return -1;
+            ps->p++;
+            if (!(key = parse_string(ps))) return -1;
+            skip_ws(ps);
+            if (ps->p >= ps->end || *ps->p != ':') { free(key); return -1; }
+            ps->p++;
+        }
+        tpa_json_t *item = parse_value(ps);
+        if (!item || push(v, key, item)) { free(key); tpa_json_free(item); return -1; }
+        skip_ws(ps);
+        if (ps->p < ps->end && *ps->p == ',') { ps->p++; continue; }
+        if (ps->p < ps->end && *ps->p == close) { ps->p++; ps->depth--; return 0; }
+        return -1;
+    }
+}
+
+/* A string, true, false, null or a number (c its first character) into v:
+ * 0, or -1 when the text is none of them. */
+static int parse_scalar(parser_t *ps, tpa_json_t *v, char c) {
+    if (c == '"') {
+        ps->p++;
+        v->type = TPA_JSON_STRING;
+        return (v->str = parse_string(ps)) ? 0 : -1;
+    }
+    if (c == 't' || c == 'f') {
+        v->type = TPA_JSON_BOOL;
+        v->truth = c == 't';
+        return literal(ps, c == 't' ? "true" : "false");
+    }
+    if (c == 'n') {
+        v->type = TPA_JSON_NULL;
+        return literal(ps, "null");
+    }
+    return parse_number(ps, v);
+}
+
 static tpa_json_t *parse_value(parser_t *ps) {
     skip_ws(ps);
     if (ps->p >= ps->end || ps->depth > MAX_DEPTH) return NULL;
     tpa_json_t *v = calloc(1, sizeof *v);
     if (!v) return NULL;
     char c = *ps->p;
-    if (c == '{' || c == '[') {
-        v->type = c == '{' ? TPA_JSON_OBJECT : TPA_JSON_ARRAY;
-        char close = c == '{' ? '}' : ']';
-        ps->p++;
-        ps->depth++;
-        skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == close) { ps->p++; ps->depth--; return v; }
-        for (;;) {
-            char *key = NULL;
-            if (v->type == TPA_JSON_OBJECT) {
-                skip_ws(ps);
-                if (ps->p >= ps->end || *ps->p != '"') goto bad;
-                ps->p++;
-                if (!(key = parse_string(ps))) goto bad;
-                skip_ws(ps);
-                if (ps->p >= ps->end || *ps->p != ':') { free(key); goto bad; }
-                ps->p++;
-            }
-            tpa_json_t *item = parse_value(ps);
-            if (!item || push(v, key, item)) { free(key); tpa_json_free(item); goto bad; }
-            skip_ws(ps);
-            if (ps->p < ps->end && *ps->p == ',') { ps->p++; continue; }
-            if (ps->p < ps->end && *ps->p == close) { ps->p++; ps->depth--; return v; }
-            goto bad;
-        }
-    }
-    if (c == '"') {
-        ps->p++;
-        v->type = TPA_JSON_STRING;
-        if (!(v->str = parse_string(ps))) goto bad;
-        return v;
-    }
-    if (c == 't' || c == 'f') {
-        v->type = TPA_JSON_BOOL;
-        v->truth = c == 't';
-        if (literal(ps, c == 't' ? "true" : "false")) goto bad;
-        return v;
-    }
-    if (c == 'n') {
-        v->type = TPA_JSON_NULL;
-        if (literal(ps, "null")) goto bad;
-        return v;
-    }
-    if (parse_number(ps, v) == 0) return v;
-bad:
+    int rc = c == '{' || c == '[' ? parse_container(ps, v, c) : parse_scalar(ps, v, c);
+    if (rc == 0) return v;
     tpa_json_free(v);
     return NULL;
 }

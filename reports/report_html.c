@@ -92,18 +92,6 @@ static void page_free(page_t *pg) {
     free(pg->quiet);
 }
 
-/* "rank 3", or "pid 1234" for a process without a rank. */
-static void put_run_name(FILE *out, const tpa_run_t *run) {
-    if (run->has_rank) fprintf(out, "rank %lld", (long long)run->rank);
-    else fprintf(out, "pid %lld", (long long)run->pid);
-}
-
-static void put_bytes(FILE *out, int64_t bytes) {
-    char b[32];
-    tpa_format_bytes(bytes, b, sizeof b);
-    fputs(b, out);
-}
-
 /* The verdict word and the heading, then the headline finding with where it
  * was replaced (or created). */
 static void put_verdict(FILE *out, const page_t *pg) {
@@ -114,7 +102,7 @@ static void put_verdict(FILE *out, const page_t *pg) {
     fprintf(out, "<header class=\"banner %s\" id=\"verdict\"><div class=\"verdict\">%s</div><div>\n<h1>", cls, word);
     if (r->n_findings) {
         fprintf(out, "%zu finding%s: ", r->n_findings, r->n_findings == 1 ? "" : "s");
-        put_bytes(out, pg->retained);
+        html_put_bytes(out, pg->retained);
         fputs(" retained by stale tensors</h1>\n", out);
     } else if (pg->audits) {
         fputs("No findings: every tensor the optimizers hold is a live model parameter</h1>\n", out);
@@ -171,7 +159,7 @@ static void put_banner_facts(FILE *out, const page_t *pg) {
     for (size_t i = 0; i < r->n_runs; i++) {
         if (!r->runs[i].inconclusive) continue;
         fputs("<li><b>", out);
-        put_run_name(out, &r->runs[i]);
+        html_put_run_name(out, &r->runs[i]);
         fputs("</b> is inconclusive: ", out);
         html_put(out, r->runs[i].why_inconclusive ? r->runs[i].why_inconclusive : "incomplete");
         fputs("</li>\n", out);
@@ -191,7 +179,7 @@ static void put_banner(FILE *out, const page_t *pg) {
 
 static void put_rank_cell(FILE *out, const page_t *pg, const tpa_finding_t *f) {
     if (f->rank >= 0) fprintf(out, "rank %lld", (long long)f->rank);
-    else if (f->run_index < pg->r->n_runs) put_run_name(out, &pg->r->runs[f->run_index]);
+    else if (f->run_index < pg->r->n_runs) html_put_run_name(out, &pg->r->runs[f->run_index]);
     else fputs("?", out);
 }
 
@@ -214,7 +202,7 @@ static void put_findings_table(FILE *out, const page_t *pg) {
         put_rank_cell(out, pg, f);
         html_fmt(out, "</td><td>%s</td><td><span class=\"tensor\">%s</span> <code>%s</code></td><td class=\"num\">", tpa_kind_label(f->kind),
                  f->name ? f->name : "(unnamed)", f->shape);
-        put_bytes(out, f->retained_bytes);
+        html_put_bytes(out, f->retained_bytes);
         html_fmt(out, "</td><td>%s <code>%s</code></td><td>", f->holder_class, f->holder_path);
         const tpa_frame_t *at = html_first_user_frame(f->replaced_at.n ? &f->replaced_at : &f->created_at);
         if (at) {
@@ -236,7 +224,7 @@ static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const
     fprintf(out, "<article class=\"finding %s\" id=\"f%zu\"><h3>%zu. <span class=\"sev %s\">%s</span> ", tpa_severity(f), number,
             number, tpa_severity(f), tpa_severity(f));
     html_fmt(out, "%s &middot; <span class=\"tensor\">%s</span> <code>%s</code> &middot; ", tpa_kind_label(f->kind), f->name, f->shape);
-    put_bytes(out, f->retained_bytes);
+    html_put_bytes(out, f->retained_bytes);
     fputs(" &middot; ", out);
     put_rank_cell(out, pg, f);
     html_fmt(out, "</h3>\n<p>%s</p>\n<dl>", f->message);
@@ -254,7 +242,7 @@ static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const
         html_fmt(out, "<dt>successor</dt><dd>%s <code>%s</code>: %s</dd>\n", f->succ_name, f->succ_shape, f->relation);
     if (f->state_bytes > 0) {
         put_fact(out, "optimizer state");
-        put_bytes(out, f->state_bytes);
+        html_put_bytes(out, f->state_bytes);
         fputs(" kept for it as well</dd>\n", out);
     }
     put_fact(out, "audit step");
@@ -263,7 +251,7 @@ static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const
     fputs("</dd>\n", out);
     if (f->has_allocation) {
         put_fact(out, "allocation");
-        put_bytes(out, f->alloc_bytes);
+        html_put_bytes(out, f->alloc_bytes);
         fprintf(out, " at 0x%llx</dd>\n", (unsigned long long)f->alloc_address);
     }
     fputs("</dl>\n<div class=\"stacks\">\n", out);
@@ -286,7 +274,7 @@ static void put_run_facts(FILE *out, const page_t *pg, size_t index) {
         else fprintf(out, ", judged at step %lld", (long long)run->headline_step);
     }
     fputs(" &middot; ", out);
-    put_bytes(out, run_retained(pg->r, index));
+    html_put_bytes(out, run_retained(pg->r, index));
     fprintf(out, " retained, %zu finding%s &middot; CUPTI ", run_findings(pg->r, index), run_findings(pg->r, index) == 1 ? "" : "s");
     html_put(out, run->cupti);
     fputs(" &middot; python ", out);
@@ -308,7 +296,7 @@ static void put_ranks(FILE *out, const page_t *pg) {
     for (size_t i = 0; i < pg->n_shown; i++) {
         const tpa_run_t *run = &pg->r->runs[pg->runs[i]];
         fprintf(out, "<section class=\"rank%s\" id=\"run-%zu\"><h3>", run->n_points ? " wide" : "", pg->runs[i]);
-        put_run_name(out, run);
+        html_put_run_name(out, run);
         fputs("</h3>\n", out);
         put_run_facts(out, pg, pg->runs[i]);
         fputs("<div class=\"plots\">\n", out);
@@ -326,99 +314,6 @@ static void put_ranks(FILE *out, const page_t *pg) {
     fputs("</div>\n", out);
 }
 
-/* A library's name as the table compares it ("" when none). */
-static const char *lib_name(const tpa_lib_memory_t *m) { return m->library ? m->library : ""; }
-
-/* Bytes and allocations of library `lib` in one run. */
-static int64_t lib_bytes_in(const tpa_run_t *run, const char *lib, int64_t *allocations) {
-    int64_t bytes = 0;
-    for (size_t m = 0; m < run->n_by_library; m++)
-        if (!strcmp(lib_name(&run->by_library[m]), lib)) {
-            bytes += run->by_library[m].bytes;
-            if (allocations) *allocations += run->by_library[m].allocations;
-        }
-    return bytes;
-}
-
-/* 1 when entry k of shown run i names a library an earlier entry named. */
-static int lib_seen_before(const page_t *pg, size_t i, size_t k) {
-    const tpa_run_t *run = &pg->r->runs[pg->runs[i]];
-    const char *lib = lib_name(&run->by_library[k]);
-    for (size_t j = 0; j <= i; j++) {
-        const tpa_run_t *prev = &pg->r->runs[pg->runs[j]];
-        for (size_t m = 0; m < (j == i ? k : prev->n_by_library); m++)
-            if (!strcmp(lib_name(&prev->by_library[m]), lib)) return 1;
-    }
-    return 0;
-}
-
-/* The library names of the shown runs, each once, in the order of first
- * appearance: a malloc'd array (NULL when out of memory) of *n names. */
-static const char **unique_libraries(const page_t *pg, size_t *n) {
-    size_t cap = 1;
-    for (size_t i = 0; i < pg->n_shown; i++) cap += pg->r->runs[pg->runs[i]].n_by_library;
-    const char **libs = malloc(cap * sizeof *libs);
-    *n = 0;
-    for (size_t i = 0; libs && i < pg->n_shown; i++) {
-        const tpa_run_t *run = &pg->r->runs[pg->runs[i]];
-        for (size_t k = 0; k < run->n_by_library; k++)
-            if (!lib_seen_before(pg, i, k)) libs[(*n)++] = lib_name(&run->by_library[k]);
-    }
-    return libs;
-}
-
-/* One library's row: per rank (when shown), all ranks, allocations, a bar. */
-static void put_lib_row(FILE *out, const page_t *pg, const char *lib, int per_rank, int64_t largest) {
-    int64_t allocations = 0, total = 0;
-    for (size_t j = 0; j < pg->n_shown; j++) total += lib_bytes_in(&pg->r->runs[pg->runs[j]], lib, &allocations);
-    fputs("<tr><td><code>", out);
-    html_put(out, lib);
-    fputs("</code></td>", out);
-    for (size_t j = 0; per_rank && j < pg->n_shown; j++) {
-        const tpa_run_t *other = &pg->r->runs[pg->runs[j]];
-        if (!other->n_by_library) continue;
-        fputs("<td class=\"num\">", out);
-        put_bytes(out, lib_bytes_in(other, lib, NULL));
-        fputs("</td>", out);
-    }
-    fputs("<td class=\"num\">", out);
-    put_bytes(out, total);
-    fprintf(out, "</td><td class=\"num\">%lld</td><td><span class=\"libbar\" style=\"width:%.0fpx\"></span></td></tr>\n",
-            (long long)allocations, total > 0 ? 1 + 200.0 * (double)total / (double)largest : 0.0);
-}
-
-static void put_memory_by_library(FILE *out, const page_t *pg) {
-    const tpa_report_t *r = pg->r;
-    fputs("<h2 id=\"memory\">Device memory by library</h2>\n", out);
-    size_t cols = 0;
-    for (size_t i = 0; i < pg->n_shown; i++) cols += r->runs[pg->runs[i]].n_by_library > 0;
-    if (!cols) {
-        fputs("<p class=\"note\">No device allocations were recorded (CUPTI did not run), so there is nothing to attribute.</p>\n", out);
-        return;
-    }
-    int per_rank = cols <= 8;
-    int64_t largest = 1;
-    fputs("<p class=\"note\">Device memory live at each rank's judged audit, by the library that called the allocator.</p>\n"
-          "<table class=\"libs\"><thead><tr><th>library</th>", out);
-    for (size_t i = 0; per_rank && i < pg->n_shown; i++) {
-        if (!r->runs[pg->runs[i]].n_by_library) continue;
-        fputs("<th class=\"num\">", out);
-        put_run_name(out, &r->runs[pg->runs[i]]);
-        fputs("</th>", out);
-    }
-    fputs("<th class=\"num\">all ranks</th><th class=\"num\">allocations</th><th></th></tr></thead><tbody>\n", out);
-    size_t n_libs;
-    const char **libs = unique_libraries(pg, &n_libs);
-    for (size_t l = 0; l < n_libs; l++) {
-        int64_t total = 0;
-        for (size_t j = 0; j < pg->n_shown; j++) total += lib_bytes_in(&r->runs[pg->runs[j]], libs[l], NULL);
-        if (total > largest) largest = total;
-    }
-    for (size_t l = 0; l < n_libs; l++) put_lib_row(out, pg, libs[l], per_rank, largest);
-    free(libs);
-    fputs("</tbody></table>\n", out);
-}
-
 static void put_quiet(FILE *out, const page_t *pg) {
     if (!pg->n_quiet) return;
     fprintf(out, "<details id=\"quiet\"><summary>%zu process%s with nothing to report (launchers, helpers: no audit, no findings)"
@@ -427,7 +322,7 @@ static void put_quiet(FILE *out, const page_t *pg) {
     for (size_t i = 0; i < pg->n_quiet; i++) {
         const tpa_run_t *run = &pg->r->runs[pg->quiet[i]];
         fputs("<tr><td>", out);
-        put_run_name(out, run);
+        html_put_run_name(out, run);
         html_fmt(out, " on %s</td><td><code>", run->host);
         html_put_argv(out, run->argv);
         html_fmt(out, "</code></td><td>%s</td><td>%s</td></tr>\n", run->python, run->cupti);
@@ -448,7 +343,7 @@ int tpa_render_html(const tpa_report_t *r, FILE *out) {
         fputs("<h2 id=\"details\">Details</h2>\n", out);
         for (size_t i = 0; i < r->n_findings; i++) put_finding_detail(out, &pg, i + 1, &r->findings[pg.order[i]]);
     }
-    put_memory_by_library(out, &pg);
+    html_put_memory_by_library(out, r, pg.runs, pg.n_shown);
     put_quiet(out, &pg);
     fputs("<footer>tpaudit report of ", out);
     for (size_t i = 0; i < r->n_runs; i++) {
