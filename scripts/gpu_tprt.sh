@@ -7,7 +7,8 @@
 # policy's stale table on both ranks, a killed rank; with 1 GPU "skip: needs
 # 2 GPUs", the refusal, and the same checks as notes with both ranks on the
 # one GPU, TPRT_ALLOW_SHARED_GPU=1), then the GPT-2 124M throughput against
-# PyTorch (bench/tprt/bench_tprt.sh).  Skip the bench: TPRT_NO_BENCH=1.
+# PyTorch eager and torch.compile, llm.c when carried, and tprt under tpaudit
+# (bench/tprt/bench_tprt.sh).  Skip the bench: TPRT_NO_BENCH=1.
 set -uo pipefail
 build="${TPAUDIT_GPU_BUILD:?}"
 out="${OUT:-/tmp}"
@@ -25,7 +26,7 @@ if [ -z "${TPRT_NO_BENCH:-}" ]; then
   llmc_rc=$?
   cat /tmp/llmc-build.txt
   [ "$llmc_rc" = 1 ] && rc=1
-  LLMC_BIN="$(sed -n 's/^llmc_bin //p' /tmp/llmc-build.txt)" OUT="$out" \
+  LLMC_BIN="$(sed -n 's/^llmc_bin //p' /tmp/llmc-build.txt)" TPAUDIT_BIN="$build/bin/tpaudit" OUT="$out" \
     bash bench/tprt/bench_tprt.sh "$build/bin/tprt" 30 || rc=1
 fi
 exit $rc

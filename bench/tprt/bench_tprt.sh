@@ -2,6 +2,8 @@
 # GPT-2 124M training throughput on one GPU, side by side in one run, at each
 # batch size of TPRT_BENCH_BATCHES (x 1024 tokens):
 #   tprt          tprt's CUDA backend, TP=1, no audit (TPAUDIT_AUDIT=none)
+#   tprt-under-tpaudit  the same under `$TPAUDIT_BIN run` (CUPTI on, default audit
+#                 plan), when env TPAUDIT_BIN names the tpaudit CLI: its ratio is the shim's cost
 #   (profile)     tprt's device time per layer kind (TPRT_PROFILE=1), a short
 #                 separate run, printed above the table, not a row
 #   torch-eager   HF GPT2LMHeadModel, SDPA, bf16 autocast, fused AdamW
@@ -55,18 +57,29 @@ tps_of_ms() { awk -v m="$1" -v n="$(( $2 * seq ))" 'BEGIN {printf("%.0f", m > 0 
 why_failed() { grep -qi 'out of memory' "$1" && echo oom || echo failed; }
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" | tail -n 1; }
 
-run_tprt() { # batch
-  local b="$1" log="$work/tprt-$1.log" t0=$SECONDS
-  if timeout 600 env TPAUDIT_AUDIT=none "$tprt" train --model gpt2-124m --device cuda --batch "$b" --seq "$seq" \
+# One tprt row: SYSTEM BATCH [launcher words...] (the launcher runs tprt, e.g. under tpaudit).
+tprt_row() {
+  local name="$1" b="$2" log="$work/$1-$2.log" t0=$SECONDS
+  shift 2
+  if timeout 600 "$@" "$tprt" train --model gpt2-124m --device cuda --batch "$b" --seq "$seq" \
        --steps "$steps" --lr 3e-4 > "$log" 2>&1; then
     local tps
     tps=$(awk '/^step / {print $2, $6}' "$log" | median_of_steps)
-    add_row tprt "$b" "$tps" "$(ms_of_tps "$tps" "$b")" ok
-    awk '/^step / && ($2 <= 2 || $2 % 10 == 0)' "$log" | sed "s/^/tprt ${b}x$seq: /"
-    echo "tprt ${b}x$seq: run took $(( SECONDS - t0 ))s (model build on the host included)"
+    add_row "$name" "$b" "$tps" "$(ms_of_tps "$tps" "$b")" ok
+    awk '/^step / && ($2 <= 2 || $2 % 10 == 0)' "$log" | sed "s/^/$name ${b}x$seq: /"
+    echo "$name ${b}x$seq: run took $(( SECONDS - t0 ))s (model build on the host included)"
   else
-    add_row tprt "$b" 0 0 "$(why_failed "$log")"
-    echo "tprt ${b}x$seq: $(why_failed "$log"):"; tail -n 5 "$log"
+    add_row "$name" "$b" 0 0 "$(why_failed "$log")"
+    echo "$name ${b}x$seq: $(why_failed "$log"):"; tail -n 5 "$log"
+  fi
+}
+run_tprt() { # batch
+  local b="$1"
+  tprt_row tprt "$b" env TPAUDIT_AUDIT=none
+  # the same run traced by tpaudit (CUPTI, its default audit plan): the shim's overhead is this row's ratio
+  if [ -n "${TPAUDIT_BIN:-}" ]; then
+    tprt_row tprt-under-tpaudit "$b" "$TPAUDIT_BIN" run -o "$work/audit-$b" --
+    "$TPAUDIT_BIN" report "$work/audit-$b" 2>&1 | head -n 3 | sed "s/^/tprt-under-tpaudit ${b}x$seq: /"
   fi
   TPRT_PROFILE=1 TPAUDIT_AUDIT=none timeout 300 "$tprt" train --model gpt2-124m --device cuda --batch "$b" --seq "$seq" \
     --steps 8 --lr 3e-4 2>&1 | grep '^profile:' | sed "s/^/tprt ${b}x$seq /"
