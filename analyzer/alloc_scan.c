@@ -47,14 +47,16 @@ static int live_grow(live_set_t *s) {
 }
 
 /* Adds (or replaces) a live address; keeps *total the sum of live bytes. */
-static int live_put(live_set_t *s, int64_t address, int64_t bytes, int is_device, int64_t stack_id,
-                    int64_t correlation, int64_t *total) {
+static int live_put(live_set_t *s, int64_t address, int64_t bytes, int is_device, int64_t stack_id, int64_t correlation,
+                    int64_t *total) {
     if (address <= 0) return 0;
     if ((s->used + 1) * 2 > s->cap && live_grow(s)) return -1;
     size_t j = slot_of(s, address);
     while (s->v[j].address > 0 && s->v[j].address != address) j = (j + 1) & (s->cap - 1);
-    if (s->v[j].address == address) *total = tpa_add_bytes(*total, -s->v[j].bytes);
-    else s->used++;
+    if (s->v[j].address == address)
+        *total = tpa_add_bytes(*total, -s->v[j].bytes);
+    else
+        s->used++;
     s->v[j] = (live_slot_t){address, bytes, stack_id, correlation, is_device};
     *total = tpa_add_bytes(*total, bytes);
     return 0;
@@ -65,7 +67,10 @@ static int64_t live_drop(live_set_t *s, int64_t address) {
     if (!s->cap || address <= 0) return 0;
     size_t j = slot_of(s, address);
     while (s->v[j].address) {
-        if (s->v[j].address == address) { s->v[j].address = -1; return s->v[j].bytes; }
+        if (s->v[j].address == address) {
+            s->v[j].address = -1;
+            return s->v[j].bytes;
+        }
         j = (j + 1) & (s->cap - 1);
     }
     return 0;
@@ -151,7 +156,10 @@ static int group_by_library(sqlite3 *db, live_slot_t *v, size_t n, sqlite3_stmt 
         char *owner = sid ? owner_of(db, stack, sid) : tpa_strdup("(no stack)");
         if (!owner) return -1;
         for (; i < n && v[i].stack_id == sid; i++)
-            if (add_to(run, owner, v[i].bytes)) { free(owner); return -1; }
+            if (add_to(run, owner, v[i].bytes)) {
+                free(owner);
+                return -1;
+            }
         free(owner);
     }
     qsort(run->by_library, run->n_by_library, sizeof *run->by_library, by_bytes_desc);
@@ -178,15 +186,18 @@ int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run) {
     int64_t rows = 0, every, i = 0, live_bytes = 0, last_ts = 0;
     int rc = -1, taken = 0, pending = 0;
     /* The row count only picks the sampling stride (about 512 points). */
-    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM alloc", -1, &scan, NULL) != SQLITE_OK || sqlite3_step(scan) != SQLITE_ROW)
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM alloc", -1, &scan, NULL) != SQLITE_OK ||
+        sqlite3_step(scan) != SQLITE_ROW)
         goto done;
     rows = sqlite3_column_int64(scan, 0);
     sqlite3_finalize(scan);
     scan = NULL;
     every = rows / 512 + 1;
-    if (sqlite3_prepare_v2(db,
+    if (sqlite3_prepare_v2(
+            db,
             "SELECT ts_ns, op, address, bytes, memkind IN ('device','managed','vmm'), coalesce(stack_id, 0), "
-            "coalesce(correlation, 0) FROM alloc ORDER BY ts_ns, id", -1, &scan, NULL) != SQLITE_OK ||
+            "coalesce(correlation, 0) FROM alloc ORDER BY ts_ns, id",
+            -1, &scan, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db, "SELECT depth, ips FROM stack WHERE id=?1", -1, &stack, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db, "SELECT stack_id FROM api_call WHERE correlation=?1", -1, &call, NULL) != SQLITE_OK)
         goto done;
@@ -201,8 +212,8 @@ int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run) {
         bytes = tpa_sane_bytes(bytes);
         if (op && !strcmp(op, "free")) {
             live_bytes = tpa_add_bytes(live_bytes, -live_drop(&live, address));
-        } else if (live_put(&live, address, bytes, sqlite3_column_int(scan, 4),
-                            sqlite3_column_int64(scan, 5), sqlite3_column_int64(scan, 6), &live_bytes)) {
+        } else if (live_put(&live, address, bytes, sqlite3_column_int(scan, 4), sqlite3_column_int64(scan, 5),
+                            sqlite3_column_int64(scan, 6), &live_bytes)) {
             goto done;
         }
         last_ts = ts;

@@ -68,7 +68,7 @@ int tpa_cmd_kinds(int argc, char **argv);
 /* Writes to stdout ("-" or NULL), to a regular file through a temp file
  * renamed over it only when render returns 0, or to anything else (a
  * device, a FIFO) opened with O_TRUNC.  0, or -1 with why. */
-int tpa_write_output(const char *path, int (*render)(const tpa_report_t *, FILE *),
-                     const tpa_report_t *report, char *why, size_t why_len);
+int tpa_write_output(const char *path, int (*render)(const tpa_report_t *, FILE *), const tpa_report_t *report,
+                     char *why, size_t why_len);
 
 #endif

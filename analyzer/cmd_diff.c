@@ -31,38 +31,63 @@ static void line(const char *what, const tpa_finding_t *f, int64_t old_bytes) {
     char b[32], o[32], rank[32];
     tpa_format_bytes(f->retained_bytes, b, sizeof b);
     tpa_format_bytes(old_bytes, o, sizeof o);
-    if (f->rank >= 0) snprintf(rank, sizeof rank, "rank %lld", (long long)f->rank);
-    else snprintf(rank, sizeof rank, "no rank");
-    printf("%-11s %-8s %-20s %-40s %s%s%s\n", what, rank, tpa_term(tpa_kind_label(f->kind)), tpa_term(f->name ? f->name : "(unnamed)"),
-           old_bytes >= 0 ? o : "", old_bytes >= 0 ? " -> " : "", b);
+    if (f->rank >= 0)
+        snprintf(rank, sizeof rank, "rank %lld", (long long)f->rank);
+    else
+        snprintf(rank, sizeof rank, "no rank");
+    printf("%-11s %-8s %-20s %-40s %s%s%s\n", what, rank, tpa_term(tpa_kind_label(f->kind)),
+           tpa_term(f->name ? f->name : "(unnamed)"), old_bytes >= 0 ? o : "", old_bytes >= 0 ? " -> " : "", b);
 }
 
 int tpa_cmd_diff(int argc, char **argv) {
-    static const struct option opts[] = {{"exit-zero", no_argument, 0, 'z'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"exit-zero", no_argument, 0, 'z'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int exit_zero = 0, c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        if (c == 'z') exit_zero = 1;
-        else if (c == 'h') { usage(stdout); return TPA_EXIT_OK; }
-        else { tpa_option_error("diff", c, argv); return TPA_EXIT_USAGE; }
+        if (c == 'z')
+            exit_zero = 1;
+        else if (c == 'h') {
+            usage(stdout);
+            return TPA_EXIT_OK;
+        } else {
+            tpa_option_error("diff", c, argv);
+            return TPA_EXIT_USAGE;
+        }
     }
-    if (argc - optind != 2) { fputs("tpaudit: diff: needs OLD and NEW (see tpaudit diff --help)\n", stderr); return TPA_EXIT_USAGE; }
+    if (argc - optind != 2) {
+        fputs("tpaudit: diff: needs OLD and NEW (see tpaudit diff --help)\n", stderr);
+        return TPA_EXIT_USAGE;
+    }
     tpa_report_t a, b;
-    if (tpa_load_or_say(1, &argv[optind], 1, &a)) { tpa_report_free(&a); return TPA_EXIT_USAGE; }
-    if (tpa_load_or_say(1, &argv[optind + 1], 1, &b)) { tpa_report_free(&a); tpa_report_free(&b); return TPA_EXIT_USAGE; }
+    if (tpa_load_or_say(1, &argv[optind], 1, &a)) {
+        tpa_report_free(&a);
+        return TPA_EXIT_USAGE;
+    }
+    if (tpa_load_or_say(1, &argv[optind + 1], 1, &b)) {
+        tpa_report_free(&a);
+        tpa_report_free(&b);
+        return TPA_EXIT_USAGE;
+    }
     int changes = 0, regressions = 0;
     for (size_t i = 0; i < b.n_findings; i++) {
         const tpa_finding_t *old = match(&a, &b.findings[i]);
-        if (!old) { line("appeared", &b.findings[i], -1); changes++; regressions++; }
-        else if (b.findings[i].retained_bytes > old->retained_bytes) {
+        if (!old) {
+            line("appeared", &b.findings[i], -1);
+            changes++;
+            regressions++;
+        } else if (b.findings[i].retained_bytes > old->retained_bytes) {
             line("grew", &b.findings[i], old->retained_bytes);
             changes++;
             regressions++;
         }
     }
     for (size_t i = 0; i < a.n_findings; i++)
-        if (!match(&b, &a.findings[i])) { line("disappeared", &a.findings[i], -1); changes++; }
+        if (!match(&b, &a.findings[i])) {
+            line("disappeared", &a.findings[i], -1);
+            changes++;
+        }
     if (!changes) puts("no changes");
     tpa_report_free(&a);
     tpa_report_free(&b);

@@ -38,7 +38,10 @@ static void mark_new(tpa_report_t *r, const tpa_report_t *base) {
         f->is_new = 1;
         for (size_t j = 0; j < base->n_findings; j++) {
             const tpa_finding_t *b = &base->findings[j];
-            if (tpa_same_finding(b, f) && f->retained_bytes <= b->retained_bytes) { f->is_new = 0; break; }
+            if (tpa_same_finding(b, f) && f->retained_bytes <= b->retained_bytes) {
+                f->is_new = 0;
+                break;
+            }
         }
     }
 }
@@ -79,14 +82,22 @@ static int take_option(int c, gate_options_t *o, char **argv) {
         }
         return -1;
     case 'l':
-        if (!strcmp(optarg, "warning")) o->fail_on_warning = 1;
-        else if (strcmp(optarg, "error")) { fprintf(stderr, "tpaudit: --fail-on takes error or warning\n"); return TPA_EXIT_USAGE; }
+        if (!strcmp(optarg, "warning"))
+            o->fail_on_warning = 1;
+        else if (strcmp(optarg, "error")) {
+            fprintf(stderr, "tpaudit: --fail-on takes error or warning\n");
+            return TPA_EXIT_USAGE;
+        }
         return -1;
     case 'b': o->baseline = optarg; return -1;
     case 'a': o->allow_incomplete = 1; return -1;
     case 'f':
-        if (!strcmp(optarg, "junit")) o->junit = 1;
-        else if (strcmp(optarg, "text")) { fprintf(stderr, "tpaudit: gate --format takes text or junit\n"); return TPA_EXIT_USAGE; }
+        if (!strcmp(optarg, "junit"))
+            o->junit = 1;
+        else if (strcmp(optarg, "text")) {
+            fprintf(stderr, "tpaudit: gate --format takes text or junit\n");
+            return TPA_EXIT_USAGE;
+        }
         return -1;
     case 'h': usage(stdout); return TPA_EXIT_OK;
     default: tpa_option_error("gate", c, argv); return TPA_EXIT_USAGE;
@@ -95,16 +106,23 @@ static int take_option(int c, gate_options_t *o, char **argv) {
 
 /* The options and PATHs; -1 when the gate runs, else the exit code. */
 static int parse_options(int argc, char **argv, gate_options_t *o) {
-    static const struct option opts[] = {{"max-retained", required_argument, 0, 'r'}, {"max-findings", required_argument, 0, 'n'},
-                                         {"fail-on", required_argument, 0, 'l'}, {"baseline", required_argument, 0, 'b'},
-                                         {"allow-incomplete", no_argument, 0, 'a'}, {"format", required_argument, 0, 'f'},
-                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"max-retained", required_argument, 0, 'r'},
+                                         {"max-findings", required_argument, 0, 'n'},
+                                         {"fail-on", required_argument, 0, 'l'},
+                                         {"baseline", required_argument, 0, 'b'},
+                                         {"allow-incomplete", no_argument, 0, 'a'},
+                                         {"format", required_argument, 0, 'f'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     int c, rc;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1)
         if ((rc = take_option(c, o, argv)) >= 0) return rc;
-    if (optind >= argc) { fputs("tpaudit: gate: no PATH given (see tpaudit gate --help)\n", stderr); return TPA_EXIT_USAGE; }
+    if (optind >= argc) {
+        fputs("tpaudit: gate: no PATH given (see tpaudit gate --help)\n", stderr);
+        return TPA_EXIT_USAGE;
+    }
     if (!o->gave_retained && !o->gave_findings) o->gave_retained = o->gave_findings = 1;
     return -1;
 }
@@ -118,7 +136,8 @@ static void judge_rules(tpa_report_t *r, const gate_options_t *o) {
         int ranked = r->runs[i].has_rank;
         int64_t rank = ranked ? r->runs[i].rank : -1, retained = 0;
         int seen = 0;
-        for (size_t k = 0; k < i && ranked; k++) if (r->runs[k].has_rank && r->runs[k].rank == rank) seen = 1;
+        for (size_t k = 0; k < i && ranked; k++)
+            if (r->runs[k].has_rank && r->runs[k].rank == rank) seen = 1;
         if (seen) continue;
         for (size_t j = 0; j < r->n_findings; j++) {
             const tpa_finding_t *f = &r->findings[j];
@@ -136,7 +155,8 @@ static void judge_rules(tpa_report_t *r, const gate_options_t *o) {
     if (o->gave_findings) {
         int ok = counted <= o->max_findings;
         passed &= ok;
-        add_rule(r, o->fail_on_warning ? "max-findings (warning and above)" : "max-findings (errors)", o->max_findings, counted, -1, ok);
+        add_rule(r, o->fail_on_warning ? "max-findings (warning and above)" : "max-findings (errors)", o->max_findings,
+                 counted, -1, ok);
     }
     r->gate_passed = passed;
     r->gate_inconclusive = r->inconclusive && !o->allow_incomplete;
@@ -148,10 +168,17 @@ int tpa_cmd_gate(int argc, char **argv) {
     if (rc >= 0) return rc;
     tpa_report_t r, base;
     memset(&base, 0, sizeof base);
-    if (tpa_load_or_say(argc - optind, argv + optind, 0, &r)) { tpa_report_free(&r); return TPA_EXIT_USAGE; }
+    if (tpa_load_or_say(argc - optind, argv + optind, 0, &r)) {
+        tpa_report_free(&r);
+        return TPA_EXIT_USAGE;
+    }
     if (o.baseline) {
         char *bp[1] = {(char *)o.baseline};
-        if (tpa_load_or_say(1, bp, 1, &base)) { tpa_report_free(&r); tpa_report_free(&base); return TPA_EXIT_USAGE; }
+        if (tpa_load_or_say(1, bp, 1, &base)) {
+            tpa_report_free(&r);
+            tpa_report_free(&base);
+            return TPA_EXIT_USAGE;
+        }
         mark_new(&r, &base);
     } else {
         for (size_t i = 0; i < r.n_findings; i++) r.findings[i].is_new = 1;
@@ -160,7 +187,8 @@ int tpa_cmd_gate(int argc, char **argv) {
     int code = r.gate_inconclusive ? TPA_EXIT_INCONCLUSIVE : r.gate_passed ? TPA_EXIT_OK : TPA_EXIT_GATE;
     for (size_t i = 0; i < r.n_runs && r.gate_inconclusive; i++)
         if (r.runs[i].inconclusive)
-            fprintf(stderr, "tpaudit: %s: inconclusive: %s\n", tpa_term(r.runs[i].file), tpa_term(r.runs[i].why_inconclusive));
+            fprintf(stderr, "tpaudit: %s: inconclusive: %s\n", tpa_term(r.runs[i].file),
+                    tpa_term(r.runs[i].why_inconclusive));
     (o.junit ? tpa_render_junit : tpa_render_gate_text)(&r, stdout);
     tpa_report_free(&r);
     tpa_report_free(&base);

@@ -18,25 +18,44 @@ static void usage(FILE *out) {
 }
 
 int tpa_cmd_report(int argc, char **argv) {
-    static const struct option opts[] = {{"format", required_argument, 0, 'f'}, {"output", required_argument, 0, 'o'},
-                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"format", required_argument, 0, 'f'},
+                                         {"output", required_argument, 0, 'o'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     const char *format = "text", *output = NULL;
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:o:h", opts, NULL)) != -1) {
-        if (c == 'f') format = optarg;
-        else if (c == 'o') output = optarg;
-        else if (c == 'h') { usage(stdout); return TPA_EXIT_OK; }
-        else { tpa_option_error("report", c, argv); return TPA_EXIT_USAGE; }
+        if (c == 'f')
+            format = optarg;
+        else if (c == 'o')
+            output = optarg;
+        else if (c == 'h') {
+            usage(stdout);
+            return TPA_EXIT_OK;
+        } else {
+            tpa_option_error("report", c, argv);
+            return TPA_EXIT_USAGE;
+        }
     }
     int (*render)(const tpa_report_t *, FILE *) = NULL;
-    if (!strcmp(format, "text")) render = tpa_render_text;
-    else if (!strcmp(format, "json")) render = tpa_render_json;
-    else if (!strcmp(format, "html")) render = tpa_render_html;
-    else if (!strcmp(format, "junit")) render = tpa_render_junit;
-    else { fprintf(stderr, "tpaudit: unknown format '%s' (text, json, html or junit)\n", tpa_term(format)); return TPA_EXIT_USAGE; }
-    if (optind >= argc) { fputs("tpaudit: report: no PATH given (see tpaudit report --help)\n", stderr); return TPA_EXIT_USAGE; }
+    if (!strcmp(format, "text"))
+        render = tpa_render_text;
+    else if (!strcmp(format, "json"))
+        render = tpa_render_json;
+    else if (!strcmp(format, "html"))
+        render = tpa_render_html;
+    else if (!strcmp(format, "junit"))
+        render = tpa_render_junit;
+    else {
+        fprintf(stderr, "tpaudit: unknown format '%s' (text, json, html or junit)\n", tpa_term(format));
+        return TPA_EXIT_USAGE;
+    }
+    if (optind >= argc) {
+        fputs("tpaudit: report: no PATH given (see tpaudit report --help)\n", stderr);
+        return TPA_EXIT_USAGE;
+    }
     char why[8400] = "";
     tpa_report_t report;
     if (tpa_load_or_say(argc - optind, argv + optind, 0, &report)) {

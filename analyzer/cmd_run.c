@@ -25,12 +25,11 @@
 
 enum { DESCENDANT_GRACE_S = 20 };
 
-static const char USAGE[] =
-    "usage: tpaudit run [-o|--output DIR] [--force] [--] CMD...\n"
-    "  Runs CMD with libtpaudit.so preloaded; every process it starts writes its own\n"
-    "  database into DIR (default ./tpaudit-out, or $TPAUDIT_OUT). DIR must be empty or\n"
-    "  new: --force removes the databases an earlier run left there. Ends with the\n"
-    "  verdict on stderr; returns CMD's exit status (or ends by CMD's signal).\n";
+static const char USAGE[] = "usage: tpaudit run [-o|--output DIR] [--force] [--] CMD...\n"
+                            "  Runs CMD with libtpaudit.so preloaded; every process it starts writes its own\n"
+                            "  database into DIR (default ./tpaudit-out, or $TPAUDIT_OUT). DIR must be empty or\n"
+                            "  new: --force removes the databases an earlier run left there. Ends with the\n"
+                            "  verdict on stderr; returns CMD's exit status (or ends by CMD's signal).\n";
 
 /* Reaps descendants that outlived the main child, for at most grace_s
  * seconds (or until a signal asks to stop), so every process has closed
@@ -44,7 +43,8 @@ static void wait_for_descendants(int grace_s) {
         if (done > 0) continue;
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (now.tv_sec - start.tv_sec >= grace_s || tpa_run_signals_stop_requested()) {
-            fprintf(stderr, "tpaudit: descendant processes still running after %d s; their databases may be incomplete\n",
+            fprintf(stderr,
+                    "tpaudit: descendant processes still running after %d s; their databases may be incomplete\n",
                     (int)(now.tv_sec - start.tv_sec));
             return;
         }
@@ -87,7 +87,11 @@ static int prepare_output(const char *dir, int force) {
         return -1;
     }
     for (char *p = parents + 1; *p; p++)
-        if (*p == '/') { *p = 0; mkdir(parents, 0777); *p = '/'; }
+        if (*p == '/') {
+            *p = 0;
+            mkdir(parents, 0777);
+            *p = '/';
+        }
     if (mkdir(dir, 0777) == 0) return 0;
     if (errno != EEXIST) {
         fprintf(stderr, "tpaudit: run: cannot create output directory %s: %s\n", dir, strerror(errno));
@@ -105,27 +109,33 @@ static int prepare_output(const char *dir, int force) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         entries++;
         if (!force || !is_database_file(e->d_name)) continue;
-        if (unlinkat(dirfd(d), e->d_name, 0) == 0) removed++;
-        else failed = errno;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+            removed++;
+        else
+            failed = errno;
     }
     closedir(d);
     if (entries && !force) {
-        fprintf(stderr, "tpaudit: run: output directory %s is not empty (an earlier run?); "
-                        "use --force to replace its databases, or -o a new directory\n", dir);
+        fprintf(stderr,
+                "tpaudit: run: output directory %s is not empty (an earlier run?); "
+                "use --force to replace its databases, or -o a new directory\n",
+                dir);
         return -1;
     }
     if (failed) {
         fprintf(stderr, "tpaudit: run: cannot remove the earlier databases in %s: %s\n", dir, strerror(failed));
         return -1;
     }
-    if (removed) fprintf(stderr, "tpaudit: --force: removed %zu database file%s of an earlier run in %s\n", removed,
-                         removed == 1 ? "" : "s", dir);
+    if (removed)
+        fprintf(stderr, "tpaudit: --force: removed %zu database file%s of an earlier run in %s\n", removed,
+                removed == 1 ? "" : "s", dir);
     return 0;
 }
 
 static void absolute_path(const char *dir, char *out, size_t len) {
     char real[PATH_MAX], cwd[PATH_MAX];
-    if (realpath(dir, real)) snprintf(out, len, "%s", real);
+    if (realpath(dir, real))
+        snprintf(out, len, "%s", real);
     else if (dir[0] == '/' || !getcwd(cwd, sizeof cwd) || (size_t)snprintf(out, len, "%s/%s", cwd, dir) >= len)
         snprintf(out, len, "%s", dir);
 }
@@ -135,12 +145,18 @@ static void shell_word(const char *dir, char *out, size_t len) {
     int plain = *dir != 0;
     for (const char *p = dir; *p; p++)
         if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./+-=:,@%", *p)) plain = 0;
-    if (plain) { snprintf(out, len, "%s", dir); return; }
+    if (plain) {
+        snprintf(out, len, "%s", dir);
+        return;
+    }
     size_t o = 0;
     if (o + 1 < len) out[o++] = '\'';
     for (const char *p = dir; *p && o + 5 < len; p++) {
-        if (*p == '\'') { memcpy(out + o, "'\\''", 4); o += 4; }
-        else out[o++] = *p;
+        if (*p == '\'') {
+            memcpy(out + o, "'\\''", 4);
+            o += 4;
+        } else
+            out[o++] = *p;
     }
     if (o + 1 < len) out[o++] = '\'';
     out[o] = 0;
@@ -168,8 +184,10 @@ static void print_verdict(const char *shown_dir, const char *abs_dir) {
     size_t errors = 0, warnings = 0, audits = 0;
     int64_t retained = 0;
     for (size_t i = 0; i < r.n_findings; i++) {
-        if (r.findings[i].is_error) errors++, retained = tpa_add_bytes(retained, r.findings[i].retained_bytes);
-        else warnings++;
+        if (r.findings[i].is_error)
+            errors++, retained = tpa_add_bytes(retained, r.findings[i].retained_bytes);
+        else
+            warnings++;
     }
     for (size_t i = 0; i < r.n_runs; i++) audits += (size_t)r.runs[i].n_audits;
     char bytes[32], runs[48];
@@ -179,7 +197,8 @@ static void print_verdict(const char *shown_dir, const char *abs_dir) {
         fprintf(stderr, "tpaudit: verdict: STALE TENSORS: %zu error%s, %s retained by stale tensors (%s)", errors,
                 errors == 1 ? "" : "s", bytes, runs);
     else if (warnings)
-        fprintf(stderr, "tpaudit: verdict: warnings only: %zu warning%s (%s)", warnings, warnings == 1 ? "" : "s", runs);
+        fprintf(stderr, "tpaudit: verdict: warnings only: %zu warning%s (%s)", warnings, warnings == 1 ? "" : "s",
+                runs);
     else if (!audits)
         fprintf(stderr, "tpaudit: verdict: no audit happened (%s recorded, none reached an audit point)", runs);
     else
@@ -205,9 +224,18 @@ static int parse_options(int argc, char **argv, struct run_options *o) {
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--")) { i++; break; }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return 1; }
-        if (!strcmp(a, "--force")) { o->force = 1; continue; }
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(USAGE, stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--force")) {
+            o->force = 1;
+            continue;
+        }
         if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (i + 1 >= argc || !argv[i + 1][0]) {
                 fprintf(stderr, "tpaudit: run: %s needs a directory (%s DIR)\n", a, a);
@@ -218,7 +246,10 @@ static int parse_options(int argc, char **argv, struct run_options *o) {
         }
         if (!strncmp(a, "--output=", 9) || (!strncmp(a, "-o", 2) && a[2])) {
             o->out_dir = a[1] == '-' ? a + 9 : a + 2;
-            if (!*o->out_dir) { fprintf(stderr, "tpaudit: run: --output needs a directory\n"); return -1; }
+            if (!*o->out_dir) {
+                fprintf(stderr, "tpaudit: run: --output needs a directory\n");
+                return -1;
+            }
             continue;
         }
         if (a[0] == '-' && a[1]) {
@@ -227,7 +258,10 @@ static int parse_options(int argc, char **argv, struct run_options *o) {
         }
         break;
     }
-    if (i >= argc) { fprintf(stderr, "tpaudit: run: no command given (tpaudit run [-o DIR] [--] CMD...)\n"); return -1; }
+    if (i >= argc) {
+        fprintf(stderr, "tpaudit: run: no command given (tpaudit run [-o DIR] [--] CMD...)\n");
+        return -1;
+    }
     o->first_arg = i;
     return 0;
 }
@@ -235,8 +269,10 @@ static int parse_options(int argc, char **argv, struct run_options *o) {
 static int set_preload(const char *shim) {
     const char *old = getenv("LD_PRELOAD");
     char *preload = NULL;
-    if (old && *old && strstr(old, shim)) preload = strdup(old);
-    else if (asprintf(&preload, "%s%s%s", shim, old && *old ? ":" : "", old ? old : "") < 0) preload = NULL;
+    if (old && *old && strstr(old, shim))
+        preload = strdup(old);
+    else if (asprintf(&preload, "%s%s%s", shim, old && *old ? ":" : "", old ? old : "") < 0)
+        preload = NULL;
     if (!preload) return -1;
     setenv("LD_PRELOAD", preload, 1);
     free(preload);
@@ -267,13 +303,19 @@ static int prepare_environment(const struct run_options *o, const char **out_dir
  * 0, or -1 after saying why. */
 static int start_child(char **cmd, pid_t *pid, int *report_fd) {
     int report[2];
-    if (pipe2(report, O_CLOEXEC) != 0) { perror("tpaudit: pipe"); return -1; }
+    if (pipe2(report, O_CLOEXEC) != 0) {
+        perror("tpaudit: pipe");
+        return -1;
+    }
     tpa_run_signals_prepare();
     /* Orphaned descendants (multiprocessing's resource tracker, daemonized
      * workers) are re-parented to us, so we can wait for their databases. */
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     *pid = fork();
-    if (*pid < 0) { perror("tpaudit: fork"); return -1; }
+    if (*pid < 0) {
+        perror("tpaudit: fork");
+        return -1;
+    }
     if (*pid == 0) {
         close(report[0]);
         tpa_run_signals_child();
@@ -299,7 +341,10 @@ static int wait_child(pid_t pid, int report_fd, int *status, int *exec_errno) {
     siginfo_t info;
     memset(&info, 0, sizeof info);
     while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0)
-        if (errno != EINTR) { perror("tpaudit: waitid"); return -1; }
+        if (errno != EINTR) {
+            perror("tpaudit: waitid");
+            return -1;
+        }
     tpa_run_signals_child_gone();
     *status = 0;
     while (waitpid(pid, status, 0) < 0 && errno == EINTR) {}
@@ -318,8 +363,10 @@ int tpa_cmd_run(int argc, char **argv) {
 
     char target[PATH_MAX], why[PATH_MAX + 200];
     if (tpa_run_resolve(cmd[0], target, sizeof target) == 0 && tpa_run_unpreloadable(target, why, sizeof why))
-        fprintf(stderr, "tpaudit: %s: the loader will not preload the shim, so this process is not audited "
-                        "(dynamically linked programs it starts still are)\n", why);
+        fprintf(stderr,
+                "tpaudit: %s: the loader will not preload the shim, so this process is not audited "
+                "(dynamically linked programs it starts still are)\n",
+                why);
 
     pid_t pid;
     int report_fd, status, exec_errno;

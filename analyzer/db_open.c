@@ -24,17 +24,29 @@
 #include <unistd.h>
 
 /* Private copies in use: closed databases remove theirs. */
-typedef struct snapshot_dir { sqlite3 *db; char *dir; } snapshot_dir_t;
+typedef struct snapshot_dir {
+    sqlite3 *db;
+    char *dir;
+} snapshot_dir_t;
 static snapshot_dir_t *g_snapshots;
 static size_t g_n_snapshots;
 
 /* Opens `path` only if it is a regular file (never blocks on a FIFO or
  * opens a device); returns the fd, or -1 with why. */
 static int open_regular(const char *path, struct stat *sb, char *why, size_t why_len) {
-    if (stat(path, sb) != 0) { snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno)); return -1; }
-    if (!S_ISREG(sb->st_mode)) { snprintf(why, why_len, "%s is not a regular file", path); return -1; }
+    if (stat(path, sb) != 0) {
+        snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(sb->st_mode)) {
+        snprintf(why, why_len, "%s is not a regular file", path);
+        return -1;
+    }
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) { snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno)); return -1; }
+    if (fd < 0) {
+        snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
     if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
         snprintf(why, why_len, "%s is not a regular file", path);
         close(fd);
@@ -59,15 +71,26 @@ static int copy_file(const char *from, const char *to) {
     int in = open_regular(from, &sb, why, sizeof why);
     if (in < 0) return -1;
     int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (out < 0) { close(in); return -1; }
+    if (out < 0) {
+        close(in);
+        return -1;
+    }
     char buf[1 << 16];
     ssize_t n;
     int rc = 0;
     while ((n = read(in, buf, sizeof buf)) != 0) {
-        if (n < 0) { if (errno == EINTR || errno == EAGAIN) continue; rc = -1; break; }
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            rc = -1;
+            break;
+        }
         for (ssize_t done = 0; done < n;) {
             ssize_t w = write(out, buf + done, (size_t)(n - done));
-            if (w < 0) { if (errno == EINTR) continue; rc = -1; break; }
+            if (w < 0) {
+                if (errno == EINTR) continue;
+                rc = -1;
+                break;
+            }
             done += w;
         }
         if (rc) break;
@@ -93,7 +116,8 @@ static void remove_snapshot_dir(const char *dir) {
 }
 
 static int same_file_state(const struct stat *a, const struct stat *b) {
-    return a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+    return a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+           a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
 /* Copies the database and its pending side files into a new private
@@ -101,7 +125,8 @@ static int same_file_state(const struct stat *a, const struct stat *b) {
 static char *make_snapshot(const char *path) {
     const char *tmp = getenv("TMPDIR");
     char dir[4096];
-    if ((size_t)snprintf(dir, sizeof dir, "%s/tpaudit-read-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= sizeof dir) return NULL;
+    if ((size_t)snprintf(dir, sizeof dir, "%s/tpaudit-read-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= sizeof dir)
+        return NULL;
     if (strlen(path) > 4096 || !mkdtemp(dir)) return NULL;
     static const char *SIDES[] = {"-wal", "-journal"};
     for (int attempt = 0; attempt < 5; attempt++) {
@@ -183,16 +208,27 @@ static int open_sqlite(const char *path, sqlite3 **out, char *why, size_t why_le
     char *snap = NULL;
     if (has_pending(path, "-wal") || has_pending(path, "-journal")) {
         snap = make_snapshot(path);
-        if (!snap) { snprintf(why, why_len, "cannot take a private copy of %s (it has a pending journal): %s", path, strerror(errno)); return -1; }
+        if (!snap) {
+            snprintf(why, why_len, "cannot take a private copy of %s (it has a pending journal): %s", path,
+                     strerror(errno));
+            return -1;
+        }
     }
     char uri[8600], file[4300];
     if (snap) snprintf(file, sizeof file, "%s/db", snap);
     file_uri(snap ? file : path, snap ? "mode=rw" : "mode=ro&immutable=1", uri, sizeof uri);
     sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(uri, &db, (snap ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY) | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    int rc = sqlite3_open_v2(
+        uri, &db, (snap ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY) | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
     if (snap) {
         snapshot_dir_t *v = realloc(g_snapshots, (g_n_snapshots + 1) * sizeof *v);
-        if (!v) { remove_snapshot_dir(snap); free(snap); sqlite3_close(db); snprintf(why, why_len, "out of memory"); return -1; }
+        if (!v) {
+            remove_snapshot_dir(snap);
+            free(snap);
+            sqlite3_close(db);
+            snprintf(why, why_len, "out of memory");
+            return -1;
+        }
         g_snapshots = v;
         g_snapshots[g_n_snapshots++] = (snapshot_dir_t){db, snap};
     }
@@ -214,7 +250,9 @@ static int check_contents(sqlite3 *db, const char *path, char *why, size_t why_l
     sqlite3_stmt *st = NULL;
     int version = -1;
     int rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
-    if (rc == SQLITE_OK && (rc = sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM sqlite_master), * FROM pragma_user_version", -1, &st, NULL)) == SQLITE_OK &&
+    if (rc == SQLITE_OK &&
+        (rc = sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM sqlite_master), * FROM pragma_user_version", -1, &st,
+                                 NULL)) == SQLITE_OK &&
         (rc = sqlite3_step(st)) == SQLITE_ROW)
         version = sqlite3_column_int(st, 1);
     sqlite3_finalize(st);
@@ -235,7 +273,8 @@ static int check_contents(sqlite3 *db, const char *path, char *why, size_t why_l
         return -1;
     }
     if (version > TPA_SCHEMA_VERSION) {
-        snprintf(why, why_len, "%s has schema version %d, newer than this tpaudit reads (%d)", path, version, TPA_SCHEMA_VERSION);
+        snprintf(why, why_len, "%s has schema version %d, newer than this tpaudit reads (%d)", path, version,
+                 TPA_SCHEMA_VERSION);
         return -1;
     }
     int tables = 0;

@@ -70,7 +70,10 @@ static void parse_py_stack(const char *text, tpa_frames_t *out) {
             *fn++ = 0;
             char *ln = strrchr(tmp, ':');
             long lineno = 0;
-            if (ln) { *ln++ = 0; lineno = strtol(ln, NULL, 10); }
+            if (ln) {
+                *ln++ = 0;
+                lineno = strtol(ln, NULL, 10);
+            }
             if (out->n == cap) {
                 cap = cap ? cap * 2 : 8;
                 tpa_frame_t *v = realloc(out->v, cap * sizeof *v);
@@ -97,15 +100,18 @@ static void event_stack(sqlite3 *db, int64_t audit, const char *kind, const char
     snprintf(q, sizeof q,
              "SELECT py_stack, stack_id FROM event WHERE kind=?1 AND (py_stack IS NOT NULL OR stack_id IS NOT NULL)"
              " AND (%s=?2 OR %s IN (SELECT tensor_key FROM ref WHERE audit_id=?3 AND role='map_entry' AND peer_key=?2))"
-             " ORDER BY (%s=?2) DESC, id DESC LIMIT 1", key_col, key_col, key_col);
+             " ORDER BY (%s=?2) DESC, id DESC LIMIT 1",
+             key_col, key_col, key_col);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK) return;
     sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, (int64_t)key);
     sqlite3_bind_int64(st, 3, audit);
     if (sqlite3_step(st) == SQLITE_ROW) {
-        if (sqlite3_column_type(st, 0) != SQLITE_NULL) parse_py_stack((const char *)sqlite3_column_text(st, 0), out);
-        else tpa_symbolize_stack(db, sqlite3_column_int64(st, 1), out);
+        if (sqlite3_column_type(st, 0) != SQLITE_NULL)
+            parse_py_stack((const char *)sqlite3_column_text(st, 0), out);
+        else
+            tpa_symbolize_stack(db, sqlite3_column_int64(st, 1), out);
     }
     sqlite3_finalize(st);
 }
@@ -114,9 +120,12 @@ static void attach_events(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
     event_stack(db, audit, "param_created", "new_key", f->key, &f->created_at);
     event_stack(db, audit, "param_replaced", "old_key", f->key, &f->replaced_at);
     sqlite3_stmt *st;
-    if (!f->replaced_at.n && sqlite3_prepare_v2(db,
+    if (!f->replaced_at.n &&
+        sqlite3_prepare_v2(
+            db,
             "SELECT py_stack FROM event WHERE kind='module_replaced' AND py_stack IS NOT NULL AND ?1 LIKE name || '.%' "
-            "ORDER BY id DESC LIMIT 1", -1, &st, NULL) == SQLITE_OK) {
+            "ORDER BY id DESC LIMIT 1",
+            -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, f->name ? f->name : "", -1, SQLITE_STATIC);
         if (sqlite3_step(st) == SQLITE_ROW) parse_py_stack((const char *)sqlite3_column_text(st, 0), &f->replaced_at);
         sqlite3_finalize(st);
@@ -127,11 +136,13 @@ static void attach_events(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
 static void attach_allocation(sqlite3 *db, int64_t audit_begin, int64_t ptr, tpa_finding_t *f) {
     if (!ptr) return;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db,
+    if (sqlite3_prepare_v2(
+            db,
             "SELECT a.address, a.bytes, coalesce(a.stack_id, (SELECT c.stack_id FROM api_call c WHERE c.correlation=a.correlation)) "
             "FROM alloc a WHERE a.op='alloc' AND a.address<=?1 AND ?1<a.address+a.bytes "
             "AND a.ts_ns<=?2 AND NOT EXISTS (SELECT 1 FROM alloc b WHERE b.op='free' AND b.address=a.address "
-            "AND b.ts_ns>=a.ts_ns AND b.ts_ns<=?2) ORDER BY a.ts_ns DESC LIMIT 1", -1, &st, NULL) != SQLITE_OK)
+            "AND b.ts_ns>=a.ts_ns AND b.ts_ns<=?2) ORDER BY a.ts_ns DESC LIMIT 1",
+            -1, &st, NULL) != SQLITE_OK)
         return;
     sqlite3_bind_int64(st, 1, ptr);
     sqlite3_bind_int64(st, 2, audit_begin);
@@ -139,17 +150,20 @@ static void attach_allocation(sqlite3 *db, int64_t audit_begin, int64_t ptr, tpa
         f->has_allocation = 1;
         f->alloc_address = (uint64_t)sqlite3_column_int64(st, 0);
         f->alloc_bytes = sqlite3_column_int64(st, 1);
-        if (sqlite3_column_type(st, 2) != SQLITE_NULL) tpa_symbolize_stack(db, sqlite3_column_int64(st, 2), &f->alloc_stack);
+        if (sqlite3_column_type(st, 2) != SQLITE_NULL)
+            tpa_symbolize_stack(db, sqlite3_column_int64(st, 2), &f->alloc_stack);
     }
     sqlite3_finalize(st);
 }
 
 void tpa_find_successor(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db,
+    if (sqlite3_prepare_v2(
+            db,
             "SELECT t.key, t.name, t.shape, t.local_shape FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
             " WHERE r.audit_id=?1 AND r.role='param' AND t.key<>?2 AND (t.name=?3 OR t.key IN"
-            " (SELECT new_key FROM event WHERE kind='param_replaced' AND old_key=?2)) LIMIT 1", -1, &st, NULL) != SQLITE_OK)
+            " (SELECT new_key FROM event WHERE kind='param_replaced' AND old_key=?2)) LIMIT 1",
+            -1, &st, NULL) != SQLITE_OK)
         return;
     sqlite3_bind_int64(st, 1, audit);
     sqlite3_bind_int64(st, 2, (int64_t)f->key);
@@ -169,11 +183,13 @@ void tpa_find_successor(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
  * tensor.storage_offset, which has no such column, and for a negative one. */
 static void attach_storage_offset(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT storage_offset FROM tensor WHERE audit_id=?1 AND key=?2", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, "SELECT storage_offset FROM tensor WHERE audit_id=?1 AND key=?2", -1, &st, NULL) !=
+        SQLITE_OK)
         return;
     sqlite3_bind_int64(st, 1, audit);
     sqlite3_bind_int64(st, 2, (int64_t)f->key);
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0) f->storage_offset = sqlite3_column_int64(st, 0);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0)
+        f->storage_offset = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
 }
 

@@ -20,21 +20,30 @@ static void put(text_buf_t *b, const char *s) {
 static void put_field(text_buf_t *b, const char *field, size_t len, const tpa_finding_t *f, const tpa_kind_t *k) {
     char bytes[32], state[96] = "";
 #define IS(w) (len == sizeof w - 1 && !memcmp(field, w, len))
-    if (IS("holder")) put(b, f->holder_class ? f->holder_class : k->holder_fallback);
-    else if (IS("path")) put(b, f->holder_path ? f->holder_path : "");
-    else if (IS("name")) put(b, f->name ? f->name : "(unnamed)");
-    else if (IS("shape")) put(b, f->shape);
-    else if (IS("retained")) { tpa_format_bytes(f->retained_bytes, bytes, sizeof bytes); put(b, bytes); }
-    else if (IS("state") && f->state_bytes > 0) {
+    if (IS("holder"))
+        put(b, f->holder_class ? f->holder_class : k->holder_fallback);
+    else if (IS("path"))
+        put(b, f->holder_path ? f->holder_path : "");
+    else if (IS("name"))
+        put(b, f->name ? f->name : "(unnamed)");
+    else if (IS("shape"))
+        put(b, f->shape);
+    else if (IS("retained")) {
+        tpa_format_bytes(f->retained_bytes, bytes, sizeof bytes);
+        put(b, bytes);
+    } else if (IS("state") && f->state_bytes > 0) {
         tpa_format_bytes(f->state_bytes, bytes, sizeof bytes);
-        snprintf(state, sizeof state, ", plus %s of its %s", bytes, k->state_words ? k->state_words : "optimizer state");
+        snprintf(state, sizeof state, ", plus %s of its %s", bytes,
+                 k->state_words ? k->state_words : "optimizer state");
         put(b, state);
     } else if (IS("successor") && f->has_successor) {
         put(b, "; live successor ");
         put(b, f->succ_name);
         put(b, " is never trained");
-    } else if (IS("successor")) put(b, "; no live successor");
-    else if (IS("replaced") && f->is_error) put(b, " (it replaced a tensor the optimizer still holds)");
+    } else if (IS("successor"))
+        put(b, "; no live successor");
+    else if (IS("replaced") && f->is_error)
+        put(b, " (it replaced a tensor the optimizer still holds)");
 #undef IS
 }
 

@@ -17,10 +17,14 @@ static int push_finding(tpa_report_t *r, const tpa_finding_t *f) {
 }
 
 /* Storage pointers already counted for this rank (dedup of retained bytes). */
-struct counted { int64_t *v; size_t n, cap; };
+struct counted {
+    int64_t *v;
+    size_t n, cap;
+};
 static int counted_add(struct counted *c, int64_t ptr) {
     if (ptr == 0) return 0;
-    for (size_t i = 0; i < c->n; i++) if (c->v[i] == ptr) return 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->v[i] == ptr) return 0;
     if (c->n == c->cap) {
         c->cap = c->cap ? c->cap * 2 : 64;
         int64_t *v = realloc(c->v, c->cap * sizeof *v);
@@ -32,7 +36,8 @@ static int counted_add(struct counted *c, int64_t ptr) {
 }
 
 /* Column list shared by the finding queries (t = tensor row). */
-#define TENSOR_COLS "t.key, t.name, t.shape, t.local_shape, t.dtype, t.device, t.type, t.storage_ptr, t.storage_bytes, t.has_grad"
+#define TENSOR_COLS \
+    "t.key, t.name, t.shape, t.local_shape, t.dtype, t.device, t.type, t.storage_ptr, t.storage_bytes, t.has_grad"
 
 /* Generic masters of the database: tensors never registered on a module (a
  * param in no audit), never created or replaced as one, that had a gradient
@@ -58,7 +63,8 @@ static const char GENERIC_MASTERS_SQL[] =
 static int find_generic_masters(sqlite3 *db) {
     sqlite3_stmt *st;
     int known = 0;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM temp.sqlite_master WHERE name='generic_master'", -1, &st, NULL) == SQLITE_OK)
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM temp.sqlite_master WHERE name='generic_master'", -1, &st, NULL) ==
+        SQLITE_OK)
         known = sqlite3_step(st) == SQLITE_ROW;
     sqlite3_finalize(st);
     if (known) return 0;
@@ -78,42 +84,44 @@ static const struct {
     /* stale_param: in G, not in L, not the master of any map entry (masters
      * are judged on their working side, below), and not a generic master
      * (temp.generic_master, above). */
-    {"stale_param",
-    "WITH L AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='param'),"
-    " M AS (SELECT tensor_key w, peer_key m FROM ref WHERE audit_id=?1 AND role='map_entry')"
-    " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r"
-    " JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
-    " WHERE r.audit_id=?1 AND r.role='group_param' AND r.tensor_key NOT IN L"
-    " AND r.tensor_key NOT IN (SELECT m FROM M)"
-    " AND r.tensor_key NOT IN (SELECT k FROM temp.generic_master)"
-    " GROUP BY t.key ORDER BY t.name, t.key"},
+    {"stale_param", "WITH L AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='param'),"
+                    " M AS (SELECT tensor_key w, peer_key m FROM ref WHERE audit_id=?1 AND role='map_entry')"
+                    " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r"
+                    " JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
+                    " WHERE r.audit_id=?1 AND r.role='group_param' AND r.tensor_key NOT IN L"
+                    " AND r.tensor_key NOT IN (SELECT m FROM M)"
+                    " AND r.tensor_key NOT IN (SELECT k FROM temp.generic_master)"
+                    " GROUP BY t.key ORDER BY t.name, t.key"},
     /* orphan_state: a state ref whose param (peer_key) is not in G */
     {"orphan_state",
-    "WITH G AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='group_param')"
-    " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
-    " WHERE r.audit_id=?1 AND r.role='state' AND r.peer_key NOT IN G ORDER BY r.path, t.key"},
+     "WITH G AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='group_param')"
+     " SELECT " TENSOR_COLS
+     ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
+     " WHERE r.audit_id=?1 AND r.role='state' AND r.peer_key NOT IN G ORDER BY r.path, t.key"},
     /* state_shape_mismatch: a state tensor whose shape differs from its
      * param's, 0-d and one-element tensors (AdamW's 'step') aside */
     {"state_shape_mismatch",
-    "SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
-    " JOIN tensor p ON p.audit_id=r.audit_id AND p.key=r.peer_key"
-    " WHERE r.audit_id=?1 AND r.role='state' AND t.shape NOT IN ('[]','[1]') AND t.shape<>p.shape ORDER BY r.path, t.key"},
+     "SELECT " TENSOR_COLS
+     ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
+     " JOIN tensor p ON p.audit_id=r.audit_id AND p.key=r.peer_key"
+     " WHERE r.audit_id=?1 AND r.role='state' AND t.shape NOT IN ('[]','[1]') AND t.shape<>p.shape ORDER BY r.path, t.key"},
     /* stale_map_entry: a map entry whose working tensor is not in L */
     {"stale_map_entry",
-    "WITH L AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='param')"
-    " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r"
-    " JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
-    " WHERE r.audit_id=?1 AND r.role='map_entry' AND r.tensor_key NOT IN L GROUP BY t.key ORDER BY r.path, t.key"},
+     "WITH L AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='param')"
+     " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r"
+     " JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
+     " WHERE r.audit_id=?1 AND r.role='map_entry' AND r.tensor_key NOT IN L GROUP BY t.key ORDER BY r.path, t.key"},
     /* untrained_param: in L, requires_grad, not in G, not the working side
      * of an entry whose master is in G, in an audit that saw at least one
      * optimizer; an error when it is a stale finding's live successor */
     {"untrained_param",
-    "WITH G AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='group_param'),"
-    " M AS (SELECT tensor_key w, peer_key m FROM ref WHERE audit_id=?1 AND role='map_entry')"
-    " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
-    " WHERE r.audit_id=?1 AND r.role='param' AND t.requires_grad=1 AND r.tensor_key NOT IN G"
-    " AND EXISTS (SELECT 1 FROM ref o WHERE o.audit_id=?1 AND o.holder_kind='optimizer')"
-    " AND NOT EXISTS (SELECT 1 FROM M WHERE M.w=r.tensor_key AND M.m IN G) GROUP BY t.key ORDER BY t.name, t.key"},
+     "WITH G AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='group_param'),"
+     " M AS (SELECT tensor_key w, peer_key m FROM ref WHERE audit_id=?1 AND role='map_entry')"
+     " SELECT " TENSOR_COLS
+     ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
+     " WHERE r.audit_id=?1 AND r.role='param' AND t.requires_grad=1 AND r.tensor_key NOT IN G"
+     " AND EXISTS (SELECT 1 FROM ref o WHERE o.audit_id=?1 AND o.holder_kind='optimizer')"
+     " AND NOT EXISTS (SELECT 1 FROM M WHERE M.w=r.tensor_key AND M.m IN G) GROUP BY t.key ORDER BY t.name, t.key"},
 };
 
 static int cmp_i64(const void *a, const void *b) {
@@ -125,8 +133,10 @@ static int cmp_i64(const void *a, const void *b) {
  * (SELECT DISTINCT already dedups, so they are appended without a search.) */
 static void collect_live_storage(sqlite3 *db, int64_t audit, struct counted *live) {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT DISTINCT t.storage_ptr FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND "
-                               "t.key=r.tensor_key WHERE r.audit_id=?1 AND r.role='param' AND t.storage_ptr<>0", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db,
+                           "SELECT DISTINCT t.storage_ptr FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND "
+                           "t.key=r.tensor_key WHERE r.audit_id=?1 AND r.role='param' AND t.storage_ptr<>0",
+                           -1, &st, NULL) != SQLITE_OK)
         return;
     sqlite3_bind_int64(st, 1, audit);
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -161,17 +171,20 @@ static int64_t unshared_bytes(sqlite3 *db, const char *sql, int64_t audit, uint6
     while (sqlite3_step(st) == SQLITE_ROW) {
         int64_t ptr = sqlite3_column_int64(st, 0);
         *rows = 1;
-        if (ptr && !is_live_storage(live, ptr) && counted_add(counted, ptr)) sum = tpa_add_bytes(sum, tpa_sane_bytes(sqlite3_column_int64(st, 1)));
+        if (ptr && !is_live_storage(live, ptr) && counted_add(counted, ptr))
+            sum = tpa_add_bytes(sum, tpa_sane_bytes(sqlite3_column_int64(st, 1)));
     }
     sqlite3_finalize(st);
     return sum;
 }
 
 /* Storage of the optimizer state kept for a stale param (exp_avg, ...). */
-static int64_t state_bytes_of(sqlite3 *db, int64_t audit, uint64_t key, const struct counted *live, struct counted *counted) {
+static int64_t state_bytes_of(sqlite3 *db, int64_t audit, uint64_t key, const struct counted *live,
+                              struct counted *counted) {
     int rows;
-    return unshared_bytes(db, "SELECT t.storage_ptr, t.storage_bytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id"
-                              " AND t.key=r.tensor_key WHERE r.audit_id=?1 AND r.role='state' AND r.peer_key=?2",
+    return unshared_bytes(db,
+                          "SELECT t.storage_ptr, t.storage_bytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id"
+                          " AND t.key=r.tensor_key WHERE r.audit_id=?1 AND r.role='state' AND r.peer_key=?2",
                           audit, key, live, counted, &rows);
 }
 
@@ -182,10 +195,12 @@ static int64_t master_bytes_of(sqlite3 *db, int64_t audit, uint64_t master, cons
                                struct counted *counted) {
     int rows;
     if (!master) return 0;
-    int64_t sum = unshared_bytes(db, "SELECT t.storage_ptr, t.storage_bytes FROM tensor t WHERE t.audit_id=?1 AND t.key=?2"
-                                     " AND NOT EXISTS (SELECT 1 FROM ref m WHERE m.audit_id=?1 AND m.role='map_entry' AND m.peer_key=?2"
-                                     " AND m.tensor_key IN (SELECT tensor_key FROM ref WHERE audit_id=?1 AND role='param')) LIMIT 1",
-                                 audit, master, live, counted, &rows);
+    int64_t sum = unshared_bytes(
+        db,
+        "SELECT t.storage_ptr, t.storage_bytes FROM tensor t WHERE t.audit_id=?1 AND t.key=?2"
+        " AND NOT EXISTS (SELECT 1 FROM ref m WHERE m.audit_id=?1 AND m.role='map_entry' AND m.peer_key=?2"
+        " AND m.tensor_key IN (SELECT tensor_key FROM ref WHERE audit_id=?1 AND role='param')) LIMIT 1",
+        audit, master, live, counted, &rows);
     return rows ? tpa_add_bytes(sum, state_bytes_of(db, audit, master, live, counted)) : 0;
 }
 
@@ -256,7 +271,10 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
     for (size_t k = 0; k < tpa_n_kinds && !rc; k++) {
         const char *sql = query_of(&tpa_kinds[k]);
         sqlite3_stmt *st;
-        if (!sql || sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) { rc = -1; break; }
+        if (!sql || sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+            rc = -1;
+            break;
+        }
         sqlite3_bind_int64(st, 1, audit);
         while (sqlite3_step(st) == SQLITE_ROW) {
             tpa_finding_t f;

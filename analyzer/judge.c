@@ -20,7 +20,8 @@ static void sanitize_findings(tpa_report_t *r, size_t first) {
 static int64_t query_int(sqlite3 *db, const char *sql) {
     sqlite3_stmt *st;
     int64_t v = 0;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return v;
 }
@@ -29,7 +30,8 @@ static int64_t query_int(sqlite3 *db, const char *sql) {
  * reads (never sized by an earlier count). */
 void tpa_judge_marks(sqlite3 *db, tpa_run_t *run) {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT id, begin_ns, step FROM audit a WHERE end_ns IS NOT NULL ORDER BY id", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, "SELECT id, begin_ns, step FROM audit a WHERE end_ns IS NOT NULL ORDER BY id", -1, &st,
+                           NULL) != SQLITE_OK)
         return;
     size_t cap = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -46,10 +48,12 @@ void tpa_judge_marks(sqlite3 *db, tpa_run_t *run) {
         m->stale_bytes = 0;
         tpa_report_t scratch;
         memset(&scratch, 0, sizeof scratch);
-        if (tpa_findings_for_db(db, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), -1, m->step, 0, &scratch) == 0) {
+        if (tpa_findings_for_db(db, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), -1, m->step, 0,
+                                &scratch) == 0) {
             sanitize_findings(&scratch, 0);
             for (size_t i = 0; i < scratch.n_findings; i++)
-                if (scratch.findings[i].is_error) m->stale_bytes = tpa_add_bytes(m->stale_bytes, scratch.findings[i].retained_bytes);
+                if (scratch.findings[i].is_error)
+                    m->stale_bytes = tpa_add_bytes(m->stale_bytes, scratch.findings[i].retained_bytes);
         }
         tpa_report_free(&scratch);
     }
@@ -66,9 +70,8 @@ void tpa_judge_marks(sqlite3 *db, tpa_run_t *run) {
  * audit. */
 static const char *inconclusive_reason(sqlite3 *db, const tpa_run_t *run, char *buf, size_t len) {
     int probe_off = run->python && strncmp(run->python, "off", 3) == 0;
-    int built_optimizer =
-        query_int(db, "SELECT EXISTS (SELECT 1 FROM event WHERE kind='optimizer_created') OR "
-                      "EXISTS (SELECT 1 FROM ref WHERE holder_kind='optimizer')") != 0;
+    int built_optimizer = query_int(db, "SELECT EXISTS (SELECT 1 FROM event WHERE kind='optimizer_created') OR "
+                                        "EXISTS (SELECT 1 FROM ref WHERE holder_kind='optimizer')") != 0;
     if (!built_optimizer && !probe_off) return NULL;
     if (!run->complete) return "the run did not end cleanly (killed or still running)";
     if (run->dropped_events != 0) return "the run lost events";
@@ -92,18 +95,25 @@ void tpa_judge_inconclusive(sqlite3 *db, tpa_run_t *run, tpa_report_t *r) {
 tpa_judged_audit_t tpa_judge_audit(sqlite3 *db, tpa_run_t *run) {
     tpa_judged_audit_t a = {-1, 0};
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM audit WHERE end_ns IS NOT NULL), "
-                           "coalesce((SELECT max(a.id) FROM audit a WHERE a.end_ns IS NOT NULL AND EXISTS (SELECT 1 FROM ref r WHERE r.audit_id=a.id AND r.holder_kind='optimizer')),"
-                           " (SELECT max(a.id) FROM audit a WHERE a.end_ns IS NOT NULL AND EXISTS (SELECT 1 FROM ref r WHERE r.audit_id=a.id)))", -1, &st, NULL) == SQLITE_OK &&
+    if (sqlite3_prepare_v2(
+            db,
+            "SELECT (SELECT count(*) FROM audit WHERE end_ns IS NOT NULL), "
+            "coalesce((SELECT max(a.id) FROM audit a WHERE a.end_ns IS NOT NULL AND EXISTS (SELECT 1 FROM ref r WHERE r.audit_id=a.id AND r.holder_kind='optimizer')),"
+            " (SELECT max(a.id) FROM audit a WHERE a.end_ns IS NOT NULL AND EXISTS (SELECT 1 FROM ref r WHERE r.audit_id=a.id)))",
+            -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW) {
         int64_t n = sqlite3_column_int64(st, 0);
         run->n_audits = n > INT32_MAX ? INT32_MAX : (int)n;
         if (sqlite3_column_type(st, 1) != SQLITE_NULL) a.id = sqlite3_column_int64(st, 1);
     }
     sqlite3_finalize(st);
-    if (a.id > 0 && sqlite3_prepare_v2(db, "SELECT step, begin_ns FROM audit WHERE id=?1", -1, &st, NULL) == SQLITE_OK) {
+    if (a.id > 0 &&
+        sqlite3_prepare_v2(db, "SELECT step, begin_ns FROM audit WHERE id=?1", -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, a.id);
-        if (sqlite3_step(st) == SQLITE_ROW) { run->headline_step = sqlite3_column_int64(st, 0); a.begin_ns = sqlite3_column_int64(st, 1); }
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            run->headline_step = sqlite3_column_int64(st, 0);
+            a.begin_ns = sqlite3_column_int64(st, 1);
+        }
         sqlite3_finalize(st);
     }
     if (a.id <= 0) a.id = 0;
@@ -114,7 +124,8 @@ int tpa_judge_headline(sqlite3 *db, const tpa_judged_audit_t *audit, size_t run_
     if (!audit->id) return 0;
     const tpa_run_t *run = &r->runs[run_index];
     size_t first = r->n_findings;
-    int rc = tpa_findings_for_db(db, audit->id, audit->begin_ns, run->has_rank ? run->rank : -1, run->headline_step, 1, r);
+    int rc =
+        tpa_findings_for_db(db, audit->id, audit->begin_ns, run->has_rank ? run->rank : -1, run->headline_step, 1, r);
     sanitize_findings(r, first);
     for (size_t i = first; i < r->n_findings; i++) r->findings[i].run_index = run_index;
     return rc;

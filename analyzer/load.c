@@ -11,8 +11,11 @@
 /* The run row into `run`; -1 when there is none. */
 static int read_run_row(sqlite3 *db, tpa_run_t *run) {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT host, pid, rank, world_size, argv, complete, dropped_events, cupti_dropped, cupti, python FROM run",
-                           -1, &st, NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
+    if (sqlite3_prepare_v2(
+            db,
+            "SELECT host, pid, rank, world_size, argv, complete, dropped_events, cupti_dropped, cupti, python FROM run",
+            -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW) {
         sqlite3_finalize(st);
         return -1;
     }
@@ -39,7 +42,11 @@ static int load_one(const char *file, tpa_report_t *r, char *why, size_t why_len
     sqlite3 *db;
     if (tpa_db_open(file, &db, why, why_len)) return -1;
     tpa_run_t *runs = realloc(r->runs, (r->n_runs + 1) * sizeof *runs);
-    if (!runs) { tpa_db_close(db); snprintf(why, why_len, "out of memory"); return -1; }
+    if (!runs) {
+        tpa_db_close(db);
+        snprintf(why, why_len, "out of memory");
+        return -1;
+    }
     r->runs = runs;
     size_t run_index = r->n_runs++;
     tpa_run_t *run = &r->runs[run_index];

@@ -59,18 +59,28 @@ static const char *suggest(const char *verb) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { usage(stderr); return TPA_EXIT_USAGE; }
+    if (argc < 2) {
+        usage(stderr);
+        return TPA_EXIT_USAGE;
+    }
     const char *verb = argv[1];
     if (!strcmp(verb, "run")) return tpa_cmd_run(argc - 1, argv + 1);
     if (!strcmp(verb, "report")) return tpa_cmd_report(argc - 1, argv + 1);
     if (!strcmp(verb, "gate")) return tpa_cmd_gate(argc - 1, argv + 1);
     if (!strcmp(verb, "diff")) return tpa_cmd_diff(argc - 1, argv + 1);
     if (!strcmp(verb, "kinds")) return tpa_cmd_kinds(argc - 1, argv + 1);
-    if (!strcmp(verb, "-h") || !strcmp(verb, "--help") || !strcmp(verb, "help")) { usage(stdout); return TPA_EXIT_OK; }
-    if (!strcmp(verb, "-V") || !strcmp(verb, "--version")) { puts("tpaudit " TPA_TOOL_VERSION); return TPA_EXIT_OK; }
+    if (!strcmp(verb, "-h") || !strcmp(verb, "--help") || !strcmp(verb, "help")) {
+        usage(stdout);
+        return TPA_EXIT_OK;
+    }
+    if (!strcmp(verb, "-V") || !strcmp(verb, "--version")) {
+        puts("tpaudit " TPA_TOOL_VERSION);
+        return TPA_EXIT_OK;
+    }
     const char *near = suggest(verb);
     if (near)
-        fprintf(stderr, "tpaudit: unknown command '%s'; did you mean %s? (tpaudit --help lists the commands)\n", verb, near);
+        fprintf(stderr, "tpaudit: unknown command '%s'; did you mean %s? (tpaudit --help lists the commands)\n", verb,
+                near);
     else if (verb[0] == '-')
         fprintf(stderr, "tpaudit: unknown option '%s' (tpaudit --help lists the commands)\n", verb);
     else

@@ -22,7 +22,10 @@
 
 static int render_to_fd(int fd, int (*render)(const tpa_report_t *, FILE *), const tpa_report_t *report) {
     FILE *f = fdopen(fd, "w");
-    if (!f) { close(fd); return -1; }
+    if (!f) {
+        close(fd);
+        return -1;
+    }
     int rc = render(report, f);
     if (fclose(f) != 0) rc = -1;
     return rc;
@@ -31,12 +34,18 @@ static int render_to_fd(int fd, int (*render)(const tpa_report_t *, FILE *), con
 int tpa_write_output(const char *path, int (*render)(const tpa_report_t *, FILE *), const tpa_report_t *report,
                      char *why, size_t why_len) {
     if (!path || !strcmp(path, "-")) {
-        if (render(report, stdout) || fflush(stdout)) { snprintf(why, why_len, "cannot write to stdout: %s", strerror(errno)); return -1; }
+        if (render(report, stdout) || fflush(stdout)) {
+            snprintf(why, why_len, "cannot write to stdout: %s", strerror(errno));
+            return -1;
+        }
         return 0;
     }
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-        if (S_ISDIR(sb.st_mode)) { snprintf(why, why_len, "cannot write report to %s: it is a directory", path); return -1; }
+        if (S_ISDIR(sb.st_mode)) {
+            snprintf(why, why_len, "cannot write report to %s: it is a directory", path);
+            return -1;
+        }
         int fd = open(path, O_WRONLY | O_TRUNC | O_NOCTTY | O_CLOEXEC);
         if (fd < 0 || render_to_fd(fd, render, report)) {
             snprintf(why, why_len, "cannot write report to %s: %s", path, strerror(errno));
@@ -53,14 +62,20 @@ int tpa_write_output(const char *path, int (*render)(const tpa_report_t *, FILE 
         return -1;
     }
     int fd = mkstemp(tmp);
-    if (fd < 0) { snprintf(why, why_len, "cannot write report to %s: %s", path, strerror(errno)); return -1; }
+    if (fd < 0) {
+        snprintf(why, why_len, "cannot write report to %s: %s", path, strerror(errno));
+        return -1;
+    }
     mode_t mask = umask(0);
     umask(mask);
     /* keep an existing report's mode; a new one gets the usual 0666 & ~umask */
     fchmod(fd, stat(target, &sb) == 0 ? (sb.st_mode & 07777) : (0666 & ~mask));
     int rc = render_to_fd(fd, render, report);
     int saved = errno;
-    if (rc == 0 && rename(tmp, target) != 0) { rc = -1; saved = errno; }
+    if (rc == 0 && rename(tmp, target) != 0) {
+        rc = -1;
+        saved = errno;
+    }
     if (rc != 0) {
         unlink(tmp);
         snprintf(why, why_len, "cannot write report to %s: %s", path, strerror(saved));
@@ -69,19 +84,34 @@ int tpa_write_output(const char *path, int (*render)(const tpa_report_t *, FILE 
 }
 
 int tpa_parse_size(const char *text, int64_t *bytes) {
-    static const struct { const char *unit; double scale; } UNITS[] = {
-        {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-        {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0},
-        {"T", 1099511627776.0}};
+    static const struct {
+        const char *unit;
+        double scale;
+    } UNITS[] = {{"", 1},
+                 {"B", 1},
+                 {"KiB", 1024.0},
+                 {"MiB", 1048576.0},
+                 {"GiB", 1073741824.0},
+                 {"TiB", 1099511627776.0},
+                 {"KB", 1e3},
+                 {"MB", 1e6},
+                 {"GB", 1e9},
+                 {"TB", 1e12},
+                 {"K", 1024.0},
+                 {"M", 1048576.0},
+                 {"G", 1073741824.0},
+                 {"T", 1099511627776.0}};
     const char *p = text;
     while (isspace((unsigned char)*p)) p++;
     /* a decimal number only (strtod alone would also take inf, nan and hex) */
     const char *q = p;
     int digits = 0;
     while (isdigit((unsigned char)*q)) q++, digits++;
-    if (*q == '.') for (q++; isdigit((unsigned char)*q); q++) digits++;
+    if (*q == '.')
+        for (q++; isdigit((unsigned char)*q); q++) digits++;
     if (!digits) return -1;
-    if ((*q == 'e' || *q == 'E') && (isdigit((unsigned char)q[1]) || ((q[1] == '+' || q[1] == '-') && isdigit((unsigned char)q[2])))) {
+    if ((*q == 'e' || *q == 'E') &&
+        (isdigit((unsigned char)q[1]) || ((q[1] == '+' || q[1] == '-') && isdigit((unsigned char)q[2])))) {
         q += 2;
         while (isdigit((unsigned char)*q)) q++;
     }
@@ -101,7 +131,10 @@ int tpa_parse_size(const char *text, int64_t *bytes) {
 
 void tpa_option_error(const char *verb, int c, char **argv) {
     const char *arg = optind > 0 ? argv[optind - 1] : "";
-    if (c == ':') fprintf(stderr, "tpaudit: %s: option '%s' needs a value (see tpaudit %s --help)\n", verb, tpa_term(arg), verb);
-    else if (optopt && optopt != '?') fprintf(stderr, "tpaudit: %s: unknown option '-%c' (see tpaudit %s --help)\n", verb, optopt, verb);
-    else fprintf(stderr, "tpaudit: %s: unknown option '%s' (see tpaudit %s --help)\n", verb, tpa_term(arg), verb);
+    if (c == ':')
+        fprintf(stderr, "tpaudit: %s: option '%s' needs a value (see tpaudit %s --help)\n", verb, tpa_term(arg), verb);
+    else if (optopt && optopt != '?')
+        fprintf(stderr, "tpaudit: %s: unknown option '-%c' (see tpaudit %s --help)\n", verb, optopt, verb);
+    else
+        fprintf(stderr, "tpaudit: %s: unknown option '%s' (see tpaudit %s --help)\n", verb, tpa_term(arg), verb);
 }

@@ -26,13 +26,22 @@ int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *
     *n_files = 0;
     for (int i = 0; i < n; i++) {
         struct stat sb;
-        if (stat(args[i], &sb) != 0) { snprintf(why, why_len, "%s: no such file or directory", args[i]); return -1; }
+        if (stat(args[i], &sb) != 0) {
+            snprintf(why, why_len, "%s: no such file or directory", args[i]);
+            return -1;
+        }
         if (!S_ISDIR(sb.st_mode)) {
-            if (add_path(files, n_files, args[i])) { snprintf(why, why_len, "out of memory"); return -1; }
+            if (add_path(files, n_files, args[i])) {
+                snprintf(why, why_len, "out of memory");
+                return -1;
+            }
             continue;
         }
         DIR *d = opendir(args[i]);
-        if (!d) { snprintf(why, why_len, "cannot read directory %s", args[i]); return -1; }
+        if (!d) {
+            snprintf(why, why_len, "cannot read directory %s", args[i]);
+            return -1;
+        }
         size_t before = *n_files;
         struct dirent *e;
         while ((e = readdir(d))) {
@@ -42,13 +51,23 @@ int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *
             snprintf(full, sizeof full, "%s/%s", args[i], e->d_name);
             struct stat eb; /* a FIFO or device named *.db in a directory is not a database */
             if (stat(full, &eb) == 0 && !S_ISREG(eb.st_mode)) continue;
-            if (add_path(files, n_files, full)) { closedir(d); snprintf(why, why_len, "out of memory"); return -1; }
+            if (add_path(files, n_files, full)) {
+                closedir(d);
+                snprintf(why, why_len, "out of memory");
+                return -1;
+            }
         }
         closedir(d);
-        if (*n_files == before) { snprintf(why, why_len, "%s holds no tpaudit databases (*.db)", args[i]); return -1; }
+        if (*n_files == before) {
+            snprintf(why, why_len, "%s holds no tpaudit databases (*.db)", args[i]);
+            return -1;
+        }
         qsort(*files + before, *n_files - before, sizeof **files, cmp_str);
     }
-    if (!*n_files) { snprintf(why, why_len, "no databases given"); return -1; }
+    if (!*n_files) {
+        snprintf(why, why_len, "no databases given");
+        return -1;
+    }
     return 0;
 }
 

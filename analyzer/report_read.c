@@ -22,7 +22,10 @@ static char *read_json_text(const char *path, size_t *len) {
     if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > MAX_REPORT_BYTES) return NULL;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) return NULL;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > MAX_REPORT_BYTES) { close(fd); return NULL; }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > MAX_REPORT_BYTES) {
+        close(fd);
+        return NULL;
+    }
     char *text = malloc((size_t)sb.st_size + 1);
     size_t n = 0;
     while (text && n < (size_t)sb.st_size) {
@@ -36,7 +39,10 @@ static char *read_json_text(const char *path, size_t *len) {
     text[n] = 0;
     const char *p = text;
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    if (*p != '{') { free(text); return NULL; }
+    if (*p != '{') {
+        free(text);
+        return NULL;
+    }
     *len = n;
     return text;
 }
@@ -61,7 +67,10 @@ int tpa_read_json_report(const char *path, tpa_report_t *r, char *why, size_t wh
     free(text);
     const tpa_json_t *format = tpa_json_get(doc, "format"), *findings = tpa_json_get(doc, "findings");
     int64_t version = 0;
-    if (!doc) { snprintf(why, why_len, "%s is not valid JSON", path); return -1; }
+    if (!doc) {
+        snprintf(why, why_len, "%s is not valid JSON", path);
+        return -1;
+    }
     if (!tpa_json_str(format) || strcmp(tpa_json_str(format), "tpaudit-report") ||
         tpa_json_type(findings) != TPA_JSON_ARRAY) {
         snprintf(why, why_len, "%s is JSON but not a tpaudit report", path);
@@ -75,7 +84,11 @@ int tpa_read_json_report(const char *path, tpa_report_t *r, char *why, size_t wh
     }
     size_t n = tpa_json_len(findings);
     r->findings = calloc(n ? n : 1, sizeof *r->findings);
-    if (!r->findings) { tpa_json_free(doc); snprintf(why, why_len, "out of memory"); return -1; }
+    if (!r->findings) {
+        tpa_json_free(doc);
+        snprintf(why, why_len, "out of memory");
+        return -1;
+    }
     for (size_t i = 0; i < n; i++) {
         const tpa_json_t *f = tpa_json_at(findings, i);
         const char *kind = tpa_json_str(tpa_json_get(f, "kind")), *severity = tpa_json_str(tpa_json_get(f, "severity"));

@@ -26,19 +26,31 @@ static struct sigaction g_saved_pipe;
  * group, tpaudit with it), SIGCHLD and the uncatchable ones stay as they are. */
 static int forwardable(int sig) {
     switch (sig) {
-    case SIGKILL: case SIGSTOP: case SIGCHLD: case SIGSEGV: case SIGBUS: case SIGFPE:
-    case SIGILL: case SIGTRAP: case SIGSYS: case SIGABRT: case SIGPIPE:
-    case SIGTSTP: case SIGTTIN: case SIGTTOU:
-        return 0;
-    default:
-        return 1;
+    case SIGKILL:
+    case SIGSTOP:
+    case SIGCHLD:
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL:
+    case SIGTRAP:
+    case SIGSYS:
+    case SIGABRT:
+    case SIGPIPE:
+    case SIGTSTP:
+    case SIGTTIN:
+    case SIGTTOU: return 0;
+    default: return 1;
     }
 }
 
 static void on_signal(int sig, siginfo_t *info, void *uctx) {
     (void)uctx;
     pid_t child = g_child;
-    if (child <= 0) { g_stop = 1; return; }
+    if (child <= 0) {
+        g_stop = 1;
+        return;
+    }
     /* Sent by the kernel to our foreground process group, which the child
      * is still in: it has this signal already. */
     if (info && info->si_code == SI_KERNEL && getpgid(child) == g_pgrp) return;

@@ -51,7 +51,7 @@ static char *readable_name(const char *name) {
 #define MAX_SESSIONS 128
 typedef struct session {
     char *path;
-    Dwfl *dwfl;        /* NULL: not readable */
+    Dwfl *dwfl; /* NULL: not readable */
     Dwfl_Module *mod;
     Dwarf_Addr base;
 } session_t;
@@ -73,7 +73,11 @@ static const session_t *session_for(const char *path) {
     if (!s->dwfl) return s;
     s->mod = dwfl_report_offline(s->dwfl, path, path, -1);
     dwfl_report_end(s->dwfl, NULL, NULL);
-    if (!s->mod) { dwfl_end(s->dwfl); s->dwfl = NULL; return s; }
+    if (!s->mod) {
+        dwfl_end(s->dwfl);
+        s->dwfl = NULL;
+        return s;
+    }
     dwfl_module_info(s->mod, NULL, &s->base, NULL, NULL, NULL, NULL, NULL);
     return s;
 }
@@ -90,15 +94,27 @@ static void resolve_in_file(const char *path, uint64_t offset, tpa_frame_t *fram
     if (line) {
         int lineno = 0;
         const char *src = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
-        if (src) { frame->file = tpa_strdup(src); frame->line = lineno; }
+        if (src) {
+            frame->file = tpa_strdup(src);
+            frame->line = lineno;
+        }
     }
 }
 
 /* The module table of one database, in memory and sorted by `low`, with
  * the running maximum of `high` so an address is found by binary search
  * (the latest-loaded module containing it wins, as in the table). */
-typedef struct module_row { int64_t id; char *path; uint64_t base; int64_t low, high, max_high; } module_row_t;
-static struct { sqlite3 *db; module_row_t *v; size_t n; } g_modules;
+typedef struct module_row {
+    int64_t id;
+    char *path;
+    uint64_t base;
+    int64_t low, high, max_high;
+} module_row_t;
+static struct {
+    sqlite3 *db;
+    module_row_t *v;
+    size_t n;
+} g_modules;
 
 static int by_low(const void *a, const void *b) {
     const module_row_t *x = a, *y = b;
@@ -117,7 +133,9 @@ static void load_modules(sqlite3 *db) {
     tpa_symbolize_forget(g_modules.db);
     g_modules.db = db;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT id, path, base, low, high FROM module WHERE high > low", -1, &st, NULL) != SQLITE_OK) return;
+    if (sqlite3_prepare_v2(db, "SELECT id, path, base, low, high FROM module WHERE high > low", -1, &st, NULL) !=
+        SQLITE_OK)
+        return;
     size_t cap = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
         if (g_modules.n == cap) {
@@ -128,9 +146,9 @@ static void load_modules(sqlite3 *db) {
             cap = grown;
         }
         const char *path = (const char *)sqlite3_column_text(st, 1);
-        g_modules.v[g_modules.n++] = (module_row_t){sqlite3_column_int64(st, 0), tpa_strdup(path ? path : ""),
-                                                   (uint64_t)sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
-                                                   sqlite3_column_int64(st, 4), 0};
+        g_modules.v[g_modules.n++] = (module_row_t){sqlite3_column_int64(st, 0),           tpa_strdup(path ? path : ""),
+                                                    (uint64_t)sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
+                                                    sqlite3_column_int64(st, 4),           0};
     }
     sqlite3_finalize(st);
     if (g_modules.n) qsort(g_modules.v, g_modules.n, sizeof *g_modules.v, by_low);
@@ -147,7 +165,10 @@ static const module_row_t *module_of(uint64_t ip) {
     size_t lo = 0, hi = g_modules.n; /* first row with low > a */
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (g_modules.v[mid].low <= a) lo = mid + 1; else hi = mid;
+        if (g_modules.v[mid].low <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     const module_row_t *best = NULL;
     for (size_t i = lo; i-- > 0;) {
@@ -199,7 +220,10 @@ int tpa_symbolize_stack(sqlite3 *db, int64_t stack_id, tpa_frames_t *out) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "SELECT depth, ips FROM stack WHERE id=?1", -1, &st, NULL) != SQLITE_OK) return -1;
     sqlite3_bind_int64(st, 1, stack_id);
-    if (sqlite3_step(st) != SQLITE_ROW) { sqlite3_finalize(st); return 0; }
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        sqlite3_finalize(st);
+        return 0;
+    }
     load_modules(db);
     int depth = sqlite3_column_int(st, 0);
     const unsigned char *ips = sqlite3_column_blob(st, 1);

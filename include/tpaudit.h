@@ -50,12 +50,12 @@ extern "C" {
 #define TPAUDIT_ABI_VERSION 1
 
 /* Status codes. */
-#define TPAUDIT_OK 0
+#define TPAUDIT_OK         0
 #define TPAUDIT_ENOTLOADED (-1) /* the shim is not in this process */
-#define TPAUDIT_EINVAL (-2)     /* bad argument (NULL struct, size 0, ...) */
-#define TPAUDIT_EDISABLED (-3)  /* the shim turned itself off */
-#define TPAUDIT_EDROPPED (-4)   /* event ring full: the event was counted as lost */
-#define TPAUDIT_ENOAUDIT (-5)   /* tensor or ref recorded with no audit open */
+#define TPAUDIT_EINVAL     (-2) /* bad argument (NULL struct, size 0, ...) */
+#define TPAUDIT_EDISABLED  (-3) /* the shim turned itself off */
+#define TPAUDIT_EDROPPED   (-4) /* event ring full: the event was counted as lost */
+#define TPAUDIT_ENOAUDIT   (-5) /* tensor or ref recorded with no audit open */
 
 /* Who holds a tensor. */
 enum tpaudit_holder_kind {
@@ -89,66 +89,70 @@ enum tpaudit_region_op { TPAUDIT_REGION_ALLOC = 1, TPAUDIT_REGION_FREE = 2 };
 /* Facts about one tensor, recorded inside an open audit. */
 typedef struct tpaudit_tensor {
     size_t struct_size;
-    uint64_t key;               /* identity: stable for the tensor's life (id(), pointer) */
-    const char *name;           /* best name: "transformer.wte.weight"; NULL if unknown */
-    int ndim;                   /* global shape (a DTensor's full shape) */
+    uint64_t key;     /* identity: stable for the tensor's life (id(), pointer) */
+    const char *name; /* best name: "transformer.wte.weight"; NULL if unknown */
+    int ndim;         /* global shape (a DTensor's full shape) */
     const int64_t *shape;
-    int local_ndim;             /* local shard's shape; local_shape NULL = same as global */
+    int local_ndim; /* local shard's shape; local_shape NULL = same as global */
     const int64_t *local_shape;
-    const char *dtype;          /* "float32", "bfloat16", ... */
-    const char *device;         /* "cpu", "cuda:0", "meta" */
-    uint64_t storage_ptr;       /* data pointer of the storage; 0 for meta or freed */
-    uint64_t storage_bytes;     /* bytes of the whole storage; 0 for meta or freed */
-    uint64_t nbytes;            /* bytes of this tensor's own elements */
+    const char *dtype;      /* "float32", "bfloat16", ... */
+    const char *device;     /* "cpu", "cuda:0", "meta" */
+    uint64_t storage_ptr;   /* data pointer of the storage; 0 for meta or freed */
+    uint64_t storage_bytes; /* bytes of the whole storage; 0 for meta or freed */
+    uint64_t nbytes;        /* bytes of this tensor's own elements */
     int requires_grad;
     int has_grad;
-    const char *type;           /* "Parameter", "DTensor", "Tensor", "tprt.param", ... */
-    int64_t storage_offset;     /* elements from the storage's start (a view's offset); 0 */
+    const char *type;       /* "Parameter", "DTensor", "Tensor", "tprt.param", ... */
+    int64_t storage_offset; /* elements from the storage's start (a view's offset); 0 */
 } tpaudit_tensor_t;
 
 /* One holder -> tensor reference, recorded inside an open audit. */
 typedef struct tpaudit_ref {
     size_t struct_size;
-    int holder_kind;            /* enum tpaudit_holder_kind */
-    const char *holder_class;   /* "AdamW", "GPT2LMHeadModel", "MixedPrecisionOptimizer" */
-    uint64_t holder_id;         /* identity of the holder object */
-    const char *path;           /* "param_groups[0].params[3]", "state[k].exp_avg",
+    int holder_kind;          /* enum tpaudit_holder_kind */
+    const char *holder_class; /* "AdamW", "GPT2LMHeadModel", "MixedPrecisionOptimizer" */
+    uint64_t holder_id;       /* identity of the holder object */
+    const char *path;         /* "param_groups[0].params[3]", "state[k].exp_avg",
                                    "transformer.wte.weight", "master_to_working_map[2]" */
-    int role;                   /* enum tpaudit_ref_role */
+    int role;                 /* enum tpaudit_ref_role */
     uint64_t tensor_key;
-    uint64_t peer_key;          /* see enum tpaudit_ref_role; 0 when unused */
+    uint64_t peer_key; /* see enum tpaudit_ref_role; 0 when unused */
 } tpaudit_ref_t;
 
 /* A lifecycle event with where it happened. */
 typedef struct tpaudit_event {
     size_t struct_size;
-    int kind;                   /* enum tpaudit_event_kind */
-    const char *name;           /* parameter or module path, or optimizer class */
+    int kind;         /* enum tpaudit_event_kind */
+    const char *name; /* parameter or module path, or optimizer class */
     const char *holder_class;
     uint64_t holder_id;
     uint64_t old_key;
     uint64_t new_key;
-    const char *detail;         /* free text: "Embedding(50257, 768) -> Embedding(50260, 768)" */
-    const char *py_stack;       /* Python stack, one "file:line:function" per line,
+    const char *detail;   /* free text: "Embedding(50257, 768) -> Embedding(50260, 768)" */
+    const char *py_stack; /* Python stack, one "file:line:function" per line,
                                    innermost first; NULL if none */
-    int capture_native;         /* nonzero: the shim records the caller's native stack */
+    int capture_native;   /* nonzero: the shim records the caller's native stack */
 } tpaudit_event_t;
 
 /* A device or host memory region a runtime carved itself (arena, slab). */
 typedef struct tpaudit_region {
     size_t struct_size;
-    int op;                     /* enum tpaudit_region_op */
+    int op; /* enum tpaudit_region_op */
     uint64_t address;
-    uint64_t bytes;             /* ignored for free */
-    int device;                 /* CUDA ordinal, -1 for host */
-    const char *label;          /* "tprt.params", ... */
+    uint64_t bytes;    /* ignored for free */
+    int device;        /* CUDA ordinal, -1 for host */
+    const char *label; /* "tprt.params", ... */
     int capture_native;
 } tpaudit_region_t;
 
-#define TPAUDIT_INIT_TENSOR {sizeof(tpaudit_tensor_t), 0, NULL, 0, NULL, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, 0}
-#define TPAUDIT_INIT_REF {sizeof(tpaudit_ref_t), 0, NULL, 0, NULL, 0, 0, 0}
-#define TPAUDIT_INIT_EVENT {sizeof(tpaudit_event_t), 0, NULL, NULL, 0, 0, 0, NULL, NULL, 0}
-#define TPAUDIT_INIT_REGION {sizeof(tpaudit_region_t), 0, 0, 0, -1, NULL, 0}
+#define TPAUDIT_INIT_TENSOR \
+    { sizeof(tpaudit_tensor_t), 0, NULL, 0, NULL, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, 0 }
+#define TPAUDIT_INIT_REF \
+    { sizeof(tpaudit_ref_t), 0, NULL, 0, NULL, 0, 0, 0 }
+#define TPAUDIT_INIT_EVENT \
+    { sizeof(tpaudit_event_t), 0, NULL, NULL, 0, 0, 0, NULL, NULL, 0 }
+#define TPAUDIT_INIT_REGION \
+    { sizeof(tpaudit_region_t), 0, 0, 0, -1, NULL, 0 }
 
 /* ---- exported by libtpaudit.so (C ABI, also used through ctypes) ---- */
 typedef int (*tpaudit_v1_abi_version_fn)(void);
@@ -193,10 +197,9 @@ static inline void *tpaudit__resolve(void *volatile *slot, const char *symbol) {
     return fn;
 }
 
-#define TPAUDIT__BIND(name)                                                             \
-    static void *volatile tpaudit__slot = TPAUDIT__UNRESOLVED;                          \
-    tpaudit_v1_##name##_fn fn =                                                         \
-        (tpaudit_v1_##name##_fn)tpaudit__resolve(&tpaudit__slot, "tpaudit_v1_" #name);
+#define TPAUDIT__BIND(name)                                    \
+    static void *volatile tpaudit__slot = TPAUDIT__UNRESOLVED; \
+    tpaudit_v1_##name##_fn fn = (tpaudit_v1_##name##_fn)tpaudit__resolve(&tpaudit__slot, "tpaudit_v1_" #name);
 
 /* ABI version of the loaded shim; 0 when the shim is not loaded. */
 static inline int tpaudit_abi_version(void) {

@@ -11,15 +11,15 @@
 
 /* How a kind's severity is decided. */
 enum tpa_severity_rule {
-    TPA_SEVERITY_ERROR,                  /* always an error */
+    TPA_SEVERITY_ERROR,                   /* always an error */
     TPA_SEVERITY_WARNING_UNLESS_SUCCESSOR /* a warning, an error when it is the live successor of a stale finding */
 };
 
 /* Which optimizer state a finding's state_bytes counts. */
 enum tpa_state_rule {
-    TPA_STATE_NONE,   /* none */
-    TPA_STATE_OWN,    /* the state the optimizer keeps keyed by the tensor */
-    TPA_STATE_MASTER  /* the master its map entry pairs it with, and that master's state */
+    TPA_STATE_NONE,  /* none */
+    TPA_STATE_OWN,   /* the state the optimizer keeps keyed by the tensor */
+    TPA_STATE_MASTER /* the master its map entry pairs it with, and that master's state */
 };
 
 typedef struct tpa_kind {
@@ -29,9 +29,9 @@ typedef struct tpa_kind {
     const char *text_label; /* its label in the text report */
     const char *summary;    /* what it means, in one line (`tpaudit kinds`) */
     enum tpa_severity_rule severity;
-    int retains;            /* its storage counts toward retained bytes */
-    int view_keeps_own;     /* a view into storage live params share still retains its own bytes */
-    int has_successor;      /* a live successor is looked for */
+    int retains;        /* its storage counts toward retained bytes */
+    int view_keeps_own; /* a view into storage live params share still retains its own bytes */
+    int has_successor;  /* a live successor is looked for */
     enum tpa_state_rule state;
     const char *holder_fallback; /* holder class when none was recorded */
     const char *state_words;     /* what its state bytes are, in the message */

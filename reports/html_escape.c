@@ -20,17 +20,25 @@ static size_t utf8_sequence(const unsigned char *p, size_t n, unsigned *cp) {
     unsigned b = p[0];
     size_t len;
     unsigned lo = 0x80, hi = 0xBF;
-    if (b < 0x80) { *cp = b; return 1; }
-    if (b >= 0xC2 && b <= 0xDF) { len = 2; *cp = b & 0x1F; }
-    else if (b >= 0xE0 && b <= 0xEF) {
-        len = 3; *cp = b & 0x0F;
+    if (b < 0x80) {
+        *cp = b;
+        return 1;
+    }
+    if (b >= 0xC2 && b <= 0xDF) {
+        len = 2;
+        *cp = b & 0x1F;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        len = 3;
+        *cp = b & 0x0F;
         if (b == 0xE0) lo = 0xA0;
         if (b == 0xED) hi = 0x9F; /* no surrogates */
     } else if (b >= 0xF0 && b <= 0xF4) {
-        len = 4; *cp = b & 0x07;
+        len = 4;
+        *cp = b & 0x07;
         if (b == 0xF0) lo = 0x90;
         if (b == 0xF4) hi = 0x8F; /* nothing above U+10FFFF */
-    } else return 0;
+    } else
+        return 0;
     if (n < len) return 0;
     for (size_t i = 1; i < len; i++) {
         unsigned c = p[i];
@@ -42,9 +50,10 @@ static size_t utf8_sequence(const unsigned char *p, size_t n, unsigned *cp) {
 
 static int displayable(unsigned cp) {
     if (cp == '\t' || cp == '\n') return 1;
-    if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) return 0;           /* C0, DEL, C1 */
+    if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) return 0;                   /* C0, DEL, C1 */
     if ((cp >= 0xFDD0 && cp <= 0xFDEF) || (cp & 0xFFFE) == 0xFFFE) return 0; /* noncharacters */
-    if (cp == 0x061C || cp == 0x200E || cp == 0x200F || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069))
+    if (cp == 0x061C || cp == 0x200E || cp == 0x200F || (cp >= 0x202A && cp <= 0x202E) ||
+        (cp >= 0x2066 && cp <= 0x2069))
         return 0; /* bidirectional controls: a stored name must not reorder the text after it */
     return 1;
 }
@@ -55,7 +64,11 @@ void html_put_n(FILE *out, const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned cp = 0;
         size_t len = utf8_sequence(p + i, n - i, &cp);
-        if (!len || !displayable(cp)) { fputs(REPLACEMENT, out); i += len ? len : 1; continue; }
+        if (!len || !displayable(cp)) {
+            fputs(REPLACEMENT, out);
+            i += len ? len : 1;
+            continue;
+        }
         switch (cp) {
         case '&': fputs("&amp;", out); break;
         case '<': fputs("&lt;", out); break;
@@ -74,9 +87,12 @@ void html_put(FILE *out, const char *s) {
 
 /* Appends the UTF-8 encoding of cp to buf at *len. */
 static void put_utf8(char *buf, size_t *len, unsigned cp) {
-    if (cp < 0x80) buf[(*len)++] = (char)cp;
-    else if (cp < 0x800) { buf[(*len)++] = (char)(0xC0 | cp >> 6); buf[(*len)++] = (char)(0x80 | (cp & 0x3F)); }
-    else {
+    if (cp < 0x80)
+        buf[(*len)++] = (char)cp;
+    else if (cp < 0x800) {
+        buf[(*len)++] = (char)(0xC0 | cp >> 6);
+        buf[(*len)++] = (char)(0x80 | (cp & 0x3F));
+    } else {
         if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD; /* a lone surrogate */
         buf[(*len)++] = (char)(0xE0 | cp >> 12);
         buf[(*len)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
@@ -92,23 +108,41 @@ static char *json_string(const char **pp) {
     char *buf = malloc(cap);
     if (!buf) return NULL;
     while (*p && *p != '"') {
-        if (*p != '\\') { buf[len++] = *p++; continue; }
+        if (*p != '\\') {
+            buf[len++] = *p++;
+            continue;
+        }
         p++;
         const char *simple = strchr("\"\\/bfnrt", *p), *to = "\"\\/\b\f\n\r\t";
-        if (*p && simple) { buf[len++] = to[simple - "\"\\/bfnrt"]; p++; continue; }
-        if (*p != 'u') { free(buf); return NULL; }
+        if (*p && simple) {
+            buf[len++] = to[simple - "\"\\/bfnrt"];
+            p++;
+            continue;
+        }
+        if (*p != 'u') {
+            free(buf);
+            return NULL;
+        }
         unsigned cp = 0;
         for (int i = 1; i <= 4; i++) {
             char c = p[i];
-            unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
-                       : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16;
-            if (d == 16) { free(buf); return NULL; }
+            unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                         : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                         : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
+                                                : 16;
+            if (d == 16) {
+                free(buf);
+                return NULL;
+            }
             cp = cp << 4 | d;
         }
         p += 5;
         put_utf8(buf, &len, cp ? cp : 0xFFFD);
     }
-    if (*p != '"') { free(buf); return NULL; }
+    if (*p != '"') {
+        free(buf);
+        return NULL;
+    }
     buf[len] = 0;
     *pp = p + 1;
     return buf;
@@ -152,7 +186,10 @@ void html_argv_free(char **argv, size_t n) {
 void html_put_argv(FILE *out, const char *json) {
     size_t n;
     char **argv = html_argv_parse(json, &n);
-    if (!argv) { html_put(out, json); return; }
+    if (!argv) {
+        html_put(out, json);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         int quote = !argv[i][0] || strpbrk(argv[i], " \t\n\"'\\$`") != NULL;
         if (i) fputc(' ', out);
@@ -167,16 +204,23 @@ void html_fmt(FILE *out, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     for (const char *p = fmt; *p; p++) {
-        if (p[0] == '%' && p[1] == 's') { html_put(out, va_arg(ap, const char *)); p++; }
-        else if (p[0] == '%' && p[1] == '%') { fputc('%', out); p++; }
-        else fputc(*p, out);
+        if (p[0] == '%' && p[1] == 's') {
+            html_put(out, va_arg(ap, const char *));
+            p++;
+        } else if (p[0] == '%' && p[1] == '%') {
+            fputc('%', out);
+            p++;
+        } else
+            fputc(*p, out);
     }
     va_end(ap);
 }
 
 void html_put_run_name(FILE *out, const tpa_run_t *run) {
-    if (run->has_rank) fprintf(out, "rank %lld", (long long)run->rank);
-    else fprintf(out, "pid %lld", (long long)run->pid);
+    if (run->has_rank)
+        fprintf(out, "rank %lld", (long long)run->rank);
+    else
+        fprintf(out, "pid %lld", (long long)run->pid);
 }
 
 void html_put_bytes(FILE *out, int64_t bytes) {

@@ -73,7 +73,8 @@ static void put_lib_row(FILE *out, const shown_t *s, const char *lib, int per_ra
     }
     fputs("<td class=\"num\">", out);
     html_put_bytes(out, total);
-    fprintf(out, "</td><td class=\"num\">%lld</td><td><span class=\"libbar\" style=\"width:%.0fpx\"></span></td></tr>\n",
+    fprintf(out,
+            "</td><td class=\"num\">%lld</td><td><span class=\"libbar\" style=\"width:%.0fpx\"></span></td></tr>\n",
             (long long)allocations, total > 0 ? 1 + 200.0 * (double)total / (double)largest : 0.0);
 }
 
@@ -83,13 +84,17 @@ void html_put_memory_by_library(FILE *out, const tpa_report_t *r, const size_t *
     size_t cols = 0;
     for (size_t i = 0; i < s->n_shown; i++) cols += r->runs[s->runs[i]].n_by_library > 0;
     if (!cols) {
-        fputs("<p class=\"note\">No device allocations were recorded (CUPTI did not run), so there is nothing to attribute.</p>\n", out);
+        fputs(
+            "<p class=\"note\">No device allocations were recorded (CUPTI did not run), so there is nothing to attribute.</p>\n",
+            out);
         return;
     }
     int per_rank = cols <= 8;
     int64_t largest = 1;
-    fputs("<p class=\"note\">Device memory live at each rank's judged audit, by the library that called the allocator.</p>\n"
-          "<table class=\"libs\"><thead><tr><th>library</th>", out);
+    fputs(
+        "<p class=\"note\">Device memory live at each rank's judged audit, by the library that called the allocator.</p>\n"
+        "<table class=\"libs\"><thead><tr><th>library</th>",
+        out);
     for (size_t i = 0; per_rank && i < s->n_shown; i++) {
         if (!r->runs[s->runs[i]].n_by_library) continue;
         fputs("<th class=\"num\">", out);
@@ -108,4 +113,3 @@ void html_put_memory_by_library(FILE *out, const tpa_report_t *r, const size_t *
     free(libs);
     fputs("</tbody></table>\n", out);
 }
-

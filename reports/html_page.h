@@ -53,12 +53,12 @@ void html_put_stack(FILE *out, const html_paths_t *p, const char *title, const t
 
 /* Scales shared by every rank's plots. */
 typedef struct html_scale {
-    int64_t t0_ns, t1_ns;  /* memory plots' time range, over all ranks */
-    int64_t mem_max;       /* memory plots' y maximum */
-    int64_t stale_max;     /* stale-bytes plots' y maximum */
-    int64_t *steps;        /* audit steps of all ranks, ascending, exit (-1) last */
+    int64_t t0_ns, t1_ns; /* memory plots' time range, over all ranks */
+    int64_t mem_max;      /* memory plots' y maximum */
+    int64_t stale_max;    /* stale-bytes plots' y maximum */
+    int64_t *steps;       /* audit steps of all ranks, ascending, exit (-1) last */
     size_t n_steps;
-    int any_memory;        /* a run has allocation records */
+    int any_memory; /* a run has allocation records */
 } html_scale_t;
 
 int html_scale_init(html_scale_t *s, const tpa_report_t *r);

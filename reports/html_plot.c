@@ -99,8 +99,11 @@ static double y_of(const axis_t *a, double v) {
 }
 
 static void svg_open(FILE *out, const char *cls, const char *label) {
-    fprintf(out, "<svg class=\"plot %s\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
-            "role=\"img\" aria-label=\"", cls, PLOT_W, PLOT_H, PLOT_W, PLOT_H);
+    fprintf(
+        out,
+        "<svg class=\"plot %s\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
+        "role=\"img\" aria-label=\"",
+        cls, PLOT_W, PLOT_H, PLOT_W, PLOT_H);
     html_put(out, label);
     fputs("\">\n", out);
 }
@@ -111,13 +114,17 @@ static void put_y_axis(FILE *out, const axis_t *a, const char *title) {
     for (int i = 0; i <= n; i++) {
         double v = i * a->step, y = y_of(a, v);
         fprintf(out, "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>", LEFT, PLOT_W - RIGHT, y, y);
-        if (i) fprintf(out, "<text class=\"tick y\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g %s</text>\n", LEFT - 6, y + 4,
-                       v / a->unit, a->unit_name);
-        else fprintf(out, "<text class=\"tick y\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">0</text>\n", LEFT - 6, y + 4);
+        if (i)
+            fprintf(out, "<text class=\"tick y\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g %s</text>\n", LEFT - 6,
+                    y + 4, v / a->unit, a->unit_name);
+        else
+            fprintf(out, "<text class=\"tick y\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">0</text>\n", LEFT - 6, y + 4);
     }
     fprintf(out, "<text class=\"axis-title\" x=\"%d\" y=\"%d\">%s</text>\n", 4, TOP - 12, title);
-    fprintf(out, "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/><line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>\n",
-            LEFT, LEFT, TOP, PLOT_H - BOTTOM, LEFT, PLOT_W - RIGHT, PLOT_H - BOTTOM, PLOT_H - BOTTOM);
+    fprintf(
+        out,
+        "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/><line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>\n",
+        LEFT, LEFT, TOP, PLOT_H - BOTTOM, LEFT, PLOT_W - RIGHT, PLOT_H - BOTTOM, PLOT_H - BOTTOM);
 }
 
 /* Where a label of text centred at x goes, kept inside the plot. */
@@ -141,8 +148,10 @@ static int put_x_label(FILE *out, double x, double y, const char *cls, const cha
 }
 
 static void step_name(int64_t step, char *buf, size_t len) {
-    if (step < 0) snprintf(buf, len, "exit");
-    else snprintf(buf, len, "%lld", (long long)step);
+    if (step < 0)
+        snprintf(buf, len, "exit");
+    else
+        snprintf(buf, len, "%lld", (long long)step);
 }
 
 /* The time axis in seconds (or ms) since the first record of any rank. */
@@ -156,11 +165,14 @@ static void put_time_axis(FILE *out, double span) {
         double x = LEFT + INNER_W * v / (ms ? span / 1e6 : span / 1e9);
         char label[32];
         snprintf(label, sizeof label, "%g %s", v, ms ? "ms" : "s");
-        fprintf(out, "<line class=\"tickmark\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>", x, x, PLOT_H - BOTTOM, PLOT_H - BOTTOM + 4);
+        fprintf(out, "<line class=\"tickmark\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>", x, x, PLOT_H - BOTTOM,
+                PLOT_H - BOTTOM + 4);
         put_x_label(out, x, PLOT_H - BOTTOM + 16, "tick x", label, &right, PLOT_W + 6);
     }
-    fprintf(out, "\n<text class=\"axis-title\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">time since the first record of any rank</text>\n",
-            LEFT + INNER_W / 2, PLOT_H - 6);
+    fprintf(
+        out,
+        "\n<text class=\"axis-title\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">time since the first record of any rank</text>\n",
+        LEFT + INNER_W / 2, PLOT_H - 6);
 }
 
 /* The x of time `ts_ns` on the shared time range. */
@@ -194,11 +206,12 @@ static void put_audit_marks(FILE *out, const axis_t *a, const html_scale_t *s, d
         char label[40], bytes[32];
         mark_label(m, label, sizeof label);
         tpa_format_bytes(m->stale_bytes, bytes, sizeof bytes);
-        fprintf(out, "<g class=\"mark%s\"><title>audit %s at %.3f s: %s stale</title>", m->stale_bytes > 0 ? " stale" : "", label,
-                ((double)m->ts_ns - (double)s->t0_ns) / 1e9, bytes);
+        fprintf(out, "<g class=\"mark%s\"><title>audit %s at %.3f s: %s stale</title>",
+                m->stale_bytes > 0 ? " stale" : "", label, ((double)m->ts_ns - (double)s->t0_ns) / 1e9, bytes);
         fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>", x, x, TOP, PLOT_H - BOTTOM);
         fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\"/>", x, y_of(a, (double)m->stale_bytes));
-        if (i + 1 == run->n_marks) last_left = PLOT_W + 6;
+        if (i + 1 == run->n_marks)
+            last_left = PLOT_W + 6;
         else if (i == 0) {
             const tpa_audit_mark_t *l = &run->marks[run->n_marks - 1];
             char llabel[40];
@@ -238,7 +251,8 @@ void html_put_stale_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run)
     for (size_t i = 0; i < s->n_steps; i++) {
         double cx = LEFT + slot * ((double)i + 0.5);
         step_name(s->steps[i], name, sizeof name);
-        put_x_label(out, cx, PLOT_H - BOTTOM + 16, "tick x", name, &right, i + 1 == s->n_steps ? PLOT_W + 6 : last_left);
+        put_x_label(out, cx, PLOT_H - BOTTOM + 16, "tick x", name, &right,
+                    i + 1 == s->n_steps ? PLOT_W + 6 : last_left);
         const tpa_audit_mark_t *m = NULL;
         for (size_t k = 0; k < run->n_marks; k++)
             if ((run->marks[k].step < 0 ? -1 : run->marks[k].step) == s->steps[i]) m = &run->marks[k];
@@ -247,9 +261,13 @@ void html_put_stale_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run)
         tpa_format_bytes(m->stale_bytes, bytes, sizeof bytes);
         double y = y_of(&a, (double)m->stale_bytes), base = y_of(&a, 0);
         if (base - y < 2) y = base - 2; /* a clean audit still shows as a sliver */
-        fprintf(out, "<rect class=\"bar%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>%s%s: %s stale</title></rect>\n",
-                m->stale_bytes > 0 ? " stale" : "", cx - bar / 2, y, bar, base - y, s->steps[i] < 0 ? "" : "step ", name, bytes);
+        fprintf(
+            out,
+            "<rect class=\"bar%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>%s%s: %s stale</title></rect>\n",
+            m->stale_bytes > 0 ? " stale" : "", cx - bar / 2, y, bar, base - y, s->steps[i] < 0 ? "" : "step ", name,
+            bytes);
     }
-    fprintf(out, "<text class=\"axis-title\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">audit step</text>\n", LEFT + INNER_W / 2, PLOT_H - 6);
+    fprintf(out, "<text class=\"axis-title\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">audit step</text>\n",
+            LEFT + INNER_W / 2, PLOT_H - 6);
     fputs("</svg>\n", out);
 }

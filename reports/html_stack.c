@@ -38,7 +38,7 @@ static const char *base_name(const char *path) {
 
 int html_frame_is_user(const tpa_frame_t *f) {
     const char *path = f->module ? f->module : f->file;
-    if (!path || !*path || path[0] == '<') return 0;       /* <frozen importlib._bootstrap>, <string> */
+    if (!path || !*path || path[0] == '<') return 0; /* <frozen importlib._bootstrap>, <string> */
     if (after_packages(path) || stdlib_part(path)) return 0;
     if (strstr(path, "/share/tpaudit/python/")) return 0; /* the probe */
     if (f->module) {
@@ -70,7 +70,10 @@ static void common_dir(char *root, const char *path) {
 static char *dir_of(const char *path, size_t len) {
     while (len && path[len - 1] != '/') len--;
     char *d = malloc(len + 1);
-    if (d) { memcpy(d, path, len); d[len] = 0; }
+    if (d) {
+        memcpy(d, path, len);
+        d[len] = 0;
+    }
     return d;
 }
 
@@ -87,7 +90,8 @@ static const char *script_of(char **argv, size_t n) {
 /* Calls fn on every frame of every finding. */
 static void each_frame(const tpa_report_t *r, void (*fn)(const tpa_frame_t *, void *), void *ctx) {
     for (size_t i = 0; i < r->n_findings; i++) {
-        const tpa_frames_t *stacks[] = {&r->findings[i].created_at, &r->findings[i].replaced_at, &r->findings[i].alloc_stack};
+        const tpa_frames_t *stacks[] = {&r->findings[i].created_at, &r->findings[i].replaced_at,
+                                        &r->findings[i].alloc_stack};
         for (size_t s = 0; s < 3; s++)
             for (size_t k = 0; k < stacks[s]->n; k++) fn(&stacks[s]->v[k], ctx);
     }
@@ -109,14 +113,19 @@ static void visit(const tpa_frame_t *f, void *ctx) {
         if (len > sl && f->file[len - sl - 1] == '/' && !strcmp(f->file + len - sl, rs->script))
             if (!(rs->found = dir_of(f->file, len - sl))) rs->oom = 1;
     }
-    if (!rs->common) { if (!(rs->common = dir_of(f->file, len))) rs->oom = 1; }
-    else common_dir(rs->common, f->file);
+    if (!rs->common) {
+        if (!(rs->common = dir_of(f->file, len))) rs->oom = 1;
+    } else
+        common_dir(rs->common, f->file);
 }
 
 /* Adds a candidate root: the first one, then their common directory. */
 static void take(html_paths_t *p, char *dir) {
     if (!dir) return;
-    if (!p->root) { p->root = dir; return; }
+    if (!p->root) {
+        p->root = dir;
+        return;
+    }
     common_dir(p->root, dir);
     free(dir);
 }
@@ -128,7 +137,8 @@ int html_paths_init(html_paths_t *p, const tpa_report_t *r) {
         size_t n;
         char **argv = html_argv_parse(r->runs[i].argv, &n);
         const char *script = argv ? script_of(argv, n) : NULL;
-        if (script && script[0] == '/') take(p, dir_of(script, strlen(script)));
+        if (script && script[0] == '/')
+            take(p, dir_of(script, strlen(script)));
         else if (script) {
             while (!strncmp(script, "./", 2)) script += 2;
             rs.script = script;
@@ -143,10 +153,16 @@ int html_paths_init(html_paths_t *p, const tpa_report_t *r) {
         each_frame(r, visit, &rs);
         size_t slashes = 0;
         for (const char *c = rs.common; c && *c; c++) slashes += *c == '/';
-        if (slashes >= 3) { p->root = rs.common; rs.common = NULL; } /* "/a/b/" at least */
+        if (slashes >= 3) {
+            p->root = rs.common;
+            rs.common = NULL;
+        } /* "/a/b/" at least */
     }
     free(rs.common);
-    if (p->root && !p->root[0]) { free(p->root); p->root = NULL; }
+    if (p->root && !p->root[0]) {
+        free(p->root);
+        p->root = NULL;
+    }
     return rs.oom ? -1 : 0;
 }
 
@@ -199,11 +215,16 @@ void html_put_stack(FILE *out, const html_paths_t *p, const char *title, const t
     html_put(out, title);
     fputs("</h4>\n<ol class=\"frames\">\n", out);
     for (size_t i = 0, k = 0; i < fr->n && k < shown; i++)
-        if (!users || html_frame_is_user(&fr->v[i])) { put_item(out, p, &fr->v[i]); k++; }
+        if (!users || html_frame_is_user(&fr->v[i])) {
+            put_item(out, p, &fr->v[i]);
+            k++;
+        }
     fputs("</ol>\n", out);
     if (shown < fr->n) {
-        fprintf(out, "<details><summary>show all %zu frames (%zu in libraries folded)</summary>\n<ol class=\"frames all\">\n",
-                fr->n, fr->n - shown);
+        fprintf(
+            out,
+            "<details><summary>show all %zu frames (%zu in libraries folded)</summary>\n<ol class=\"frames all\">\n",
+            fr->n, fr->n - shown);
         for (size_t i = 0; i < fr->n; i++) put_item(out, p, &fr->v[i]);
         fputs("</ol></details>\n", out);
     }

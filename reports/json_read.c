@@ -14,17 +14,20 @@
 
 struct tpa_json {
     int type;
-    char *str;          /* TPA_JSON_STRING */
-    double num;         /* TPA_JSON_NUMBER */
-    int is_int;         /* the number is an integer that fits int64 */
+    char *str;  /* TPA_JSON_STRING */
+    double num; /* TPA_JSON_NUMBER */
+    int is_int; /* the number is an integer that fits int64 */
     int64_t i64;
-    int truth;          /* TPA_JSON_BOOL */
-    char **keys;        /* TPA_JSON_OBJECT: keys[i] names items[i] */
+    int truth;   /* TPA_JSON_BOOL */
+    char **keys; /* TPA_JSON_OBJECT: keys[i] names items[i] */
     struct tpa_json **items;
     size_t n, cap;
 };
 
-typedef struct parser { const char *p, *end; int depth; } parser_t;
+typedef struct parser {
+    const char *p, *end;
+    int depth;
+} parser_t;
 
 static void skip_ws(parser_t *ps) {
     while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r')) ps->p++;
@@ -34,7 +37,10 @@ static int hex4(const char *p, unsigned *v) {
     *v = 0;
     for (int i = 0; i < 4; i++) {
         char c = p[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
         if (d < 0) return -1;
         *v = *v << 4 | (unsigned)d;
     }
@@ -42,14 +48,25 @@ static int hex4(const char *p, unsigned *v) {
 }
 
 static size_t put_utf8(char *o, unsigned cp) {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xc0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xc0 | cp >> 6);
+        o[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
     if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | cp >> 12); o[1] = (char)(0x80 | ((cp >> 6) & 0x3f)); o[2] = (char)(0x80 | (cp & 0x3f));
+        o[0] = (char)(0xe0 | cp >> 12);
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        o[2] = (char)(0x80 | (cp & 0x3f));
         return 3;
     }
-    o[0] = (char)(0xf0 | cp >> 18); o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); o[3] = (char)(0x80 | (cp & 0x3f));
+    o[0] = (char)(0xf0 | cp >> 18);
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    o[3] = (char)(0x80 | (cp & 0x3f));
     return 4;
 }
 
@@ -63,7 +80,11 @@ static char *parse_string(parser_t *ps) {
     while (p < ps->end && *p != '"') {
         unsigned char c = (unsigned char)*p;
         if (c < 0x20) goto bad;
-        if (c != '\\') { *o++ = (char)c; p++; continue; }
+        if (c != '\\') {
+            *o++ = (char)c;
+            p++;
+            continue;
+        }
         if (++p >= ps->end) goto bad;
         switch (*p++) {
         case '"': *o++ = '"'; break;
@@ -79,8 +100,12 @@ static char *parse_string(parser_t *ps) {
             if (ps->end - p < 4 || hex4(p, &cp)) goto bad;
             p += 4;
             if (cp >= 0xd800 && cp < 0xdc00) {
-                if (ps->end - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, &lo) || lo < 0xdc00 || lo > 0xdfff) cp = 0xfffd;
-                else { cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00); p += 6; }
+                if (ps->end - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, &lo) || lo < 0xdc00 || lo > 0xdfff)
+                    cp = 0xfffd;
+                else {
+                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                    p += 6;
+                }
             } else if (cp >= 0xdc00 && cp <= 0xdfff) {
                 cp = 0xfffd;
             }
@@ -125,8 +150,10 @@ static int parse_number(parser_t *ps, tpa_json_t *v) {
     int integral = 1;
     if (p < ps->end && *p == '-') p++;
     if (p >= ps->end || *p < '0' || *p > '9') return -1;
-    if (*p == '0') p++;
-    else while (p < ps->end && *p >= '0' && *p <= '9') p++;
+    if (*p == '0')
+        p++;
+    else
+        while (p < ps->end && *p >= '0' && *p <= '9') p++;
     if (p < ps->end && *p == '.') {
         integral = 0;
         if (++p >= ps->end || *p < '0' || *p > '9') return -1;
@@ -141,7 +168,10 @@ static int parse_number(parser_t *ps, tpa_json_t *v) {
     }
     char buf[64];
     size_t n = (size_t)(p - s);
-    if (n >= sizeof buf) { integral = 0; n = sizeof buf - 1; }
+    if (n >= sizeof buf) {
+        integral = 0;
+        n = sizeof buf - 1;
+    }
     memcpy(buf, s, n);
     buf[n] = 0;
     v->type = TPA_JSON_NUMBER;
@@ -172,7 +202,11 @@ static int parse_container(parser_t *ps, tpa_json_t *v, char c) {
     ps->p++;
     ps->depth++;
     skip_ws(ps);
-    if (ps->p < ps->end && *ps->p == close) { ps->p++; ps->depth--; return 0; }
+    if (ps->p < ps->end && *ps->p == close) {
+        ps->p++;
+        ps->depth--;
+        return 0;
+    }
     for (;;) {
         char *key = NULL;
         if (v->type == TPA_JSON_OBJECT) {
@@ -181,14 +215,28 @@ static int parse_container(parser_t *ps, tpa_json_t *v, char c) {
             ps->p++;
             if (!(key = parse_string(ps))) return -1;
             skip_ws(ps);
-            if (ps->p >= ps->end || *ps->p != ':') { free(key); return -1; }
+            if (ps->p >= ps->end || *ps->p != ':') {
+                free(key);
+                return -1;
+            }
             ps->p++;
         }
         tpa_json_t *item = parse_value(ps);
-        if (!item || push(v, key, item)) { free(key); tpa_json_free(item); return -1; }
+        if (!item || push(v, key, item)) {
+            free(key);
+            tpa_json_free(item);
+            return -1;
+        }
         skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') { ps->p++; continue; }
-        if (ps->p < ps->end && *ps->p == close) { ps->p++; ps->depth--; return 0; }
+        if (ps->p < ps->end && *ps->p == ',') {
+            ps->p++;
+            continue;
+        }
+        if (ps->p < ps->end && *ps->p == close) {
+            ps->p++;
+            ps->depth--;
+            return 0;
+        }
         return -1;
     }
 }
@@ -230,7 +278,10 @@ tpa_json_t *tpa_json_parse(const char *text, size_t len) {
     parser_t ps = {text, text + len, 0};
     tpa_json_t *v = parse_value(&ps);
     skip_ws(&ps);
-    if (v && ps.p != ps.end) { tpa_json_free(v); return NULL; }
+    if (v && ps.p != ps.end) {
+        tpa_json_free(v);
+        return NULL;
+    }
     return v;
 }
 
@@ -247,7 +298,9 @@ void tpa_json_free(tpa_json_t *v) {
 }
 
 int tpa_json_type(const tpa_json_t *v) { return v ? v->type : TPA_JSON_MISSING; }
-size_t tpa_json_len(const tpa_json_t *v) { return v && (v->type == TPA_JSON_ARRAY || v->type == TPA_JSON_OBJECT) ? v->n : 0; }
+size_t tpa_json_len(const tpa_json_t *v) {
+    return v && (v->type == TPA_JSON_ARRAY || v->type == TPA_JSON_OBJECT) ? v->n : 0;
+}
 const tpa_json_t *tpa_json_at(const tpa_json_t *v, size_t i) { return i < tpa_json_len(v) ? v->items[i] : NULL; }
 const char *tpa_json_str(const tpa_json_t *v) { return v && v->type == TPA_JSON_STRING ? v->str : NULL; }
 

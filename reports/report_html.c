@@ -16,10 +16,10 @@ typedef struct page {
     const tpa_report_t *r;
     html_paths_t paths;
     html_scale_t scale;
-    size_t *order;    /* findings: errors first, then by retained bytes */
-    size_t *runs;     /* runs to show: ranks ascending, then unranked */
+    size_t *order; /* findings: errors first, then by retained bytes */
+    size_t *runs;  /* runs to show: ranks ascending, then unranked */
     size_t n_shown;
-    size_t *quiet;    /* runs with nothing to report, folded at the end */
+    size_t *quiet; /* runs with nothing to report, folded at the end */
     size_t n_quiet;
     size_t errors, warnings, audits;
     int64_t retained;
@@ -28,7 +28,8 @@ typedef struct page {
 static const tpa_report_t *sort_report;
 
 static int cmp_finding(const void *a, const void *b) {
-    const tpa_finding_t *x = &sort_report->findings[*(const size_t *)a], *y = &sort_report->findings[*(const size_t *)b];
+    const tpa_finding_t *x = &sort_report->findings[*(const size_t *)a],
+                        *y = &sort_report->findings[*(const size_t *)b];
     if (x->is_error != y->is_error) return y->is_error - x->is_error;
     if (x->retained_bytes != y->retained_bytes) return x->retained_bytes < y->retained_bytes ? 1 : -1;
     return (*(const size_t *)a > *(const size_t *)b) - (*(const size_t *)a < *(const size_t *)b);
@@ -68,14 +69,17 @@ static int page_init(page_t *pg, const tpa_report_t *r) {
         if (r->findings[i].is_error) {
             pg->errors++;
             if (r->findings[i].retained_bytes > 0) pg->retained += r->findings[i].retained_bytes;
-        } else pg->warnings++;
+        } else
+            pg->warnings++;
     }
     for (size_t i = 0; i < r->n_runs; i++) {
         const tpa_run_t *run = &r->runs[i];
         pg->audits += (size_t)(run->n_audits > 0 ? run->n_audits : 0);
         int quiet = !run->n_audits && !run->inconclusive && !run->n_points && !run_findings(r, i);
-        if (quiet) pg->quiet[pg->n_quiet++] = i;
-        else pg->runs[pg->n_shown++] = i;
+        if (quiet)
+            pg->quiet[pg->n_quiet++] = i;
+        else
+            pg->runs[pg->n_shown++] = i;
     }
     sort_report = r;
     qsort(pg->order, r->n_findings, sizeof *pg->order, cmp_finding);
@@ -96,9 +100,20 @@ static void page_free(page_t *pg) {
  * was replaced (or created). */
 static void put_verdict(FILE *out, const page_t *pg) {
     const tpa_report_t *r = pg->r;
-    const char *cls = pg->errors ? "fail" : r->inconclusive ? "inconclusive" : pg->warnings ? "warn" : !pg->audits ? "warn" : "clean";
-    const char *word = pg->errors ? "FAIL" : r->inconclusive ? "INCONCLUSIVE" : pg->warnings ? "WARN" : !pg->audits ? "NO AUDIT" : "CLEAN";
-    if (r->has_gate) { cls = r->gate_passed ? "clean" : "fail"; word = r->gate_passed ? "PASS" : "FAIL"; }
+    const char *cls = pg->errors        ? "fail"
+                      : r->inconclusive ? "inconclusive"
+                      : pg->warnings    ? "warn"
+                      : !pg->audits     ? "warn"
+                                        : "clean";
+    const char *word = pg->errors        ? "FAIL"
+                       : r->inconclusive ? "INCONCLUSIVE"
+                       : pg->warnings    ? "WARN"
+                       : !pg->audits     ? "NO AUDIT"
+                                         : "CLEAN";
+    if (r->has_gate) {
+        cls = r->gate_passed ? "clean" : "fail";
+        word = r->gate_passed ? "PASS" : "FAIL";
+    }
     fprintf(out, "<header class=\"banner %s\" id=\"verdict\"><div class=\"verdict\">%s</div><div>\n<h1>", cls, word);
     if (r->n_findings) {
         fprintf(out, "%zu finding%s: ", r->n_findings, r->n_findings == 1 ? "" : "s");
@@ -146,13 +161,21 @@ static void put_gate_line(FILE *out, const page_t *pg) {
 static void put_banner_facts(FILE *out, const page_t *pg) {
     const tpa_report_t *r = pg->r;
     size_t ranks = 0, inconclusive = 0;
-    for (size_t i = 0; i < r->n_runs; i++) { ranks += r->runs[i].has_rank; inconclusive += r->runs[i].inconclusive; }
-    fprintf(out, "<p class=\"facts\">%zu error%s, %zu warning%s &middot; %zu process%s", pg->errors, pg->errors == 1 ? "" : "s",
-            pg->warnings, pg->warnings == 1 ? "" : "s", r->n_runs, r->n_runs == 1 ? "" : "es");
+    for (size_t i = 0; i < r->n_runs; i++) {
+        ranks += r->runs[i].has_rank;
+        inconclusive += r->runs[i].inconclusive;
+    }
+    fprintf(out, "<p class=\"facts\">%zu error%s, %zu warning%s &middot; %zu process%s", pg->errors,
+            pg->errors == 1 ? "" : "s", pg->warnings, pg->warnings == 1 ? "" : "s", r->n_runs,
+            r->n_runs == 1 ? "" : "es");
     if (ranks) fprintf(out, " (%zu rank%s)", ranks, ranks == 1 ? "" : "s");
-    fprintf(out, " &middot; %zu audit%s &middot; %zu inconclusive run%s", pg->audits, pg->audits == 1 ? "" : "s", inconclusive,
-            inconclusive == 1 ? "" : "s");
-    if (pg->paths.root) { fputs(" &middot; paths relative to <code>", out); html_put(out, pg->paths.root); fputs("</code>", out); }
+    fprintf(out, " &middot; %zu audit%s &middot; %zu inconclusive run%s", pg->audits, pg->audits == 1 ? "" : "s",
+            inconclusive, inconclusive == 1 ? "" : "s");
+    if (pg->paths.root) {
+        fputs(" &middot; paths relative to <code>", out);
+        html_put(out, pg->paths.root);
+        fputs("</code>", out);
+    }
     fputs("</p>\n", out);
     if (!inconclusive) return;
     fputs("<ul class=\"inconclusive-list\">\n", out);
@@ -171,16 +194,21 @@ static void put_banner(FILE *out, const page_t *pg) {
     put_verdict(out, pg);
     put_gate_line(out, pg);
     put_banner_facts(out, pg);
-    fputs("</div></header>\n<nav><a href=\"#findings\">Findings</a><a href=\"#ranks\">Ranks</a><a href=\"#details\">Details</a>"
-          "<a href=\"#memory\">Memory by library</a>", out);
+    fputs(
+        "</div></header>\n<nav><a href=\"#findings\">Findings</a><a href=\"#ranks\">Ranks</a><a href=\"#details\">Details</a>"
+        "<a href=\"#memory\">Memory by library</a>",
+        out);
     if (pg->n_quiet) fputs("<a href=\"#quiet\">Other processes</a>", out);
     fputs("</nav>\n", out);
 }
 
 static void put_rank_cell(FILE *out, const page_t *pg, const tpa_finding_t *f) {
-    if (f->rank >= 0) fprintf(out, "rank %lld", (long long)f->rank);
-    else if (f->run_index < pg->r->n_runs) html_put_run_name(out, &pg->r->runs[f->run_index]);
-    else fputs("?", out);
+    if (f->rank >= 0)
+        fprintf(out, "rank %lld", (long long)f->rank);
+    else if (f->run_index < pg->r->n_runs)
+        html_put_run_name(out, &pg->r->runs[f->run_index]);
+    else
+        fputs("?", out);
 }
 
 static void put_findings_table(FILE *out, const page_t *pg) {
@@ -190,18 +218,20 @@ static void put_findings_table(FILE *out, const page_t *pg) {
         fprintf(out, "<p class=\"note\">None in %zu audit%s.</p>\n", pg->audits, pg->audits == 1 ? "" : "s");
         return;
     }
-    fputs("<table id=\"findings-table\"><colgroup><col style=\"width:2.5%\"><col style=\"width:6%\"><col style=\"width:6.5%\">"
-          "<col style=\"width:10.5%\"><col style=\"width:14%\"><col style=\"width:6.5%\"><col style=\"width:14%\">"
-          "<col style=\"width:14%\"><col style=\"width:26%\"></colgroup>\n<thead><tr><th>#</th><th>severity</th><th>where</th>"
-          "<th>kind</th><th>tensor</th><th class=\"num\">retained</th><th>held by</th><th>replaced at</th><th>message</th></tr>"
-          "</thead><tbody>\n", out);
+    fputs(
+        "<table id=\"findings-table\"><colgroup><col style=\"width:2.5%\"><col style=\"width:6%\"><col style=\"width:6.5%\">"
+        "<col style=\"width:10.5%\"><col style=\"width:14%\"><col style=\"width:6.5%\"><col style=\"width:14%\">"
+        "<col style=\"width:14%\"><col style=\"width:26%\"></colgroup>\n<thead><tr><th>#</th><th>severity</th><th>where</th>"
+        "<th>kind</th><th>tensor</th><th class=\"num\">retained</th><th>held by</th><th>replaced at</th><th>message</th></tr>"
+        "</thead><tbody>\n",
+        out);
     for (size_t i = 0; i < r->n_findings; i++) {
         const tpa_finding_t *f = &r->findings[pg->order[i]];
-        fprintf(out, "<tr><td><a href=\"#f%zu\">%zu</a></td><td><span class=\"sev %s\">%s</span>%s</td><td>", i + 1, i + 1,
-                tpa_severity(f), tpa_severity(f), f->is_new ? " <span class=\"new\">new</span>" : "");
+        fprintf(out, "<tr><td><a href=\"#f%zu\">%zu</a></td><td><span class=\"sev %s\">%s</span>%s</td><td>", i + 1,
+                i + 1, tpa_severity(f), tpa_severity(f), f->is_new ? " <span class=\"new\">new</span>" : "");
         put_rank_cell(out, pg, f);
-        html_fmt(out, "</td><td>%s</td><td><span class=\"tensor\">%s</span> <code>%s</code></td><td class=\"num\">", tpa_kind_label(f->kind),
-                 f->name ? f->name : "(unnamed)", f->shape);
+        html_fmt(out, "</td><td>%s</td><td><span class=\"tensor\">%s</span> <code>%s</code></td><td class=\"num\">",
+                 tpa_kind_label(f->kind), f->name ? f->name : "(unnamed)", f->shape);
         html_put_bytes(out, f->retained_bytes);
         html_fmt(out, "</td><td>%s <code>%s</code></td><td>", f->holder_class, f->holder_path);
         const tpa_frame_t *at = html_first_user_frame(f->replaced_at.n ? &f->replaced_at : &f->created_at);
@@ -216,20 +246,19 @@ static void put_findings_table(FILE *out, const page_t *pg) {
     fputs("</tbody></table>\n", out);
 }
 
-static void put_fact(FILE *out, const char *term) {
-    fprintf(out, "<dt>%s</dt><dd>", term);
-}
+static void put_fact(FILE *out, const char *term) { fprintf(out, "<dt>%s</dt><dd>", term); }
 
 static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const tpa_finding_t *f) {
-    fprintf(out, "<article class=\"finding %s\" id=\"f%zu\"><h3>%zu. <span class=\"sev %s\">%s</span> ", tpa_severity(f), number,
-            number, tpa_severity(f), tpa_severity(f));
-    html_fmt(out, "%s &middot; <span class=\"tensor\">%s</span> <code>%s</code> &middot; ", tpa_kind_label(f->kind), f->name, f->shape);
+    fprintf(out, "<article class=\"finding %s\" id=\"f%zu\"><h3>%zu. <span class=\"sev %s\">%s</span> ",
+            tpa_severity(f), number, number, tpa_severity(f), tpa_severity(f));
+    html_fmt(out, "%s &middot; <span class=\"tensor\">%s</span> <code>%s</code> &middot; ", tpa_kind_label(f->kind),
+             f->name, f->shape);
     html_put_bytes(out, f->retained_bytes);
     fputs(" &middot; ", out);
     put_rank_cell(out, pg, f);
     html_fmt(out, "</h3>\n<p>%s</p>\n<dl>", f->message);
-    html_fmt(out, "<dt>tensor</dt><dd>%s <code>%s</code>, local <code>%s</code> %s on %s (%s), grad %s</dd>\n", f->name, f->shape,
-             f->local_shape, f->dtype, f->device, f->type, f->has_grad ? "yes" : "never");
+    html_fmt(out, "<dt>tensor</dt><dd>%s <code>%s</code>, local <code>%s</code> %s on %s (%s), grad %s</dd>\n", f->name,
+             f->shape, f->local_shape, f->dtype, f->device, f->type, f->has_grad ? "yes" : "never");
     if (tpa_finding_is_view(f)) {
         char view[160];
         tpa_format_view(f, view, sizeof view);
@@ -246,8 +275,10 @@ static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const
         fputs(" kept for it as well</dd>\n", out);
     }
     put_fact(out, "audit step");
-    if (f->step < 0) fputs("exit", out);
-    else fprintf(out, "%lld", (long long)f->step);
+    if (f->step < 0)
+        fputs("exit", out);
+    else
+        fprintf(out, "%lld", (long long)f->step);
     fputs("</dd>\n", out);
     if (f->has_allocation) {
         put_fact(out, "allocation");
@@ -270,16 +301,20 @@ static void put_run_facts(FILE *out, const page_t *pg, size_t index) {
     if (run->has_world_size) fprintf(out, ", world size %lld", (long long)run->world_size);
     fprintf(out, " &middot; %d audit%s", run->n_audits, run->n_audits == 1 ? "" : "s");
     if (run->n_audits) {
-        if (run->headline_step < 0) fputs(", judged at exit", out);
-        else fprintf(out, ", judged at step %lld", (long long)run->headline_step);
+        if (run->headline_step < 0)
+            fputs(", judged at exit", out);
+        else
+            fprintf(out, ", judged at step %lld", (long long)run->headline_step);
     }
     fputs(" &middot; ", out);
     html_put_bytes(out, run_retained(pg->r, index));
-    fprintf(out, " retained, %zu finding%s &middot; CUPTI ", run_findings(pg->r, index), run_findings(pg->r, index) == 1 ? "" : "s");
+    fprintf(out, " retained, %zu finding%s &middot; CUPTI ", run_findings(pg->r, index),
+            run_findings(pg->r, index) == 1 ? "" : "s");
     html_put(out, run->cupti);
     fputs(" &middot; python ", out);
     html_put(out, run->python);
-    if (run->dropped_events) fprintf(out, " &middot; <span class=\"badge bad\">%lld events dropped</span>", (long long)run->dropped_events);
+    if (run->dropped_events)
+        fprintf(out, " &middot; <span class=\"badge bad\">%lld events dropped</span>", (long long)run->dropped_events);
     if (!run->complete) fputs(" &middot; <span class=\"badge bad\">did not end cleanly</span>", out);
     if (run->inconclusive) {
         fputs(" &middot; <span class=\"badge bad\">inconclusive: ", out);
@@ -291,7 +326,8 @@ static void put_run_facts(FILE *out, const page_t *pg, size_t index) {
 
 static void put_ranks(FILE *out, const page_t *pg) {
     fputs("<h2 id=\"ranks\">Ranks</h2>\n", out);
-    if (pg->n_shown > 1) fputs("<p class=\"note\">Every rank's plots share one time range and one byte scale.</p>\n", out);
+    if (pg->n_shown > 1)
+        fputs("<p class=\"note\">Every rank's plots share one time range and one byte scale.</p>\n", out);
     fputs("<div class=\"ranks\">\n", out);
     for (size_t i = 0; i < pg->n_shown; i++) {
         const tpa_run_t *run = &pg->r->runs[pg->runs[i]];
@@ -316,9 +352,11 @@ static void put_ranks(FILE *out, const page_t *pg) {
 
 static void put_quiet(FILE *out, const page_t *pg) {
     if (!pg->n_quiet) return;
-    fprintf(out, "<details id=\"quiet\"><summary>%zu process%s with nothing to report (launchers, helpers: no audit, no findings)"
-            "</summary>\n<table><thead><tr><th>process</th><th>command</th><th>python</th><th>CUPTI</th></tr></thead><tbody>\n",
-            pg->n_quiet, pg->n_quiet == 1 ? "" : "es");
+    fprintf(
+        out,
+        "<details id=\"quiet\"><summary>%zu process%s with nothing to report (launchers, helpers: no audit, no findings)"
+        "</summary>\n<table><thead><tr><th>process</th><th>command</th><th>python</th><th>CUPTI</th></tr></thead><tbody>\n",
+        pg->n_quiet, pg->n_quiet == 1 ? "" : "es");
     for (size_t i = 0; i < pg->n_quiet; i++) {
         const tpa_run_t *run = &pg->r->runs[pg->quiet[i]];
         fputs("<tr><td>", out);
@@ -332,10 +370,20 @@ static void put_quiet(FILE *out, const page_t *pg) {
 
 int tpa_render_html(const tpa_report_t *r, FILE *out) {
     page_t pg;
-    if (page_init(&pg, r)) { page_free(&pg); return -1; }
-    fprintf(out, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>tpaudit: %s</title>\n<style>\n%s</style>"
-            "</head><body>\n", pg.errors ? "FAIL" : r->inconclusive ? "INCONCLUSIVE" : r->n_findings ? "WARN" : "clean", html_stylesheet);
+    if (page_init(&pg, r)) {
+        page_free(&pg);
+        return -1;
+    }
+    fprintf(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>tpaudit: %s</title>\n<style>\n%s</style>"
+        "</head><body>\n",
+        pg.errors         ? "FAIL"
+        : r->inconclusive ? "INCONCLUSIVE"
+        : r->n_findings   ? "WARN"
+                          : "clean",
+        html_stylesheet);
     put_banner(out, &pg);
     put_findings_table(out, &pg);
     put_ranks(out, &pg);

@@ -13,14 +13,15 @@
 
 /* Writes a parsed JSON value again through the escaping writers, so what
  * goes out is valid JSON with valid UTF-8 whatever was stored. */
-static void put_json_value(FILE *out, const tpa_json_t *v)
-{
+static void put_json_value(FILE *out, const tpa_json_t *v) {
     int64_t n;
     switch (tpa_json_type(v)) {
     case TPA_JSON_STRING: tpa_put_json_string(out, tpa_json_str(v)); break;
     case TPA_JSON_NUMBER:
-        if (tpa_json_int(v, &n) == 0) fprintf(out, "%" PRId64, n);
-        else fputs("null", out); /* only integers are stored */
+        if (tpa_json_int(v, &n) == 0)
+            fprintf(out, "%" PRId64, n);
+        else
+            fputs("null", out); /* only integers are stored */
         break;
     case TPA_JSON_ARRAY:
         fputc('[', out);
@@ -37,9 +38,11 @@ static void put_json_value(FILE *out, const tpa_json_t *v)
 /* argv and shapes are stored as JSON arrays (of strings, of integers):
  * such an array is written as an array; anything else is written as the
  * stored text in a string, and a missing value as null. */
-static void put_stored_array(FILE *out, const char *s, int want)
-{
-    if (!s) { fputs("null", out); return; }
+static void put_stored_array(FILE *out, const char *s, int want) {
+    if (!s) {
+        fputs("null", out);
+        return;
+    }
     tpa_json_t *v = tpa_json_parse(s, strlen(s));
     int ok = tpa_json_type(v) == TPA_JSON_ARRAY;
     int64_t n;
@@ -47,21 +50,23 @@ static void put_stored_array(FILE *out, const char *s, int want)
         const tpa_json_t *e = tpa_json_at(v, i);
         ok = want == TPA_JSON_STRING ? tpa_json_type(e) == TPA_JSON_STRING : tpa_json_int(e, &n) == 0;
     }
-    if (ok) put_json_value(out, v);
-    else tpa_put_json_string(out, s);
+    if (ok)
+        put_json_value(out, v);
+    else
+        tpa_put_json_string(out, s);
     tpa_json_free(v);
 }
 
 static void put_shape(FILE *out, const char *s) { put_stored_array(out, s, TPA_JSON_NUMBER); }
 
-static void put_rank(FILE *out, int has_rank, int64_t rank)
-{
-    if (has_rank) fprintf(out, "%" PRId64, rank);
-    else fputs("null", out);
+static void put_rank(FILE *out, int has_rank, int64_t rank) {
+    if (has_rank)
+        fprintf(out, "%" PRId64, rank);
+    else
+        fputs("null", out);
 }
 
-static void put_opt_string(FILE *out, const char *s)
-{
+static void put_opt_string(FILE *out, const char *s) {
     if (s)
         tpa_put_json_string(out, s);
     else
@@ -69,19 +74,16 @@ static void put_opt_string(FILE *out, const char *s)
 }
 
 /* `key` (its text with the comma and colon) and then the value. */
-static void put_key_string(FILE *out, const char *key, const char *s)
-{
+static void put_key_string(FILE *out, const char *key, const char *s) {
     fputs(key, out);
     put_opt_string(out, s);
 }
 
-static void put_frames(FILE *out, const tpa_frames_t *fr, int native)
-{
+static void put_frames(FILE *out, const tpa_frames_t *fr, int native) {
     fputc('[', out);
     for (size_t i = 0; i < fr->n; i++) {
         const tpa_frame_t *f = &fr->v[i];
-        if (i)
-            fputc(',', out);
+        if (i) fputc(',', out);
         put_key_string(out, "{\"file\":", f->file);
         fprintf(out, ",\"line\":%ld,\"function\":", f->line);
         put_opt_string(out, f->function);
@@ -94,8 +96,7 @@ static void put_frames(FILE *out, const tpa_frames_t *fr, int native)
     fputc(']', out);
 }
 
-static void put_run(FILE *out, const tpa_run_t *run)
-{
+static void put_run(FILE *out, const tpa_run_t *run) {
     fputs("{\"file\":", out);
     tpa_put_json_string(out, run->file);
     fputs(",\"host\":", out);
@@ -106,8 +107,8 @@ static void put_run(FILE *out, const tpa_run_t *run)
     put_rank(out, run->has_world_size, run->world_size);
     fputs(",\"argv\":", out);
     put_stored_array(out, run->argv, TPA_JSON_STRING);
-    fprintf(out, ",\"complete\":%s,\"dropped_events\":%" PRId64 ",\"cupti\":",
-            run->complete ? "true" : "false", run->dropped_events);
+    fprintf(out, ",\"complete\":%s,\"dropped_events\":%" PRId64 ",\"cupti\":", run->complete ? "true" : "false",
+            run->dropped_events);
     tpa_put_json_string(out, run->cupti);
     fputs(",\"python\":", out);
     tpa_put_json_string(out, run->python);
@@ -129,20 +130,17 @@ static void put_run(FILE *out, const tpa_run_t *run)
 }
 
 /* The same for a shape and for frames. */
-static void put_key_shape(FILE *out, const char *key, const char *shape)
-{
+static void put_key_shape(FILE *out, const char *key, const char *shape) {
     fputs(key, out);
     put_shape(out, shape);
 }
 
-static void put_key_frames(FILE *out, const char *key, const tpa_frames_t *fr, int native)
-{
+static void put_key_frames(FILE *out, const char *key, const tpa_frames_t *fr, int native) {
     fputs(key, out);
     put_frames(out, fr, native);
 }
 
-static void put_finding(FILE *out, const tpa_finding_t *f)
-{
+static void put_finding(FILE *out, const tpa_finding_t *f) {
     fputs("{\"kind\":", out);
     tpa_put_json_string(out, f->kind);
     fprintf(out, ",\"severity\":\"%s\",\"rank\":", tpa_severity(f));
@@ -174,8 +172,7 @@ static void put_finding(FILE *out, const tpa_finding_t *f)
     put_key_frames(out, ",\"replaced_at\":", &f->replaced_at, 0);
     fputs(",\"allocation\":", out);
     if (f->has_allocation) {
-        fprintf(out, "{\"address\":%" PRIu64 ",\"bytes\":%" PRId64 ",\"stack\":", f->alloc_address,
-                f->alloc_bytes);
+        fprintf(out, "{\"address\":%" PRIu64 ",\"bytes\":%" PRId64 ",\"stack\":", f->alloc_address, f->alloc_bytes);
         put_frames(out, &f->alloc_stack, 1);
         fputc('}', out);
     } else {
@@ -185,28 +182,23 @@ static void put_finding(FILE *out, const tpa_finding_t *f)
     fputc('}', out);
 }
 
-static int64_t kind_count(const tpa_report_t *r, const char *kind)
-{
+static int64_t kind_count(const tpa_report_t *r, const char *kind) {
     int64_t n = 0;
-    for (size_t i = 0; i < r->n_findings; i++)
-        n += strcmp(r->findings[i].kind, kind) == 0;
+    for (size_t i = 0; i < r->n_findings; i++) n += strcmp(r->findings[i].kind, kind) == 0;
     return n;
 }
 
 /* Findings per kind, keys in sorted order, kinds without findings left out. */
-static void put_by_kind(FILE *out, const tpa_report_t *r)
-{
+static void put_by_kind(FILE *out, const tpa_report_t *r) {
     const char *last = NULL;
     for (int first = 1;; first = 0) {
         const tpa_kind_t *next = NULL;
         for (size_t k = 0; k < tpa_n_kinds; k++) {
             const tpa_kind_t *c = &tpa_kinds[k];
             int after = !last || strcmp(c->json_key, last) > 0;
-            if (after && (!next || strcmp(c->json_key, next->json_key) < 0) && kind_count(r, c->name))
-                next = c;
+            if (after && (!next || strcmp(c->json_key, next->json_key) < 0) && kind_count(r, c->name)) next = c;
         }
-        if (!next)
-            return;
+        if (!next) return;
         fprintf(out, "%s\"%s\":%" PRId64, first ? "" : ",", next->json_key, kind_count(r, next->name));
         last = next->json_key;
     }
@@ -214,22 +206,18 @@ static void put_by_kind(FILE *out, const tpa_report_t *r)
 
 /* One entry per rank; a process without a rank is its own entry (with its
  * pid), as the gate judges it. */
-static void put_by_rank(FILE *out, const tpa_report_t *r)
-{
+static void put_by_rank(FILE *out, const tpa_report_t *r) {
     int first = 1;
     for (size_t i = 0; i < r->n_runs; i++) {
         const tpa_run_t *run = &r->runs[i];
         int seen = 0;
-        for (size_t j = 0; j < i && run->has_rank; j++)
-            seen |= r->runs[j].has_rank && r->runs[j].rank == run->rank;
-        if (seen)
-            continue;
+        for (size_t j = 0; j < i && run->has_rank; j++) seen |= r->runs[j].has_rank && r->runs[j].rank == run->rank;
+        if (seen) continue;
         int64_t retained = 0;
         for (size_t j = 0; j < r->n_findings; j++) {
             const tpa_finding_t *f = &r->findings[j];
             int mine = run->has_rank ? f->rank == run->rank : f->run_index == i;
-            if (mine && f->is_error)
-                retained = tpa_add_bytes(retained, f->retained_bytes);
+            if (mine && f->is_error) retained = tpa_add_bytes(retained, f->retained_bytes);
         }
         fprintf(out, "%s{\"rank\":", first ? "" : ",");
         put_rank(out, run->has_rank, run->rank);
@@ -240,8 +228,7 @@ static void put_by_rank(FILE *out, const tpa_report_t *r)
     }
 }
 
-static void put_gate(FILE *out, const tpa_report_t *r)
-{
+static void put_gate(FILE *out, const tpa_report_t *r) {
     if (!r->has_gate) {
         fputs("null", out);
         return;
@@ -260,8 +247,7 @@ static void put_gate(FILE *out, const tpa_report_t *r)
     fputs("]}", out);
 }
 
-int tpa_render_json(const tpa_report_t *r, FILE *out)
-{
+int tpa_render_json(const tpa_report_t *r, FILE *out) {
     fputs("{\"format\":\"tpaudit-report\",\"version\":1,\n\"runs\":[", out);
     for (size_t i = 0; i < r->n_runs; i++) {
         fputs(i ? ",\n" : "\n", out);

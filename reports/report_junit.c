@@ -9,8 +9,10 @@
 #include <string.h>
 
 static const char *suite_name(const tpa_run_t *run, char *buf, size_t len) {
-    if (run->has_rank) snprintf(buf, len, "tpaudit.rank%lld", (long long)run->rank);
-    else snprintf(buf, len, "tpaudit.pid%lld", (long long)run->pid);
+    if (run->has_rank)
+        snprintf(buf, len, "tpaudit.rank%lld", (long long)run->rank);
+    else
+        snprintf(buf, len, "tpaudit.pid%lld", (long long)run->pid);
     return buf;
 }
 
@@ -21,11 +23,16 @@ static void put_suite(const tpa_report_t *r, size_t i, const char *suite, FILE *
     for (size_t k = 0; k < tpa_n_kinds; k++) {
         tests++;
         for (size_t j = 0; j < r->n_findings; j++)
-            if (r->findings[j].run_index == i && !strcmp(r->findings[j].kind, tpa_kinds[k].name) && r->findings[j].is_error) { failures++; break; }
+            if (r->findings[j].run_index == i && !strcmp(r->findings[j].kind, tpa_kinds[k].name) &&
+                r->findings[j].is_error) {
+                failures++;
+                break;
+            }
     }
     tests++;
     failures += run->inconclusive ? 1 : 0;
-    fprintf(out, "  <testsuite name=\"%s\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", suite, tests, failures);
+    fprintf(out, "  <testsuite name=\"%s\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", suite, tests,
+            failures);
     for (size_t k = 0; k < tpa_n_kinds; k++) {
         fprintf(out, "    <testcase classname=\"%s\" name=\"%s\">", suite, tpa_kinds[k].junit_name);
         int opened = 0;
@@ -33,8 +40,12 @@ static void put_suite(const tpa_report_t *r, size_t i, const char *suite, FILE *
             const tpa_finding_t *f = &r->findings[j];
             if (f->run_index != i || strcmp(f->kind, tpa_kinds[k].name)) continue;
             if (!opened) {
-                fprintf(out, f->is_error ? "\n      <failure type=\"%s\" message=\"" : "\n      <system-out>", tpa_kinds[k].junit_name);
-                if (f->is_error) { tpa_put_xml_escaped(out, f->message); fputs("\">", out); }
+                fprintf(out, f->is_error ? "\n      <failure type=\"%s\" message=\"" : "\n      <system-out>",
+                        tpa_kinds[k].junit_name);
+                if (f->is_error) {
+                    tpa_put_xml_escaped(out, f->message);
+                    fputs("\">", out);
+                }
                 opened = f->is_error ? 1 : 2;
             }
             tpa_put_xml_escaped(out, f->message);
@@ -68,14 +79,21 @@ int tpa_render_junit(const tpa_report_t *r, FILE *out) {
     if (r->has_gate) {
         size_t failed = 0;
         for (size_t i = 0; i < r->n_rules; i++) failed += !r->rules[i].passed;
-        fprintf(out, "  <testsuite name=\"tpaudit.gate\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", r->n_rules, failed);
+        fprintf(out, "  <testsuite name=\"tpaudit.gate\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n",
+                r->n_rules, failed);
         for (size_t i = 0; i < r->n_rules; i++) {
             const tpa_gate_rule_t *g = &r->rules[i];
-            if (g->rank >= 0) fprintf(out, "    <testcase classname=\"tpaudit.gate\" name=\"%s rank %lld\">", g->rule, (long long)g->rank);
-            else if (g->pid) fprintf(out, "    <testcase classname=\"tpaudit.gate\" name=\"%s pid %lld\">", g->rule, (long long)g->pid);
-            else fprintf(out, "    <testcase classname=\"tpaudit.gate\" name=\"%s\">", g->rule);
+            if (g->rank >= 0)
+                fprintf(out, "    <testcase classname=\"tpaudit.gate\" name=\"%s rank %lld\">", g->rule,
+                        (long long)g->rank);
+            else if (g->pid)
+                fprintf(out, "    <testcase classname=\"tpaudit.gate\" name=\"%s pid %lld\">", g->rule,
+                        (long long)g->pid);
+            else
+                fprintf(out, "    <testcase classname=\"tpaudit.gate\" name=\"%s\">", g->rule);
             if (!g->passed)
-                fprintf(out, "<failure type=\"gate\" message=\"measured %lld over limit %lld\"/>", (long long)g->measured, (long long)g->limit);
+                fprintf(out, "<failure type=\"gate\" message=\"measured %lld over limit %lld\"/>",
+                        (long long)g->measured, (long long)g->limit);
             fputs("</testcase>\n", out);
         }
         fputs("  </testsuite>\n", out);

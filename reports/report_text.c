@@ -12,8 +12,10 @@
 static const char *T(const char *s, const char *fallback) { return tpa_term(s ? s : fallback); }
 
 static const char *rank_label(int has_rank, int64_t rank, char *buf, size_t len) {
-    if (has_rank) snprintf(buf, len, "rank %lld", (long long)rank);
-    else snprintf(buf, len, "no rank");
+    if (has_rank)
+        snprintf(buf, len, "rank %lld", (long long)rank);
+    else
+        snprintf(buf, len, "no rank");
     return buf;
 }
 
@@ -22,8 +24,11 @@ static void put_frames(FILE *out, const char *title, const tpa_frames_t *fr) {
     fprintf(out, "      %s:\n", title);
     for (size_t i = 0; i < fr->n && i < 10; i++) {
         const tpa_frame_t *f = &fr->v[i];
-        if (f->file) fprintf(out, "        %s:%ld in %s\n", T(f->file, ""), f->line, T(f->function, "?"));
-        else fprintf(out, "        %s (%s+0x%llx)\n", T(f->function, "??"), T(f->module, "?"), (unsigned long long)f->address);
+        if (f->file)
+            fprintf(out, "        %s:%ld in %s\n", T(f->file, ""), f->line, T(f->function, "?"));
+        else
+            fprintf(out, "        %s (%s+0x%llx)\n", T(f->function, "??"), T(f->module, "?"),
+                    (unsigned long long)f->address);
     }
 }
 
@@ -32,7 +37,10 @@ static void put_summary(const tpa_report_t *r, FILE *out) {
     size_t errors = 0, warnings = 0;
     int64_t total = 0, state_total = 0;
     for (size_t i = 0; i < r->n_findings; i++) {
-        if (r->findings[i].is_error) errors++; else warnings++;
+        if (r->findings[i].is_error)
+            errors++;
+        else
+            warnings++;
         if (r->findings[i].is_error) total = tpa_add_bytes(total, r->findings[i].retained_bytes);
         state_total = tpa_add_bytes(state_total, r->findings[i].state_bytes);
     }
@@ -43,9 +51,14 @@ static void put_summary(const tpa_report_t *r, FILE *out) {
     }
     tpa_format_bytes(total, bytes, sizeof bytes);
     fprintf(out, "tpaudit report: %zu run%s, %zu error%s, %zu warning%s, %s retained by stale tensors%s\n", r->n_runs,
-            r->n_runs == 1 ? "" : "s", errors, errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s", bytes, state);
-    if (!r->n_findings) fputs("verdict: clean - every tensor the optimizers hold is a live model parameter\n", out);
-    else fputs(errors ? "verdict: STALE TENSORS - optimizers hold tensors the model replaced\n" : "verdict: warnings only\n", out);
+            r->n_runs == 1 ? "" : "s", errors, errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s", bytes,
+            state);
+    if (!r->n_findings)
+        fputs("verdict: clean - every tensor the optimizers hold is a live model parameter\n", out);
+    else
+        fputs(errors ? "verdict: STALE TENSORS - optimizers hold tensors the model replaced\n"
+                     : "verdict: warnings only\n",
+              out);
 }
 
 static void put_run(const tpa_report_t *r, size_t i, FILE *out) {
@@ -53,19 +66,24 @@ static void put_run(const tpa_report_t *r, size_t i, FILE *out) {
     int64_t retained = 0;
     char rank[32], bytes[32], step[48];
     for (size_t j = 0; j < r->n_findings; j++)
-        if (r->findings[j].run_index == i && r->findings[j].is_error) retained = tpa_add_bytes(retained, r->findings[j].retained_bytes);
+        if (r->findings[j].run_index == i && r->findings[j].is_error)
+            retained = tpa_add_bytes(retained, r->findings[j].retained_bytes);
     tpa_format_bytes(retained, bytes, sizeof bytes);
-    if (!run->n_audits) snprintf(step, sizeof step, "never audited");
-    else if (run->headline_step < 0) snprintf(step, sizeof step, "audited at exit");
-    else snprintf(step, sizeof step, "audited step %lld", (long long)run->headline_step);
+    if (!run->n_audits)
+        snprintf(step, sizeof step, "never audited");
+    else if (run->headline_step < 0)
+        snprintf(step, sizeof step, "audited at exit");
+    else
+        snprintf(step, sizeof step, "audited step %lld", (long long)run->headline_step);
     fprintf(out, "  %-8s %s pid %lld: %s retained, %s, cupti %s, python %s%s%s\n",
-            rank_label(run->has_rank, run->rank, rank, sizeof rank), T(run->host, "?"), (long long)run->pid, bytes, step,
-            T(run->cupti, "?"), T(run->python, "?"), run->inconclusive ? "; INCONCLUSIVE: " : "",
+            rank_label(run->has_rank, run->rank, rank, sizeof rank), T(run->host, "?"), (long long)run->pid, bytes,
+            step, T(run->cupti, "?"), T(run->python, "?"), run->inconclusive ? "; INCONCLUSIVE: " : "",
             run->inconclusive ? T(run->why_inconclusive, "") : "");
     for (size_t k = 0; k < run->n_by_library && k < 6; k++) {
         tpa_format_bytes(run->by_library[k].bytes, bytes, sizeof bytes);
-        fprintf(out, "%s%s %s in %lld", k ? ", " : "      device memory by library: ", T(run->by_library[k].library, "?"),
-                bytes, (long long)run->by_library[k].allocations);
+        fprintf(out, "%s%s %s in %lld",
+                k ? ", " : "      device memory by library: ", T(run->by_library[k].library, "?"), bytes,
+                (long long)run->by_library[k].allocations);
     }
     if (run->n_by_library) fputs(run->n_by_library > 6 ? ", ...\n" : "\n", out);
 }
@@ -103,8 +121,9 @@ int tpa_render_text(const tpa_report_t *r, FILE *out) {
         const tpa_finding_t *f = &r->findings[i];
         char rank[32], bytes[32];
         tpa_format_bytes(f->retained_bytes, bytes, sizeof bytes);
-        fprintf(out, "  %-7s %-8s %-20s %-32s %-14s %s\n", tpa_severity(f), rank_label(f->rank >= 0, f->rank, rank, sizeof rank),
-                T(tpa_kind_label(f->kind), "?"), T(f->name, "(unnamed)"), T(f->shape, ""), bytes);
+        fprintf(out, "  %-7s %-8s %-20s %-32s %-14s %s\n", tpa_severity(f),
+                rank_label(f->rank >= 0, f->rank, rank, sizeof rank), T(tpa_kind_label(f->kind), "?"),
+                T(f->name, "(unnamed)"), T(f->shape, ""), bytes);
     }
     fputs("\ndetails:\n", out);
     for (size_t i = 0; i < r->n_findings; i++) put_details(&r->findings[i], i + 1, out);
@@ -115,13 +134,21 @@ int tpa_render_gate_text(const tpa_report_t *r, FILE *out) {
     for (size_t i = 0; i < r->n_rules; i++) {
         const tpa_gate_rule_t *g = &r->rules[i];
         char lim[32], got[32], rank[32];
-        if (!strcmp(g->rule, "max-retained")) { tpa_format_bytes(g->limit, lim, sizeof lim); tpa_format_bytes(g->measured, got, sizeof got); }
-        else { snprintf(lim, sizeof lim, "%lld", (long long)g->limit); snprintf(got, sizeof got, "%lld", (long long)g->measured); }
-        if (g->rank >= 0) snprintf(rank, sizeof rank, "rank %lld", (long long)g->rank);
-        else if (g->pid) snprintf(rank, sizeof rank, "pid %lld (no rank)", (long long)g->pid);
-        else snprintf(rank, sizeof rank, "all ranks");
-        fprintf(out, "gate: %-4s %s on %s: measured %s, limit %s%s\n", g->passed ? "ok" : "FAIL", g->rule, rank, got, lim,
-                g->passed ? "" : " (over the limit)");
+        if (!strcmp(g->rule, "max-retained")) {
+            tpa_format_bytes(g->limit, lim, sizeof lim);
+            tpa_format_bytes(g->measured, got, sizeof got);
+        } else {
+            snprintf(lim, sizeof lim, "%lld", (long long)g->limit);
+            snprintf(got, sizeof got, "%lld", (long long)g->measured);
+        }
+        if (g->rank >= 0)
+            snprintf(rank, sizeof rank, "rank %lld", (long long)g->rank);
+        else if (g->pid)
+            snprintf(rank, sizeof rank, "pid %lld (no rank)", (long long)g->pid);
+        else
+            snprintf(rank, sizeof rank, "all ranks");
+        fprintf(out, "gate: %-4s %s on %s: measured %s, limit %s%s\n", g->passed ? "ok" : "FAIL", g->rule, rank, got,
+                lim, g->passed ? "" : " (over the limit)");
     }
     fprintf(out, "gate: %s\n", r->gate_inconclusive ? "inconclusive" : r->gate_passed ? "passed" : "FAILED");
     return ferror(out) ? -1 : 0;

@@ -11,25 +11,21 @@
 /* Decodes one UTF-8 character at p (strict RFC 3629: no overlongs, no
  * surrogates, nothing above U+10FFFF); returns its length and sets *cp, or
  * returns 1 with *cp = -1 for an invalid byte. */
-static int utf8_next(const unsigned char *p, int32_t *cp)
-{
+static int utf8_next(const unsigned char *p, int32_t *cp) {
     int n = p[0] < 0x80 ? 1 : p[0] < 0xc2 ? 0 : p[0] < 0xe0 ? 2 : p[0] < 0xf0 ? 3 : p[0] < 0xf5 ? 4 : 0;
     if (n == 1) {
         *cp = p[0];
         return 1;
     }
     *cp = -1;
-    if (n == 0)
-        return 1;
+    if (n == 0) return 1;
     int32_t v = p[0] & (0x3f >> (n - 1));
     for (int i = 1; i < n; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 1;
+        if ((p[i] & 0xc0) != 0x80) return 1;
         v = (v << 6) | (p[i] & 0x3f);
     }
     static const int32_t MIN[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < MIN[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-        return 1;
+    if (v < MIN[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 1;
     *cp = v;
     return n;
 }
@@ -38,8 +34,7 @@ static int utf8_next(const unsigned char *p, int32_t *cp)
  * write its bytes as they are; `buf` holds a numeric escape. */
 typedef const char *(*escape_fn)(int32_t cp, char buf[8]);
 
-static void put_escaped(FILE *out, const char *s, escape_fn escape)
-{
+static void put_escaped(FILE *out, const char *s, escape_fn escape) {
     for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
         int32_t cp;
         char buf[8];
@@ -53,8 +48,7 @@ static void put_escaped(FILE *out, const char *s, escape_fn escape)
     }
 }
 
-static const char *json_escape(int32_t cp, char buf[8])
-{
+static const char *json_escape(int32_t cp, char buf[8]) {
     switch (cp) {
     case '"': return "\\\"";
     case '\\': return "\\\\";
@@ -75,8 +69,7 @@ static const char *json_escape(int32_t cp, char buf[8])
 
 /* XML 1.0 cannot carry C0 controls other than tab and newline, U+FFFE or
  * U+FFFF; C1 controls and DEL are legal but unsafe to show. */
-static const char *xml_escape(int32_t cp, char buf[8])
-{
+static const char *xml_escape(int32_t cp, char buf[8]) {
     (void)buf;
     switch (cp) {
     case '<': return "&lt;";
@@ -87,36 +80,28 @@ static const char *xml_escape(int32_t cp, char buf[8])
     case '\n': return "&#10;";
     case '\t': return "&#9;";
     }
-    if (cp < 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0xfffe || cp == 0xffff)
-        return "\xef\xbf\xbd";
+    if (cp < 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0xfffe || cp == 0xffff) return "\xef\xbf\xbd";
     return NULL;
 }
 
-void tpa_put_json_string(FILE *out, const char *s)
-{
+void tpa_put_json_string(FILE *out, const char *s) {
     fputc('"', out);
     put_escaped(out, s, json_escape);
     fputc('"', out);
 }
 
-void tpa_put_xml_escaped(FILE *out, const char *s)
-{
-    put_escaped(out, s, xml_escape);
-}
+void tpa_put_xml_escaped(FILE *out, const char *s) { put_escaped(out, s, xml_escape); }
 
-const char *tpa_term(const char *s)
-{
+const char *tpa_term(const char *s) {
     static char *ring[16];
     static size_t cap[16];
     static unsigned next;
-    if (!s)
-        return NULL;
+    if (!s) return NULL;
     unsigned slot = next++ % 16;
     size_t need = strlen(s) * 4 + 1;
     if (cap[slot] < need) {
         char *v = realloc(ring[slot], need);
-        if (!v)
-            return "(out of memory)";
+        if (!v) return "(out of memory)";
         ring[slot] = v;
         cap[slot] = need;
     }
@@ -127,8 +112,7 @@ const char *tpa_term(const char *s)
         if (cp < 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0x2028 || cp == 0x2029 ||
             (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)) {
             /* controls and bidirectional overrides: shown, never obeyed */
-            for (int i = 0; i < n; i++)
-                o += sprintf(o, "\\x%02x", p[i]);
+            for (int i = 0; i < n; i++) o += sprintf(o, "\\x%02x", p[i]);
         } else {
             memcpy(o, p, (size_t)n);
             o += n;
@@ -139,27 +123,17 @@ const char *tpa_term(const char *s)
     return ring[slot];
 }
 
-int64_t tpa_add_bytes(int64_t a, int64_t b)
-{
-    if (b > 0 && a > INT64_MAX - b)
-        return INT64_MAX;
-    if (b < 0 && a < INT64_MIN - b)
-        return INT64_MIN;
+int64_t tpa_add_bytes(int64_t a, int64_t b) {
+    if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+    if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
     return a + b;
 }
 
-int64_t tpa_sane_bytes(int64_t bytes)
-{
-    return bytes < 0 ? 0 : bytes > TPA_MAX_BYTES ? TPA_MAX_BYTES : bytes;
-}
+int64_t tpa_sane_bytes(int64_t bytes) { return bytes < 0 ? 0 : bytes > TPA_MAX_BYTES ? TPA_MAX_BYTES : bytes; }
 
-int64_t tpa_clamp_ts(int64_t ts)
-{
-    return ts < 0 ? 0 : ts > TPA_MAX_TS ? TPA_MAX_TS : ts;
-}
+int64_t tpa_clamp_ts(int64_t ts) { return ts < 0 ? 0 : ts > TPA_MAX_TS ? TPA_MAX_TS : ts; }
 
-void tpa_format_bytes(int64_t bytes, char *buf, size_t len)
-{
+void tpa_format_bytes(int64_t bytes, char *buf, size_t len) {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double v = (double)bytes;
     int u = 0;
@@ -173,26 +147,21 @@ void tpa_format_bytes(int64_t bytes, char *buf, size_t len)
         snprintf(buf, len, "%.1f %s", v, units[u]);
 }
 
-const char *tpa_severity(const tpa_finding_t *f)
-{
-    return f->is_error ? "error" : "warning";
-}
+const char *tpa_severity(const tpa_finding_t *f) { return f->is_error ? "error" : "warning"; }
 
-int tpa_finding_is_view(const tpa_finding_t *f)
-{
+int tpa_finding_is_view(const tpa_finding_t *f) {
     return f->storage_offset > 0 || (f->nbytes > 0 && f->storage_bytes > f->nbytes);
 }
 
-void tpa_format_view(const tpa_finding_t *f, char *buf, size_t len)
-{
+void tpa_format_view(const tpa_finding_t *f, char *buf, size_t len) {
     char own[32], whole[32];
     tpa_format_bytes(f->nbytes, own, sizeof own);
     tpa_format_bytes(f->storage_bytes, whole, sizeof whole);
-    snprintf(buf, len, "a view at element offset %" PRId64 " of a %s storage (%s of its own)", f->storage_offset, whole, own);
+    snprintf(buf, len, "a view at element offset %" PRId64 " of a %s storage (%s of its own)", f->storage_offset, whole,
+             own);
 }
 
-int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank)
-{
+int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank) {
     int64_t sum = 0;
     for (size_t i = 0; i < r->n_findings; i++)
         if (r->findings[i].rank == rank && r->findings[i].is_error)
@@ -200,8 +169,7 @@ int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank)
     return sum;
 }
 
-void tpa_frames_free(tpa_frames_t *fr)
-{
+void tpa_frames_free(tpa_frames_t *fr) {
     for (size_t i = 0; i < fr->n; i++) {
         free(fr->v[i].file);
         free(fr->v[i].function);
@@ -212,11 +180,21 @@ void tpa_frames_free(tpa_frames_t *fr)
     fr->n = 0;
 }
 
-void tpa_finding_free(tpa_finding_t *f)
-{
-    char **strs[] = {&f->kind, &f->holder_kind, &f->holder_class, &f->holder_path, &f->name,
-                     &f->shape, &f->local_shape, &f->dtype, &f->device, &f->type,
-                     &f->succ_name, &f->succ_shape, &f->succ_local_shape, &f->relation,
+void tpa_finding_free(tpa_finding_t *f) {
+    char **strs[] = {&f->kind,
+                     &f->holder_kind,
+                     &f->holder_class,
+                     &f->holder_path,
+                     &f->name,
+                     &f->shape,
+                     &f->local_shape,
+                     &f->dtype,
+                     &f->device,
+                     &f->type,
+                     &f->succ_name,
+                     &f->succ_shape,
+                     &f->succ_local_shape,
+                     &f->relation,
                      &f->message};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         free(*strs[i]);
@@ -227,8 +205,7 @@ void tpa_finding_free(tpa_finding_t *f)
     tpa_frames_free(&f->alloc_stack);
 }
 
-void tpa_report_free(tpa_report_t *r)
-{
+void tpa_report_free(tpa_report_t *r) {
     for (size_t i = 0; i < r->n_runs; i++) {
         tpa_run_t *run = &r->runs[i];
         free(run->file);
@@ -239,16 +216,13 @@ void tpa_report_free(tpa_report_t *r)
         free(run->why_inconclusive);
         free(run->points);
         free(run->marks);
-        for (size_t j = 0; j < run->n_by_library; j++)
-            free(run->by_library[j].library);
+        for (size_t j = 0; j < run->n_by_library; j++) free(run->by_library[j].library);
         free(run->by_library);
     }
     free(r->runs);
-    for (size_t i = 0; i < r->n_findings; i++)
-        tpa_finding_free(&r->findings[i]);
+    for (size_t i = 0; i < r->n_findings; i++) tpa_finding_free(&r->findings[i]);
     free(r->findings);
-    for (size_t i = 0; i < r->n_rules; i++)
-        free(r->rules[i].rule);
+    for (size_t i = 0; i < r->n_rules; i++) free(r->rules[i].rule);
     free(r->rules);
     r->runs = NULL;
     r->findings = NULL;

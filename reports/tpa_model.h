@@ -25,17 +25,17 @@ typedef struct tpa_frames {
 } tpa_frames_t;
 
 typedef struct tpa_finding {
-    char *kind;           /* stale_param, orphan_state, ... */
-    int is_error;         /* severity: 1 error, 0 warning */
-    int64_t rank;         /* -1 when unknown */
-    size_t run_index;     /* index into tpa_report.runs of the run it came from */
+    char *kind;       /* stale_param, orphan_state, ... */
+    int is_error;     /* severity: 1 error, 0 warning */
+    int64_t rank;     /* -1 when unknown */
+    size_t run_index; /* index into tpa_report.runs of the run it came from */
     int64_t step;
-    uint64_t key;         /* tensor identity (for dedup, not rendered) */
+    uint64_t key; /* tensor identity (for dedup, not rendered) */
     char *holder_kind, *holder_class, *holder_path;
     char *name, *shape, *local_shape, *dtype, *device, *type;
-    int64_t storage_offset;  /* elements from its storage's start (a view's offset), 0 when unknown */
-    int64_t nbytes;          /* bytes of its own elements */
-    int64_t storage_bytes;   /* bytes of its whole storage */
+    int64_t storage_offset; /* elements from its storage's start (a view's offset), 0 when unknown */
+    int64_t nbytes;         /* bytes of its own elements */
+    int64_t storage_bytes;  /* bytes of its whole storage */
     int64_t retained_bytes;
     int64_t state_bytes; /* stale_param: its optimizer state's storage, not shared with live params */
     int has_grad;
@@ -97,11 +97,11 @@ typedef struct tpa_run {
 } tpa_run_t;
 
 typedef struct tpa_gate_rule {
-    char *rule;        /* "max-retained", "max-findings", "complete" */
+    char *rule; /* "max-retained", "max-findings", "complete" */
     int64_t limit;
     int64_t measured;
-    int64_t rank;      /* -1: all ranks (or the process `pid` when set) */
-    int64_t pid;       /* max-retained of a process without a rank, else 0 */
+    int64_t rank; /* -1: all ranks (or the process `pid` when set) */
+    int64_t pid;  /* max-retained of a process without a rank, else 0 */
     int passed;
 } tpa_gate_rule_t;
 
@@ -114,7 +114,7 @@ typedef struct tpa_report {
     int gate_passed;
     tpa_gate_rule_t *rules;
     size_t n_rules;
-    int inconclusive; /* any run inconclusive */
+    int inconclusive;      /* any run inconclusive */
     int gate_inconclusive; /* the gate met an inconclusive run it was not told to allow */
 } tpa_report_t;
 
@@ -131,7 +131,7 @@ int tpa_render_gate_text(const tpa_report_t *r, FILE *out);
  * [0, TPA_MAX_TS] (about 146 years of nanoseconds), so their sums and
  * differences cannot overflow; sums of bytes saturate at INT64_MAX. */
 #define TPA_MAX_BYTES ((int64_t)1 << 53)
-#define TPA_MAX_TS ((int64_t)1 << 62)
+#define TPA_MAX_TS    ((int64_t)1 << 62)
 int64_t tpa_add_bytes(int64_t a, int64_t b);
 int64_t tpa_sane_bytes(int64_t bytes); /* negative -> 0, above TPA_MAX_BYTES -> TPA_MAX_BYTES */
 int64_t tpa_clamp_ts(int64_t ts);
@@ -157,7 +157,15 @@ int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank);
 /* A strict JSON reader (json_read.c): NULL when the text is not one JSON
  * value.  Strings come decoded to UTF-8 (bytes of invalid UTF-8 are kept
  * as they are; the writers above replace them). */
-enum { TPA_JSON_MISSING, TPA_JSON_NULL, TPA_JSON_BOOL, TPA_JSON_NUMBER, TPA_JSON_STRING, TPA_JSON_ARRAY, TPA_JSON_OBJECT };
+enum {
+    TPA_JSON_MISSING,
+    TPA_JSON_NULL,
+    TPA_JSON_BOOL,
+    TPA_JSON_NUMBER,
+    TPA_JSON_STRING,
+    TPA_JSON_ARRAY,
+    TPA_JSON_OBJECT
+};
 typedef struct tpa_json tpa_json_t;
 tpa_json_t *tpa_json_parse(const char *text, size_t len);
 void tpa_json_free(tpa_json_t *v);

@@ -10,10 +10,10 @@
 
 #include "shim_internal.h"
 
-#define CAP_NAME 1024u
-#define CAP_SHORT 256u
-#define CAP_DETAIL 2048u
-#define CAP_PYSTACK 8192u
+#define CAP_NAME            1024u
+#define CAP_SHORT           256u
+#define CAP_DETAIL          2048u
+#define CAP_PYSTACK         8192u
 #define TPA_CONTROL_WAIT_MS 1000
 
 static _Atomic int64_t g_audit_next = 1;
@@ -58,8 +58,7 @@ TPA_API int64_t tpaudit_v1_audit_begin(const char *label, int64_t step) {
         s.rank = full.rank;
         s.world_size = full.world_size;
     }
-    struct tpa_fx_audit_begin f = {id, step < 0 ? -1 : step, tpa_now_ns(), (int32_t)s.rank,
-                                   (int32_t)s.world_size};
+    struct tpa_fx_audit_begin f = {id, step < 0 ? -1 : step, tpa_now_ns(), (int32_t)s.rank, (int32_t)s.world_size};
     const char *strs[1] = {label ? label : ""};
     uint32_t caps[1] = {CAP_SHORT};
     int rc = tpa_enqueue(TPA_REC_AUDIT_BEGIN, &f, sizeof f, strs, caps, 1, NULL, 0, TPA_CONTROL_WAIT_MS);
@@ -100,13 +99,16 @@ TPA_API int tpaudit_v1_record_tensor(const tpaudit_tensor_t *tensor) {
     f.t.local_ndim = t.local_shape ? t.local_ndim : -1;
     for (int i = 0; i < t.ndim; i++) f.shape[i] = t.shape[i];
     for (int i = 0; t.local_shape && i < t.local_ndim; i++) f.local_shape[i] = t.local_shape[i];
-    const char *strs[TPA_TENSOR_NSTR] = {[TPA_TENSOR_S_NAME] = t.name, [TPA_TENSOR_S_DTYPE] = t.dtype,
-                                         [TPA_TENSOR_S_DEVICE] = t.device, [TPA_TENSOR_S_TYPE] = t.type};
-    uint32_t caps[TPA_TENSOR_NSTR] = {[TPA_TENSOR_S_NAME] = CAP_NAME, [TPA_TENSOR_S_DTYPE] = CAP_SHORT,
-                                      [TPA_TENSOR_S_DEVICE] = CAP_SHORT, [TPA_TENSOR_S_TYPE] = CAP_SHORT};
+    const char *strs[TPA_TENSOR_NSTR] = {[TPA_TENSOR_S_NAME] = t.name,
+                                         [TPA_TENSOR_S_DTYPE] = t.dtype,
+                                         [TPA_TENSOR_S_DEVICE] = t.device,
+                                         [TPA_TENSOR_S_TYPE] = t.type};
+    uint32_t caps[TPA_TENSOR_NSTR] = {[TPA_TENSOR_S_NAME] = CAP_NAME,
+                                      [TPA_TENSOR_S_DTYPE] = CAP_SHORT,
+                                      [TPA_TENSOR_S_DEVICE] = CAP_SHORT,
+                                      [TPA_TENSOR_S_TYPE] = CAP_SHORT};
     /* Audit facts wait for ring space rather than being dropped. */
-    return tpa_enqueue(TPA_REC_TENSOR, &f, sizeof f, strs, caps, TPA_TENSOR_NSTR, NULL, 0,
-                       TPA_CONTROL_WAIT_MS);
+    return tpa_enqueue(TPA_REC_TENSOR, &f, sizeof f, strs, caps, TPA_TENSOR_NSTR, NULL, 0, TPA_CONTROL_WAIT_MS);
 }
 
 TPA_API int tpaudit_v1_record_ref(const tpaudit_ref_t *ref) {
@@ -127,17 +129,19 @@ TPA_API int tpaudit_v1_record_ref(const tpaudit_ref_t *ref) {
 TPA_API int tpaudit_v1_record_event(const tpaudit_event_t *event) {
     tpaudit_event_t e;
     if (take(&e, sizeof e, event)) return TPAUDIT_EINVAL;
-    if (e.kind < TPAUDIT_EVENT_OPTIMIZER_CREATED || e.kind > TPAUDIT_EVENT_MODULE_REPLACED)
-        return TPAUDIT_EINVAL;
+    if (e.kind < TPAUDIT_EVENT_OPTIMIZER_CREATED || e.kind > TPAUDIT_EVENT_MODULE_REPLACED) return TPAUDIT_EINVAL;
     if (live()) return TPAUDIT_EDISABLED;
     uint64_t ips[TPA_MAX_STACK];
     int n = e.capture_native ? tpa_stack_capture(ips, TPA_MAX_STACK, 1) : 0;
     struct tpa_fx_event f = {tpa_now_ns(), e.holder_id, e.old_key, e.new_key, e.kind, 0};
     const char *strs[TPA_EVENT_NSTR] = {[TPA_EVENT_S_NAME] = e.name,
                                         [TPA_EVENT_S_HOLDER_CLASS] = e.holder_class,
-                                        [TPA_EVENT_S_DETAIL] = e.detail, [TPA_EVENT_S_PY_STACK] = e.py_stack};
-    uint32_t caps[TPA_EVENT_NSTR] = {[TPA_EVENT_S_NAME] = CAP_NAME, [TPA_EVENT_S_HOLDER_CLASS] = CAP_SHORT,
-                                     [TPA_EVENT_S_DETAIL] = CAP_DETAIL, [TPA_EVENT_S_PY_STACK] = CAP_PYSTACK};
+                                        [TPA_EVENT_S_DETAIL] = e.detail,
+                                        [TPA_EVENT_S_PY_STACK] = e.py_stack};
+    uint32_t caps[TPA_EVENT_NSTR] = {[TPA_EVENT_S_NAME] = CAP_NAME,
+                                     [TPA_EVENT_S_HOLDER_CLASS] = CAP_SHORT,
+                                     [TPA_EVENT_S_DETAIL] = CAP_DETAIL,
+                                     [TPA_EVENT_S_PY_STACK] = CAP_PYSTACK};
     return tpa_enqueue(TPA_REC_EVENT, &f, sizeof f, strs, caps, TPA_EVENT_NSTR, ips, n, 0);
 }
 

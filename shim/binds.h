@@ -10,9 +10,18 @@
 
 #include "shim_internal.h"
 
-struct tpa_text { const char *p; int n; };
-struct tpa_blob { const void *p; int n; };
-struct tpa_maybe { int has; int64_t x; };
+struct tpa_text {
+    const char *p;
+    int n;
+};
+struct tpa_blob {
+    const void *p;
+    int n;
+};
+struct tpa_maybe {
+    int has;
+    int64_t x;
+};
 
 static inline struct tpa_text text_of(const char *s) { return (struct tpa_text){s, -1}; }
 static inline struct tpa_maybe maybe(int has, int64_t x) { return (struct tpa_maybe){has, x}; }
@@ -54,14 +63,14 @@ static inline void tpa_bind_blob(sqlite3_stmt *st, int i, struct tpa_blob b) {
     sqlite3_bind_blob(st, i, b.p, b.n, SQLITE_STATIC);
 }
 
-#define TPA_BIND_I64(e) tpa_bind_i64(st, ++col, (e));
-#define TPA_BIND_OPT(e) tpa_bind_opt(st, ++col, (e));
-#define TPA_BIND_KEY(e) tpa_bind_key(st, ++col, (e));
-#define TPA_BIND_BOOL(e) tpa_bind_bool(st, ++col, (e));
+#define TPA_BIND_I64(e)   tpa_bind_i64(st, ++col, (e));
+#define TPA_BIND_OPT(e)   tpa_bind_opt(st, ++col, (e));
+#define TPA_BIND_KEY(e)   tpa_bind_key(st, ++col, (e));
+#define TPA_BIND_BOOL(e)  tpa_bind_bool(st, ++col, (e));
 #define TPA_BIND_MAYBE(e) tpa_bind_maybe(st, ++col, (e));
-#define TPA_BIND_TEXT(e) tpa_bind_text(st, ++col, (e));
-#define TPA_BIND_COPY(e) tpa_bind_copy(st, ++col, (e));
-#define TPA_BIND_BLOB(e) tpa_bind_blob(st, ++col, (e));
+#define TPA_BIND_TEXT(e)  tpa_bind_text(st, ++col, (e));
+#define TPA_BIND_COPY(e)  tpa_bind_copy(st, ++col, (e));
+#define TPA_BIND_BLOB(e)  tpa_bind_blob(st, ++col, (e));
 #define TPA_BIND_NONE(e)
 #define BIND(c, decl, kind, e) TPA_BIND_##kind(e)
 

@@ -42,9 +42,8 @@ static int parse_choice(const char *name, const char *const *words, int n, int d
     if (!v) return dflt;
     for (int i = 0; i < n; i++)
         if (strcmp(v, words[i]) == 0) return i;
-    tpa_log(TPA_LOG_WARN, "bad %s='%s' (expected %s%s%s%s%s), using %s", name, v, words[0],
-            n > 1 ? "|" : "", n > 1 ? words[1] : "", n > 2 ? "|" : "", n > 2 ? words[2] : "",
-            words[dflt]);
+    tpa_log(TPA_LOG_WARN, "bad %s='%s' (expected %s%s%s%s%s), using %s", name, v, words[0], n > 1 ? "|" : "",
+            n > 1 ? words[1] : "", n > 2 ? "|" : "", n > 2 ? words[2] : "", words[dflt]);
     return dflt;
 }
 
@@ -189,8 +188,7 @@ void tpa_config_load(void) {
         errno = 0;
         long d = strtol(depth, &end, 10);
         if (errno || end == depth || *end || d < 0 || d > TPA_MAX_STACK)
-            tpa_log(TPA_LOG_WARN, "bad TPAUDIT_STACK_DEPTH='%s' (expected 0..%d), using 32", depth,
-                    TPA_MAX_STACK);
+            tpa_log(TPA_LOG_WARN, "bad TPAUDIT_STACK_DEPTH='%s' (expected 0..%d), using 32", depth, TPA_MAX_STACK);
         else
             g_cfg.stack_depth = (int)d;
     }

@@ -9,50 +9,44 @@
 
 #include "cupti_api.h"
 
-void *tpa_cupti_open(void)
-{
+void *tpa_cupti_open(void) {
     static const char *names[] = {"libcupti.so.13", "libcupti.so"};
     static const char *dirs[] = {"/usr/local/cuda/lib64", "/usr/local/cuda/extras/CUPTI/lib64"};
     char path[4096];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (h)
-            return h;
+        if (h) return h;
     }
     const char *home = getenv("CUDA_HOME");
     if (home && *home) {
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             snprintf(path, sizeof path, "%s/extras/CUPTI/lib64/%s", home, names[i]);
             void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-            if (h)
-                return h;
+            if (h) return h;
             snprintf(path, sizeof path, "%s/lib64/%s", home, names[i]);
-            if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL)))
-                return h;
+            if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL))) return h;
         }
     }
     for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++)
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             snprintf(path, sizeof path, "%s/%s", dirs[d], names[i]);
             void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-            if (h)
-                return h;
+            if (h) return h;
         }
     return NULL;
 }
 
-#define RESOLVE(field, name)                                 \
-    do {                                                     \
-        void *sym_ = dlsym(api->lib, name);                  \
-        if (!sym_) {                                         \
-            *why = "libcupti lacks " name;                   \
-            return TPAUDIT_EDISABLED;                        \
-        }                                                    \
-        memcpy(&api->field, &sym_, sizeof sym_);             \
+#define RESOLVE(field, name)                     \
+    do {                                         \
+        void *sym_ = dlsym(api->lib, name);      \
+        if (!sym_) {                             \
+            *why = "libcupti lacks " name;       \
+            return TPAUDIT_EDISABLED;            \
+        }                                        \
+        memcpy(&api->field, &sym_, sizeof sym_); \
     } while (0)
 
-int tpa_cupti_api_load(struct tpa_cupti_api *api, const char **why)
-{
+int tpa_cupti_api_load(struct tpa_cupti_api *api, const char **why) {
     memset(api, 0, sizeof *api);
     api->lib = tpa_cupti_open();
     if (!api->lib) {

@@ -13,12 +13,10 @@ struct tpa_cupti_api {
     void *lib;
     CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
     CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
-    CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
-                                   CUpti_CallbackId);
+    CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
     CUptiResult (*activity_enable)(CUpti_ActivityKind);
     CUptiResult (*activity_disable)(CUpti_ActivityKind);
-    CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
-                                      CUpti_BuffersCallbackCompleteFunc);
+    CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
     CUptiResult (*register_timestamp)(CUpti_TimestampCallbackFunc);
     CUptiResult (*get_next_record)(uint8_t *, size_t, CUpti_Activity **);
     CUptiResult (*get_dropped)(CUcontext, uint32_t, size_t *);

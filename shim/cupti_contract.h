@@ -15,17 +15,17 @@
 #include "tpaudit.h"
 
 #define TPA_HIDDEN __attribute__((visibility("hidden")))
-#define TPA_API __attribute__((visibility("default")))
+#define TPA_API    __attribute__((visibility("default")))
 
 /* ---- configuration (parsed once in the constructor, see docs/ENVIRONMENT.md) ---- */
 enum tpa_log_level { TPA_LOG_WARN = 0, TPA_LOG_INFO = 1, TPA_LOG_DEBUG = 2 };
 
 struct tpa_config {
-    char out_dir[4096];   /* TPAUDIT_OUT, default ./tpaudit-out */
-    int cupti_enabled;    /* TPAUDIT_CUPTI: auto=1, off=0 */
-    int python_enabled;   /* TPAUDIT_PYTHON: auto=1, off=0 */
-    int stack_depth;      /* TPAUDIT_STACK_DEPTH, 0..TPA_MAX_STACK, default 32 */
-    int log_level;        /* TPAUDIT_LOG */
+    char out_dir[4096]; /* TPAUDIT_OUT, default ./tpaudit-out */
+    int cupti_enabled;  /* TPAUDIT_CUPTI: auto=1, off=0 */
+    int python_enabled; /* TPAUDIT_PYTHON: auto=1, off=0 */
+    int stack_depth;    /* TPAUDIT_STACK_DEPTH, 0..TPA_MAX_STACK, default 32 */
+    int log_level;      /* TPAUDIT_LOG */
 };
 #define TPA_MAX_STACK 128
 
@@ -46,14 +46,18 @@ TPA_HIDDEN int tpa_stack_capture(uint64_t *ips, int max, int skip);
 /* ---- allocation records (the CUPTI part produces them) ---- */
 enum tpa_alloc_op { TPA_ALLOC = 1, TPA_FREE = 2 };
 enum tpa_memkind {
-    TPA_MEM_DEVICE = 1, TPA_MEM_PINNED = 2, TPA_MEM_MANAGED = 3,
-    TPA_MEM_POOL = 4, TPA_MEM_VMM = 5, TPA_MEM_REGION = 6
+    TPA_MEM_DEVICE = 1,
+    TPA_MEM_PINNED = 2,
+    TPA_MEM_MANAGED = 3,
+    TPA_MEM_POOL = 4,
+    TPA_MEM_VMM = 5,
+    TPA_MEM_REGION = 6
 };
 
 struct tpa_alloc_rec {
-    int64_t ts_ns;        /* on tpa_now_ns()'s clock */
-    int op;               /* enum tpa_alloc_op */
-    int memkind;          /* enum tpa_memkind */
+    int64_t ts_ns; /* on tpa_now_ns()'s clock */
+    int op;        /* enum tpa_alloc_op */
+    int memkind;   /* enum tpa_memkind */
     uint64_t address;
     uint64_t bytes;
     int device;
@@ -61,19 +65,18 @@ struct tpa_alloc_rec {
     uint32_t stream;
     uint64_t pool;
     uint32_t correlation;
-    const char *label;    /* static string or NULL; copied */
+    const char *label; /* static string or NULL; copied */
 };
 
 /* Queues one alloc row (source 'cupti'). */
 TPA_HIDDEN int tpa_emit_alloc(const struct tpa_alloc_rec *rec);
 
 /* Queues one api_call row: `api` a static string, ips/n_ips the stack. */
-TPA_HIDDEN int tpa_emit_api_call(uint32_t correlation, const char *api, int64_t ts_ns,
-                                 const uint64_t *ips, int n_ips);
+TPA_HIDDEN int tpa_emit_api_call(uint32_t correlation, const char *api, int64_t ts_ns, const uint64_t *ips, int n_ips);
 
 /* Run-row fields the CUPTI part owns. */
 TPA_HIDDEN void tpa_run_set_cupti_status(const char *status); /* "on" / "off: <why>" */
-TPA_HIDDEN void tpa_run_add_cupti_dropped(uint64_t n);         /* makes the run incomplete */
+TPA_HIDDEN void tpa_run_add_cupti_dropped(uint64_t n);        /* makes the run incomplete */
 
 /* ---- hooks the core calls in the CUPTI part (cupti_*.c defines them; a
  * build without CUPTI links shim/cupti_none.c instead) ---- */

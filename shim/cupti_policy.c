@@ -20,10 +20,10 @@ enum tpa_cupti_yield tpa_cupti_yield_action(int state) {
 
 /* Library names of NVIDIA's tool launchers as they appear in LD_PRELOAD. */
 static const char *const TOOL_PRELOADS[] = {
-    "libToolsInjection",   /* Nsight Systems */
-    "libTreeLauncher",     /* Nsight Compute, compute-sanitizer */
-    "libsanitizer-",       /* compute-sanitizer */
-    "libcuda-gdb",         /* cuda-gdb */
+    "libToolsInjection", /* Nsight Systems */
+    "libTreeLauncher",   /* Nsight Compute, compute-sanitizer */
+    "libsanitizer-",     /* compute-sanitizer */
+    "libcuda-gdb",       /* cuda-gdb */
 };
 
 static const char *base_name(const char *path, size_t n, size_t *base_len) {
@@ -33,8 +33,8 @@ static const char *base_name(const char *path, size_t n, size_t *base_len) {
     return path + start;
 }
 
-int tpa_cupti_other_tool(const char *injection, const char *self, const char *nvtx_injection,
-                         const char *ld_preload, char *why, size_t len) {
+int tpa_cupti_other_tool(const char *injection, const char *self, const char *nvtx_injection, const char *ld_preload,
+                         char *why, size_t len) {
     if (injection && *injection && !(self && *self && strcmp(injection, self) == 0)) {
         snprintf(why, len, "CUDA_INJECTION64_PATH names another tool (%s)", injection);
         return 1;

@@ -26,10 +26,10 @@ enum tpa_cupti_state {
 
 /* What to do in `state` when another subscriber arrives. */
 enum tpa_cupti_yield {
-    TPA_YIELD_WAIT = 0,     /* a transition is under way: look again */
-    TPA_YIELD_FORBID = 1,   /* not started: go straight to OFF, never start */
-    TPA_YIELD_HAND_OVER = 2,/* on: flush, disable, unsubscribe, then OFF */
-    TPA_YIELD_NOTHING = 3   /* off already */
+    TPA_YIELD_WAIT = 0,      /* a transition is under way: look again */
+    TPA_YIELD_FORBID = 1,    /* not started: go straight to OFF, never start */
+    TPA_YIELD_HAND_OVER = 2, /* on: flush, disable, unsubscribe, then OFF */
+    TPA_YIELD_NOTHING = 3    /* off already */
 };
 TPA_HIDDEN enum tpa_cupti_yield tpa_cupti_yield_action(int state);
 

@@ -28,7 +28,7 @@
 #include "cupti_policy.h"
 #include "cupti_translate.h"
 
-#define TPA_CUPTI_BUFFERS 16
+#define TPA_CUPTI_BUFFERS      16
 #define TPA_CUPTI_BUFFER_BYTES (4u << 20)
 
 static struct tpa_cupti_api g_api;
@@ -94,19 +94,23 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 }
 
 static const CUpti_CallbackId DRIVER_IDS[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,     CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,      CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc,    CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost,
     CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged, CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
-    CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
-    CUPTI_DRIVER_TRACE_CBID_cuMemCreate, CUPTI_DRIVER_TRACE_CBID_cuMemRelease,
-    CUPTI_DRIVER_TRACE_CBID_cuMemMap, CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
+    CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync,    CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemCreate,       CUPTI_DRIVER_TRACE_CBID_cuMemRelease,
+    CUPTI_DRIVER_TRACE_CBID_cuMemMap,          CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
 };
 static const CUpti_CallbackId RUNTIME_IDS[] = {
-    CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaHostAlloc_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaFreeHost_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020, CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaHostAlloc_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaFreeHost_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020,
     CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020,
 };
 
@@ -159,8 +163,7 @@ int tpa_cupti_on_load(void) {
     const char *injection = getenv("CUDA_INJECTION64_PATH");
     const char *self = getenv("TPAUDIT_LIBRARY");
     char why[320], status[360];
-    if (tpa_cupti_other_tool(injection, self, getenv("NVTX_INJECTION64_PATH"), getenv("LD_PRELOAD"), why,
-                             sizeof why)) {
+    if (tpa_cupti_other_tool(injection, self, getenv("NVTX_INJECTION64_PATH"), getenv("LD_PRELOAD"), why, sizeof why)) {
         /* libcuda loads that tool, not us, and it needs CUPTI to itself. */
         tpa_log(TPA_LOG_WARN, "%s; allocation tracing off, ownership audits go on", why);
         snprintf(status, sizeof status, "off: %s", why);
@@ -198,17 +201,16 @@ static void hand_over(const char *entry) {
     for (;;) {
         int state = atomic_load(&g_state);
         switch (tpa_cupti_yield_action(state)) {
-        case TPA_YIELD_NOTHING:
-            return;
-        case TPA_YIELD_WAIT:
-            sched_yield();
-            continue;
+        case TPA_YIELD_NOTHING: return;
+        case TPA_YIELD_WAIT: sched_yield(); continue;
         case TPA_YIELD_FORBID:
             if (!atomic_compare_exchange_strong(&g_state, &state, TPA_CUPTI_OFF)) continue;
             if (tpa_config()->cupti_enabled) {
                 tpa_run_set_cupti_status(TPA_CUPTI_YIELDED);
-                tpa_log(TPA_LOG_WARN, "another CUPTI client (%s) is in this process; tpaudit leaves CUPTI to it: "
-                        "allocation tracing off, ownership audits go on", entry);
+                tpa_log(TPA_LOG_WARN,
+                        "another CUPTI client (%s) is in this process; tpaudit leaves CUPTI to it: "
+                        "allocation tracing off, ownership audits go on",
+                        entry);
             }
             return;
         case TPA_YIELD_HAND_OVER:
@@ -219,8 +221,10 @@ static void hand_over(const char *entry) {
             g_api.unsubscribe(g_subscriber);
             g_api.register_timestamp(cupti_default_clock);
             tpa_run_set_cupti_status(TPA_CUPTI_YIELDED);
-            tpa_log(TPA_LOG_WARN, "another CUPTI client (%s) started; tpaudit handed CUPTI over: allocation "
-                    "tracing off from here (records so far kept), ownership audits go on", entry);
+            tpa_log(TPA_LOG_WARN,
+                    "another CUPTI client (%s) started; tpaudit handed CUPTI over: allocation "
+                    "tracing off from here (records so far kept), ownership audits go on",
+                    entry);
             atomic_store(&g_state, TPA_CUPTI_OFF);
             return;
         }
@@ -239,8 +243,7 @@ static void *real_entry(const char *name) {
 }
 
 typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
-typedef CUptiResult (*subscribe_v2_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
-                                       CUpti_SubscriberParams *);
+typedef CUptiResult (*subscribe_v2_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *, CUpti_SubscriberParams *);
 typedef CUptiResult (*register_fn)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
 
 TPA_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,

@@ -27,13 +27,11 @@ TPA_HIDDEN int64_t tpa_cupti_ts(uint64_t cupti_ts, int64_t offset_ns);
 
 /* MEMORY2 record -> one alloc/free row.  Returns 1 when `out` holds a row,
  * 0 when the record is not an allocation or release (skipped). */
-TPA_HIDDEN int tpa_cupti_translate_memory(const tpa_cupti_memory_rec *r, int64_t offset_ns,
-                                          struct tpa_alloc_rec *out);
+TPA_HIDDEN int tpa_cupti_translate_memory(const tpa_cupti_memory_rec *r, int64_t offset_ns, struct tpa_alloc_rec *out);
 
 /* MEMORY_POOL record -> one row of memkind 'pool' for the pool's reserved
  * range (created -> alloc, destroyed -> free).  Trim records and pools of
  * managed memory yield 0. */
-TPA_HIDDEN int tpa_cupti_translate_pool(const tpa_cupti_pool_rec *r, int64_t offset_ns,
-                                        struct tpa_alloc_rec *out);
+TPA_HIDDEN int tpa_cupti_translate_pool(const tpa_cupti_pool_rec *r, int64_t offset_ns, struct tpa_alloc_rec *out);
 
 #endif /* TPAUDIT_CUPTI_TRANSLATE_H */

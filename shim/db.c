@@ -14,24 +14,34 @@
 #include "shim_internal.h"
 
 /* which bind kinds the insert writes (records.h) */
-#define WRITTEN_I64 1
-#define WRITTEN_OPT 1
-#define WRITTEN_KEY 1
-#define WRITTEN_BOOL 1
+#define WRITTEN_I64   1
+#define WRITTEN_OPT   1
+#define WRITTEN_KEY   1
+#define WRITTEN_BOOL  1
 #define WRITTEN_MAYBE 1
-#define WRITTEN_TEXT 1
-#define WRITTEN_COPY 1
-#define WRITTEN_BLOB 1
-#define WRITTEN_NONE 0
+#define WRITTEN_TEXT  1
+#define WRITTEN_COPY  1
+#define WRITTEN_BLOB  1
+#define WRITTEN_NONE  0
 
-struct column { const char *name, *decl; int inserted; };
-struct table { const char *name, *verb; const struct column *cols; int ncols; const char *tail, *index; };
+struct column {
+    const char *name, *decl;
+    int inserted;
+};
+struct table {
+    const char *name, *verb;
+    const struct column *cols;
+    int ncols;
+    const char *tail, *index;
+};
 
 #define COL_INSERTED(c, d, k, e) {#c, d, WRITTEN_##k},
-#define COL_LATER(c, d, k, e) {#c, d, 0},
-#define TABLE_COLS(t, verb, ins, later, tail, idx) static const struct column t##_cols[] = {ins(COL_INSERTED) later(COL_LATER)};
+#define COL_LATER(c, d, k, e)    {#c, d, 0},
+#define TABLE_COLS(t, verb, ins, later, tail, idx) \
+    static const struct column t##_cols[] = {ins(COL_INSERTED) later(COL_LATER)};
 TPA_TABLES(TABLE_COLS)
-#define TABLE_ENTRY(t, verb, ins, later, tail, idx) {#t, verb, t##_cols, (int)(sizeof t##_cols / sizeof t##_cols[0]), tail, idx},
+#define TABLE_ENTRY(t, verb, ins, later, tail, idx) \
+    {#t, verb, t##_cols, (int)(sizeof t##_cols / sizeof t##_cols[0]), tail, idx},
 static const struct table g_tables[] = {TPA_TABLES(TABLE_ENTRY)};
 #define N_TABLES ((int)(sizeof g_tables / sizeof g_tables[0]))
 static const struct column g_run_state[] = {TPA_RUN_STATE_COLUMNS(COL_LATER)};
@@ -113,8 +123,7 @@ sqlite3_stmt *tpa_db_stmt(enum tpa_stmt which) { return g_st[which]; }
 int tpa_db_fail(const char *what) {
     char why[4800];
     if (tpa_dbfd_lost())
-        snprintf(why, sizeof why, "%s: its file descriptor was closed or replaced by the host (%s)", what,
-                 g_path);
+        snprintf(why, sizeof why, "%s: its file descriptor was closed or replaced by the host (%s)", what, g_path);
     else
         snprintf(why, sizeof why, "%s: %s (%s)", what, g_db ? sqlite3_errmsg(g_db) : "no database", g_path);
     tpa_disable(why);
@@ -167,8 +176,8 @@ void tpa_db_remove_files(void) {
 
 static void sanitize_host(char *h) {
     for (char *p = h; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '.' || *p == '-' || *p == '_'))
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
+              *p == '-' || *p == '_'))
             *p = '_';
 }
 
@@ -240,7 +249,8 @@ static int prepare_all(void) {
  * removes what was made. */
 int tpa_db_open(void) {
     if (tpa_dbfd_floor() < 0) {
-        tpa_disable("RLIMIT_NOFILE is below " "64, too low to keep a database open beside the host's files");
+        tpa_disable("RLIMIT_NOFILE is below "
+                    "64, too low to keep a database open beside the host's files");
         return -1;
     }
     if (tpa_dbfd_install() != 0) {

@@ -23,7 +23,11 @@
 
 #define TPA_MAX_DB_FDS 16
 
-struct owned_fd { int fd; dev_t dev; ino_t ino; };
+struct owned_fd {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+};
 static struct owned_fd g_owned[TPA_MAX_DB_FDS];
 static _Atomic int g_lost;
 static int g_installed;
@@ -154,9 +158,7 @@ static ssize_t w_pread(int fd, void *b, size_t n, off_t o) { return owned(fd) ? 
 static ssize_t w_pread64(int fd, void *b, size_t n, off_t o) { return owned(fd) ? r_pread64(fd, b, n, o) : -1; }
 static ssize_t w_write(int fd, const void *b, size_t n) { return owned(fd) ? r_write(fd, b, n) : -1; }
 static ssize_t w_pwrite(int fd, const void *b, size_t n, off_t o) { return owned(fd) ? r_pwrite(fd, b, n, o) : -1; }
-static ssize_t w_pwrite64(int fd, const void *b, size_t n, off_t o) {
-    return owned(fd) ? r_pwrite64(fd, b, n, o) : -1;
-}
+static ssize_t w_pwrite64(int fd, const void *b, size_t n, off_t o) { return owned(fd) ? r_pwrite64(fd, b, n, o) : -1; }
 static int w_ftruncate(int fd, off_t n) { return owned(fd) ? r_ftruncate(fd, n) : -1; }
 static int w_fchmod(int fd, mode_t m) { return owned(fd) ? r_fchmod(fd, m) : -1; }
 static int w_fallocate(int fd, off_t o, off_t n) { return owned(fd) ? r_fallocate(fd, o, n) : EBADF; }
@@ -216,8 +218,7 @@ void tpa_dbfd_forget_in_child(void) {
     for (int i = 0; i < TPA_MAX_DB_FDS; i++) {
         int fd = g_owned[i].fd;
         struct stat sb;
-        if (fd >= 0 && fstat(fd, &sb) == 0 && sb.st_dev == g_owned[i].dev && sb.st_ino == g_owned[i].ino)
-            close(fd);
+        if (fd >= 0 && fstat(fd, &sb) == 0 && sb.st_dev == g_owned[i].dev && sb.st_ino == g_owned[i].ino) close(fd);
         g_owned[i].fd = -1;
     }
     atomic_store(&g_lost, 0);

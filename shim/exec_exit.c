@@ -33,8 +33,13 @@ static fexecve_fn r_fexecve;
 static execveat_fn r_execveat;
 static exit_fn r__exit, r__Exit;
 
-#define RESOLVE(var, name) \
-    do { if (!(var)) { void *p_ = dlsym(RTLD_NEXT, name); memcpy(&(var), &p_, sizeof p_); } } while (0)
+#define RESOLVE(var, name)                     \
+    do {                                       \
+        if (!(var)) {                          \
+            void *p_ = dlsym(RTLD_NEXT, name); \
+            memcpy(&(var), &p_, sizeof p_);    \
+        }                                      \
+    } while (0)
 
 void tpa_exec_resolve(void) {
     RESOLVE(r_execve, "execve");
@@ -70,14 +75,14 @@ static int runnable_on_path(const char *file) {
 }
 
 /* The real call between tpa_before_exec and tpa_after_failed_exec; errno kept. */
-#define AROUND_EXEC(likely, call)                 \
-    do {                                          \
+#define AROUND_EXEC(likely, call)                      \
+    do {                                               \
         int ended_ = (likely) ? tpa_before_exec() : 0; \
-        int rc_ = (call);                         \
-        int err_ = errno;                         \
-        tpa_after_failed_exec(ended_);            \
-        errno = err_;                             \
-        return rc_;                               \
+        int rc_ = (call);                              \
+        int err_ = errno;                              \
+        tpa_after_failed_exec(ended_);                 \
+        errno = err_;                                  \
+        return rc_;                                    \
     } while (0)
 
 TPA_API int execve(const char *path, char *const argv[], char *const envp[]) {
@@ -126,12 +131,12 @@ static void list_fill(char **argv, const char *arg, size_t n, va_list *ap) {
     for (size_t i = 1; i <= n; i++) argv[i] = i < n ? va_arg(*ap, char *) : NULL;
 }
 
-#define LIST_EXEC(arg, last, call)                  \
-    va_list ap;                                      \
-    va_start(ap, last);                              \
-    size_t n = list_len(&ap);                        \
-    char **argv = alloca((n + 1) * sizeof *argv);    \
-    list_fill(argv, arg, n, &ap);                    \
+#define LIST_EXEC(arg, last, call)                \
+    va_list ap;                                   \
+    va_start(ap, last);                           \
+    size_t n = list_len(&ap);                     \
+    char **argv = alloca((n + 1) * sizeof *argv); \
+    list_fill(argv, arg, n, &ap);                 \
     call
 
 TPA_API int execl(const char *path, const char *arg, ...) {
@@ -143,8 +148,8 @@ TPA_API int execlp(const char *file, const char *arg, ...) {
 }
 
 TPA_API int execle(const char *path, const char *arg, ...) {
-    LIST_EXEC(arg, arg, (void)va_arg(ap, char *); char *const *envp = va_arg(ap, char *const *);
-              va_end(ap); return execve(path, argv, envp););
+    LIST_EXEC(arg, arg, (void)va_arg(ap, char *); char *const *envp = va_arg(ap, char *const *); va_end(ap);
+              return execve(path, argv, envp););
 }
 
 TPA_API void _exit(int status) {

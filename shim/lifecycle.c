@@ -13,7 +13,7 @@
 
 #include "shim_internal.h"
 
-#define TPA_SIGNAL_FLUSH_MS 1000
+#define TPA_SIGNAL_FLUSH_MS     1000
 #define TPA_DESTRUCTOR_FLUSH_MS 100
 
 _Atomic int tpa_state;
@@ -122,7 +122,7 @@ static void start(void) {
     tpa_run_init();
     tpa_python_bootstrap();
     tpa_exec_resolve();
-    atomic_store(&tpa_state, TPA_RUNNING); /* the database starts with the first record */
+    atomic_store(&tpa_state, TPA_RUNNING);                     /* the database starts with the first record */
     if (tpa_run_python_is_worth_a_file()) tpa_writer_ensure(); /* the probe is off: say so in a file */
     on_exit(on_exit_cb, NULL);
     pthread_atfork(NULL, NULL, atfork_child);

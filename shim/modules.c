@@ -12,7 +12,12 @@
 
 #include "binds.h"
 
-struct mod { char *path; uint64_t base, low, high; int64_t id; int seen; };
+struct mod {
+    char *path;
+    uint64_t base, low, high;
+    int64_t id;
+    int seen;
+};
 static struct mod *g_mods;
 static size_t g_n, g_cap;
 static unsigned long long g_adds = ~0ULL, g_subs = ~0ULL;
@@ -34,7 +39,11 @@ static int read_counters(struct dl_phdr_info *info, size_t size, void *data) {
     return 1;
 }
 
-struct scan { sqlite3_stmt *ins; int err; int64_t now; };
+struct scan {
+    sqlite3_stmt *ins;
+    int err;
+    int64_t now;
+};
 
 static void build_id_hex(struct dl_phdr_info *info, char *out, size_t cap) {
     out[0] = 0;

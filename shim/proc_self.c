@@ -18,9 +18,7 @@ const char *tpa_self_path(void) { return g_self; }
 void tpa_self_find(void) {
     Dl_info info;
     if (dladdr((void *)&tpa_self_find, &info) && info.dli_fname) {
-        if (!realpath(info.dli_fname, g_self)) {
-            strncpy(g_self, info.dli_fname, sizeof g_self - 1);
-        }
+        if (!realpath(info.dli_fname, g_self)) { strncpy(g_self, info.dli_fname, sizeof g_self - 1); }
     }
 }
 

@@ -127,16 +127,15 @@ static int reserve(uint32_t k, uint64_t *pos, int wait_ms) {
             h = atomic_load_explicit(&g_head, memory_order_relaxed);
             continue;
         }
-        if (atomic_compare_exchange_weak_explicit(&g_head, &h, h + k, memory_order_acq_rel,
-                                                  memory_order_relaxed)) {
+        if (atomic_compare_exchange_weak_explicit(&g_head, &h, h + k, memory_order_acq_rel, memory_order_relaxed)) {
             *pos = h;
             return 0;
         }
     }
 }
 
-int tpa_enqueue(int type, const void *fixed, uint32_t fixed_len, const char *const *strs,
-                const uint32_t *caps, int nstr, const uint64_t *ips, int nips, int wait_ms) {
+int tpa_enqueue(int type, const void *fixed, uint32_t fixed_len, const char *const *strs, const uint32_t *caps,
+                int nstr, const uint64_t *ips, int nips, int wait_ms) {
     uint32_t lens[TPA_REC_MAX_STR];
     uint32_t total = (uint32_t)sizeof(struct tpa_rec_hdr) + fixed_len + 8u * (uint32_t)nips;
     for (int i = 0; i < nstr; i++) {

@@ -27,13 +27,16 @@ static const char *holder_text(int k) {
     return k == TPAUDIT_HOLDER_MODULE ? "module" : k == TPAUDIT_HOLDER_OPTIMIZER ? "optimizer" : "wrapper";
 }
 static const char *role_text(int r) {
-    return r == TPAUDIT_ROLE_PARAM ? "param" : r == TPAUDIT_ROLE_GROUP_PARAM ? "group_param"
-         : r == TPAUDIT_ROLE_STATE ? "state" : "map_entry";
+    return r == TPAUDIT_ROLE_PARAM         ? "param"
+           : r == TPAUDIT_ROLE_GROUP_PARAM ? "group_param"
+           : r == TPAUDIT_ROLE_STATE       ? "state"
+                                           : "map_entry";
 }
 static const char *event_text(int k) {
     return k == TPAUDIT_EVENT_OPTIMIZER_CREATED ? "optimizer_created"
-         : k == TPAUDIT_EVENT_PARAM_CREATED ? "param_created"
-         : k == TPAUDIT_EVENT_PARAM_REPLACED ? "param_replaced" : "module_replaced";
+           : k == TPAUDIT_EVENT_PARAM_CREATED   ? "param_created"
+           : k == TPAUDIT_EVENT_PARAM_REPLACED  ? "param_replaced"
+                                                : "module_replaced";
 }
 static const char *memkind_text(int m) {
     static const char *const t[] = {"device", "device", "pinned", "managed", "pool", "vmm", "region"};
@@ -41,16 +44,16 @@ static const char *memkind_text(int m) {
 }
 
 /* One function per record kind: its fixed part as f, then the binds. */
-#define ROW_FN(fn, fx, table, COLUMNS, ...)                                        \
-    static int fn(const struct tpa_rec_view *v, int64_t stack_id) {               \
-        struct fx f;                                                              \
-        memcpy(&f, v->fixed, sizeof f);                                           \
-        sqlite3_stmt *st = tpa_db_stmt(TPA_ST_INSERT_##table);                    \
-        int col = 0;                                                              \
-        (void)stack_id;                                                           \
-        __VA_ARGS__                                                               \
-        COLUMNS(BIND)                                                             \
-        return tpa_db_step(st);                                                   \
+#define ROW_FN(fn, fx, table, COLUMNS, ...)                         \
+    static int fn(const struct tpa_rec_view *v, int64_t stack_id) { \
+        struct fx f;                                                \
+        memcpy(&f, v->fixed, sizeof f);                             \
+        sqlite3_stmt *st = tpa_db_stmt(TPA_ST_INSERT_##table);      \
+        int col = 0;                                                \
+        (void)stack_id;                                             \
+        __VA_ARGS__                                                 \
+        COLUMNS(BIND)                                               \
+        return tpa_db_step(st);                                     \
     }
 
 ROW_FN(audit_row, tpa_fx_audit_begin, audit, TPA_AUDIT_COLUMNS, )
@@ -58,8 +61,7 @@ ROW_FN(ref_row, tpa_fx_ref, ref, TPA_REF_COLUMNS, )
 ROW_FN(event_row, tpa_fx_event, event, TPA_EVENT_COLUMNS, )
 ROW_FN(api_call_row, tpa_fx_api_call, api_call, TPA_API_CALL_COLUMNS, )
 ROW_FN(alloc_row, tpa_fx_alloc, alloc, TPA_ALLOC_COLUMNS, int region = f.source != 0;)
-ROW_FN(tensor_row, tpa_fx_tensor, tensor, TPA_TENSOR_COLUMNS,
-       char shape[256]; char local[256];
+ROW_FN(tensor_row, tpa_fx_tensor, tensor, TPA_TENSOR_COLUMNS, char shape[256]; char local[256];
        shape_json(shape, sizeof shape, f.shape, f.t.ndim);
        if (f.t.local_ndim >= 0) shape_json(local, sizeof local, f.local_shape, f.t.local_ndim);
        else memcpy(local, shape, sizeof shape);)

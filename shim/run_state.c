@@ -106,8 +106,8 @@ int tpa_run_python_is_worth_a_file(void) {
     /* "n/a" (not python), "idle: ..." (torch never imported) and the
      * provisional TPA_PYTHON_PENDING (the bootstrap has yet to run)
      * are not. */
-    int worth = strcmp(g_python, "n/a") != 0 && strncmp(g_python, "idle", 4) != 0 &&
-                strcmp(g_python, TPA_PYTHON_PENDING) != 0;
+    int worth =
+        strcmp(g_python, "n/a") != 0 && strncmp(g_python, "idle", 4) != 0 && strcmp(g_python, TPA_PYTHON_PENDING) != 0;
     pthread_mutex_unlock(&g_mu);
     return worth;
 }

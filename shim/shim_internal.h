@@ -14,14 +14,19 @@
 #include "records.h"
 
 /* ---- ring: fixed 64-byte slots, a record spans consecutive slots ---- */
-#define TPA_SLOT 64u
-#define TPA_RING_SLOTS (1u << 18)     /* default: 16 MiB of slots + 2 MiB sequence words */
+#define TPA_SLOT           64u
+#define TPA_RING_SLOTS     (1u << 18) /* default: 16 MiB of slots + 2 MiB sequence words */
 #define TPA_RING_MIN_SLOTS (1u << 12) /* 256 KiB, under a small RLIMIT_AS */
-#define TPA_REC_MAX (256u * TPA_SLOT)
+#define TPA_REC_MAX        (256u * TPA_SLOT)
 
 enum tpa_rec_type {
-    TPA_REC_AUDIT_BEGIN = 1, TPA_REC_AUDIT_END, TPA_REC_TENSOR, TPA_REC_REF,
-    TPA_REC_EVENT, TPA_REC_ALLOC, TPA_REC_API_CALL
+    TPA_REC_AUDIT_BEGIN = 1,
+    TPA_REC_AUDIT_END,
+    TPA_REC_TENSOR,
+    TPA_REC_REF,
+    TPA_REC_EVENT,
+    TPA_REC_ALLOC,
+    TPA_REC_API_CALL
 };
 
 struct tpa_rec_hdr {
@@ -33,8 +38,13 @@ struct tpa_rec_hdr {
     uint32_t nips;
 };
 
-struct tpa_fx_audit_begin { int64_t id, step, ts; int32_t rank, world; };
-struct tpa_fx_audit_end { int64_t id, ts; };
+struct tpa_fx_audit_begin {
+    int64_t id, step, ts;
+    int32_t rank, world;
+};
+struct tpa_fx_audit_end {
+    int64_t id, ts;
+};
 /* A tensor record carries the caller's struct as given (a shorter one
  * zero-filled), so a field added to tpaudit_tensor_t reaches records.h with
  * no copy here or in api.c.  Its pointers are cleared: the strings travel in
@@ -45,15 +55,26 @@ struct tpa_fx_tensor {
     tpaudit_tensor_t t;
     int64_t shape[TPAUDIT_MAX_DIMS], local_shape[TPAUDIT_MAX_DIMS];
 };
-struct tpa_fx_ref { int64_t audit_id; uint64_t holder_id, tensor_key, peer_key; int32_t holder_kind, role; };
-struct tpa_fx_event { int64_t ts; uint64_t holder_id, old_key, new_key; int32_t kind, pad; };
+struct tpa_fx_ref {
+    int64_t audit_id;
+    uint64_t holder_id, tensor_key, peer_key;
+    int32_t holder_kind, role;
+};
+struct tpa_fx_event {
+    int64_t ts;
+    uint64_t holder_id, old_key, new_key;
+    int32_t kind, pad;
+};
 struct tpa_fx_alloc {
     int64_t ts;
     uint64_t address, bytes, pool;
     int32_t op, memkind, device, source; /* source: 0 cupti, 1 region */
     uint32_t context, stream, correlation, pad;
 };
-struct tpa_fx_api_call { int64_t ts, thread; uint32_t correlation, pad; };
+struct tpa_fx_api_call {
+    int64_t ts, thread;
+    uint32_t correlation, pad;
+};
 
 /* The string slots of the records with more than one string (the others
  * have one, slot 0): api.c queues them and records.h reads them by name. */
@@ -73,16 +94,15 @@ struct tpa_rec_view {
 
 /* Queues one record; strs[i] NULL is stored as NULL, strings longer than
  * caps[i] are cut and counted.  wait_ms > 0 waits that long for room. */
-TPA_HIDDEN int tpa_enqueue(int type, const void *fixed, uint32_t fixed_len,
-                           const char *const *strs, const uint32_t *caps, int nstr,
-                           const uint64_t *ips, int nips, int wait_ms);
+TPA_HIDDEN int tpa_enqueue(int type, const void *fixed, uint32_t fixed_len, const char *const *strs,
+                           const uint32_t *caps, int nstr, const uint64_t *ips, int nips, int wait_ms);
 /* Writer side: copies the oldest published record out; 1 got, 0 empty. */
 TPA_HIDDEN int tpa_ring_pop(void *buf, struct tpa_rec_view *view);
 TPA_HIDDEN uint64_t tpa_ring_head(void);
 TPA_HIDDEN uint64_t tpa_ring_tail(void);
-TPA_HIDDEN int tpa_ring_ensure(void);        /* maps the ring once; 0 or TPAUDIT_EDISABLED */
+TPA_HIDDEN int tpa_ring_ensure(void);            /* maps the ring once; 0 or TPAUDIT_EDISABLED */
 TPA_HIDDEN uint64_t tpa_ring_flush_target(void); /* head, or this thread's unpublished record */
-TPA_HIDDEN int tpa_ring_used(void);          /* 1 once this process offered a record */
+TPA_HIDDEN int tpa_ring_used(void);              /* 1 once this process offered a record */
 TPA_HIDDEN void tpa_ring_reset_in_child(void);
 
 /* ---- run state (counters and text fields of the run row) ---- */
@@ -120,20 +140,29 @@ struct sqlite3_stmt;
 #define TPA_ST_INSERT_ENUM(t, verb, ins, later, tail, idx) TPA_ST_INSERT_##t,
 enum tpa_stmt {
     TPA_TABLES(TPA_ST_INSERT_ENUM) /* one insert per table, in TPA_TABLES order */
-    TPA_ST_RUN_UPDATE, TPA_ST_AUDIT_END, TPA_ST_MODULE_UNLOAD, TPA_ST_BEGIN, TPA_ST_COMMIT, TPA_ST_COUNT
+    TPA_ST_RUN_UPDATE,
+    TPA_ST_AUDIT_END,
+    TPA_ST_MODULE_UNLOAD,
+    TPA_ST_BEGIN,
+    TPA_ST_COMMIT,
+    TPA_ST_COUNT
 };
 TPA_HIDDEN struct sqlite3_stmt *tpa_db_stmt(enum tpa_stmt which);
 TPA_HIDDEN int tpa_db_step(struct sqlite3_stmt *st); /* step and reset; 0 when done */
-TPA_HIDDEN int tpa_db_fail(const char *what);         /* disables the shim, says why; -1 */
-TPA_HIDDEN int tpa_db_open(void);    /* creates the file, schema, run row, module table */
-TPA_HIDDEN int tpa_db_reopen(void);  /* the same file after a failed exec */
+TPA_HIDDEN int tpa_db_fail(const char *what);        /* disables the shim, says why; -1 */
+TPA_HIDDEN int tpa_db_open(void);                    /* creates the file, schema, run row, module table */
+TPA_HIDDEN int tpa_db_reopen(void);                  /* the same file after a failed exec */
 TPA_HIDDEN void tpa_db_close(void);
 TPA_HIDDEN void tpa_db_rollback(void);
-TPA_HIDDEN void tpa_db_remove_files(void); /* only files this process created */
+TPA_HIDDEN void tpa_db_remove_files(void);   /* only files this process created */
 TPA_HIDDEN int tpa_db_forget_in_child(void); /* 1: forked mid open/close, SQLite unusable */
 
 /* ---- record -> row (rows.c) ---- */
-struct tpa_run_end { int64_t ts; int has_status, status; const char *ended_by; };
+struct tpa_run_end {
+    int64_t ts;
+    int has_status, status;
+    const char *ended_by;
+};
 TPA_HIDDEN int tpa_rows_write(const struct tpa_rec_view *v);
 TPA_HIDDEN int tpa_rows_insert_run(struct sqlite3_stmt *insert);
 /* The run row's state: end NULL while running (skipped when unchanged),
@@ -148,7 +177,7 @@ TPA_HIDDEN void tpa_rows_reset(void);
 #define TPA_END_DRAIN_MS 450
 #define TPA_END_CLOSE_MS 300
 TPA_HIDDEN int tpa_writer_ensure(void);          /* on the first record: opens the file, starts the thread */
-TPA_HIDDEN int tpa_writer_flush(int timeout_ms);  /* waits for everything queued */
+TPA_HIDDEN int tpa_writer_flush(int timeout_ms); /* waits for everything queued */
 TPA_HIDDEN int tpa_writer_flush_signal_safe(int timeout_ms);
 /* Ends the database: drains (bounded), writes the final run row with
  * ended_by ("exit", "_exit", "exec") and closes.  discard_if_empty: a
@@ -162,19 +191,19 @@ TPA_HIDDEN void tpa_writer_reset_in_child(void);
 TPA_HIDDEN int tpa_writer_has_db(void);
 
 /* ---- the database's file descriptors (db_fds.c) ---- */
-#define TPA_MIN_NOFILE 64 /* below this RLIMIT_NOFILE the shim stays off */
-TPA_HIDDEN int tpa_dbfd_install(void);          /* private SQLite: single-threaded, syscalls hooked */
-TPA_HIDDEN int tpa_dbfd_floor(void);            /* lowest fd number for the shim, -1: limit too low */
-TPA_HIDDEN int tpa_dbfd_lost(void);             /* 1 once a descriptor was found closed or replaced */
-TPA_HIDDEN int tpa_dbfd_check(void);            /* checks every descriptor now; 0 all ours */
+#define TPA_MIN_NOFILE 64              /* below this RLIMIT_NOFILE the shim stays off */
+TPA_HIDDEN int tpa_dbfd_install(void); /* private SQLite: single-threaded, syscalls hooked */
+TPA_HIDDEN int tpa_dbfd_floor(void);   /* lowest fd number for the shim, -1: limit too low */
+TPA_HIDDEN int tpa_dbfd_lost(void);    /* 1 once a descriptor was found closed or replaced */
+TPA_HIDDEN int tpa_dbfd_check(void);   /* checks every descriptor now; 0 all ours */
 TPA_HIDDEN int tpa_dbfd_identity(const char *path, uint64_t *dev, uint64_t *ino); /* lstat, regular only */
 TPA_HIDDEN void tpa_dbfd_note_created(uint64_t dev, uint64_t ino);
 TPA_HIDDEN int tpa_dbfd_created(uint64_t dev, uint64_t ino);
 TPA_HIDDEN void tpa_dbfd_forget_in_child(void);
 
 /* ---- exec and _exit (exec_exit.c, lifecycle.c) ---- */
-TPA_HIDDEN void tpa_exec_resolve(void);          /* looks up the real exec/_exit functions */
-TPA_HIDDEN int tpa_before_exec(void);            /* 1 when the database was ended for the exec */
+TPA_HIDDEN void tpa_exec_resolve(void); /* looks up the real exec/_exit functions */
+TPA_HIDDEN int tpa_before_exec(void);   /* 1 when the database was ended for the exec */
 TPA_HIDDEN void tpa_after_failed_exec(int ended);
 TPA_HIDDEN void tpa_before__exit(int status);
 TPA_HIDDEN void tpa_signals_install_lazily(void); /* on the first record */
@@ -187,10 +216,10 @@ TPA_HIDDEN int tpa_modules_refresh(struct sqlite3_stmt *insert, struct sqlite3_s
 TPA_HIDDEN void tpa_modules_reset(void);
 
 /* ---- process facts (proc_self.c) ---- */
-TPA_HIDDEN void tpa_self_find(void);             /* once, in the constructor */
-TPA_HIDDEN const char *tpa_self_path(void);      /* absolute path of libtpaudit.so */
-TPA_HIDDEN int tpa_is_python(void);           /* basename of /proc/self/exe starts with python */
-TPA_HIDDEN int tpa_read_cmdline(char *buf, int cap); /* NUL-separated, returns length */
+TPA_HIDDEN void tpa_self_find(void);                  /* once, in the constructor */
+TPA_HIDDEN const char *tpa_self_path(void);           /* absolute path of libtpaudit.so */
+TPA_HIDDEN int tpa_is_python(void);                   /* basename of /proc/self/exe starts with python */
+TPA_HIDDEN int tpa_read_cmdline(char *buf, int cap);  /* NUL-separated, returns length */
 TPA_HIDDEN void tpa_argv_json(char *out, size_t cap); /* the command line as a JSON array */
 
 /* ---- Python bootstrap (python_boot.c) ---- */

@@ -26,7 +26,12 @@ int tpa_stack_capture(uint64_t *ips, int max, int skip) {
     return out;
 }
 
-struct stack_entry { uint64_t hash; int64_t id; int depth; uint64_t *ips; };
+struct stack_entry {
+    uint64_t hash;
+    int64_t id;
+    int depth;
+    uint64_t *ips;
+};
 static struct stack_entry *g_tab;
 static size_t g_cap, g_used;
 static int64_t g_next_id = 1;
@@ -74,8 +79,7 @@ int64_t tpa_stack_intern(sqlite3_stmt *ins, const uint64_t *ips, int n, int *err
     uint64_t h = hash_ips(ips, n);
     size_t j = h & (g_cap - 1);
     while (g_tab[j].hash) {
-        if (g_tab[j].hash == h && g_tab[j].depth == n && !memcmp(g_tab[j].ips, ips, 8u * (size_t)n))
-            return g_tab[j].id;
+        if (g_tab[j].hash == h && g_tab[j].depth == n && !memcmp(g_tab[j].ips, ips, 8u * (size_t)n)) return g_tab[j].id;
         j = (j + 1) & (g_cap - 1);
     }
     uint64_t *copy = malloc(8u * (size_t)n);

@@ -12,11 +12,11 @@
 
 #include "shim_internal.h"
 
-#define TPA_BATCH 8192
-#define TPA_BATCH_NS 5000000LL
+#define TPA_BATCH        8192
+#define TPA_BATCH_NS     5000000LL
 #define TPA_WRITER_STACK (256u * 1024u)
 
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;     /* flush waiters */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* flush waiters */
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER; /* starting the writer */
 static _Atomic uint64_t g_flush_req, g_committed;
@@ -27,7 +27,10 @@ static struct tpa_run_end g_end; /* set before g_stop */
 static unsigned char g_buf[TPA_REC_MAX] __attribute__((aligned(16)));
 
 /* the writer thread's loop state */
-struct batch { int in_txn, n, ok; int64_t start; };
+struct batch {
+    int in_txn, n, ok;
+    int64_t start;
+};
 
 int tpa_writer_has_db(void) { return atomic_load(&g_ready); }
 
@@ -41,8 +44,7 @@ static void wake_waiters(void) {
 
 static void drain_discarding(void) {
     struct tpa_rec_view v;
-    while (tpa_ring_pop(g_buf, &v)) {
-    }
+    while (tpa_ring_pop(g_buf, &v)) {}
 }
 
 /* At the end's deadline: what is left is dropped and counted. */
@@ -52,13 +54,9 @@ static void drop_rest_counting(void) {
     if (tpa_ring_tail() < tpa_ring_head()) tpa_run_count_dropped(); /* reserved, never published */
 }
 
-static int stopping_and_empty(void) {
-    return atomic_load(&g_stop) && tpa_ring_tail() >= tpa_ring_head();
-}
+static int stopping_and_empty(void) { return atomic_load(&g_stop) && tpa_ring_tail() >= tpa_ring_head(); }
 
-static int past_deadline(void) {
-    return atomic_load(&g_stop) && tpa_now_ns() >= atomic_load(&g_drain_deadline);
-}
+static int past_deadline(void) { return atomic_load(&g_stop) && tpa_now_ns() >= atomic_load(&g_drain_deadline); }
 
 static int flush_wanted(uint64_t tail) {
     return atomic_load(&g_flush_req) > atomic_load(&g_committed) && atomic_load(&g_flush_req) <= tail;
@@ -231,8 +229,7 @@ int tpa_writer_ensure(void) {
 
 static void request_flush(uint64_t target) {
     uint64_t cur = atomic_load(&g_flush_req);
-    while (cur < target && !atomic_compare_exchange_weak(&g_flush_req, &cur, target)) {
-    }
+    while (cur < target && !atomic_compare_exchange_weak(&g_flush_req, &cur, target)) {}
 }
 
 int tpa_writer_flush(int timeout_ms) {
@@ -253,8 +250,7 @@ int tpa_writer_flush(int timeout_ms) {
     pthread_cond_broadcast(&g_cv);
     int rc = 0;
     while ((atomic_load(&g_committed) < target || (int)(tpa_rows_run_generation_written() - gen) < 0) &&
-           atomic_load(&tpa_state) == TPA_RUNNING &&
-           atomic_load(&g_thread_live) && rc == 0)
+           atomic_load(&tpa_state) == TPA_RUNNING && atomic_load(&g_thread_live) && rc == 0)
         rc = pthread_cond_timedwait(&g_cv, &g_mu, &ts);
     pthread_mutex_unlock(&g_mu);
     if (atomic_load(&tpa_state) != TPA_RUNNING) return TPAUDIT_EDISABLED;

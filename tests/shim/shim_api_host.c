@@ -7,12 +7,12 @@
 #include "tpaudit.h"
 
 static int fails;
-#define CHECK(cond)                                                   \
-    do {                                                              \
-        if (!(cond)) {                                                \
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
             fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            fails++;                                                  \
-        }                                                             \
+            fails++;                                                                 \
+        }                                                                            \
     } while (0)
 
 static int emit_event(int depth_marker) {

@@ -10,7 +10,10 @@
 #include "tpaudit.h"
 
 static volatile sig_atomic_t g_term;
-static void on_term(int sig) { (void)sig; g_term = 1; }
+static void on_term(int sig) {
+    (void)sig;
+    g_term = 1;
+}
 
 int main(int argc, char **argv) {
     if (argc < 2) return 2;

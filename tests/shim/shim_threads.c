@@ -6,7 +6,7 @@
 #include "tpaudit.h"
 
 #define THREADS 8
-#define EVENTS 100000
+#define EVENTS  100000
 
 static long ok[THREADS], dropped[THREADS];
 
@@ -18,8 +18,10 @@ static void *worker(void *arg) {
     for (int i = 0; i < EVENTS; i++) {
         e.new_key = (uint64_t)(t * EVENTS + i + 1);
         int rc = tpaudit_record_event(&e);
-        if (rc == TPAUDIT_OK) ok[t]++;
-        else if (rc == TPAUDIT_EDROPPED) dropped[t]++;
+        if (rc == TPAUDIT_OK)
+            ok[t]++;
+        else if (rc == TPAUDIT_EDROPPED)
+            dropped[t]++;
     }
     return NULL;
 }

@@ -10,12 +10,12 @@
 
 static int failures;
 
-#define CHECK(cond)                                                   \
-    do {                                                              \
-        if (!(cond)) {                                                \
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
             fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                               \
-        }                                                             \
+            failures++;                                                        \
+        }                                                                      \
     } while (0)
 
 static int other(const char *inj, const char *nvtx, const char *preload, char *why) {
