@@ -78,8 +78,8 @@ int main(void) {
     }
     tpaudit_flush();
     double dt = now_s() - a;
-    printf("sustained into SQLite: %.0f events/s (%d events in %.2f s, producer waited %ld times)\n",
-           n / dt, n, dt, retries);
+    printf("sustained into SQLite: %.0f events/s (%d events in %.2f s, producer waited %ld times)\n", n / dt, n, dt,
+           retries);
 
     latency("no stack", 0, 200000);
     latency("32-frame stack", 1, 200000);

@@ -123,8 +123,7 @@ int main(int argc, char **argv) {
     char out_dir[] = "/tmp/tpaudit-bench-XXXXXX";
     if (!mkdtemp(out_dir)) return 2;
     static const char *const modes[] = {"fork", "exit"};
-    static const char *const what[] = {"50 x fork+exec+wait, 8 recording threads",
-                                       "exit() with 64 recording threads"};
+    static const char *const what[] = {"50 x fork+exec+wait, 8 recording threads", "exit() with 64 recording threads"};
     for (int m = 0; m < 2; m++)
         for (int r = 0; r < rounds; r++) {
             double plain = run_mode(self, modes[m], NULL, out_dir);

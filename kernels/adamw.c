@@ -28,7 +28,10 @@ tprt_adamw *tprt_adamw_create(gpt2_model *m, float lr, float weight_decay, float
     tprt_adamw *o = calloc(1, sizeof *o);
     if (!o) return NULL;
     o->e = calloc((size_t)m->n_params, sizeof *o->e);
-    if (!o->e) { free(o); return NULL; }
+    if (!o->e) {
+        free(o);
+        return NULL;
+    }
     o->lr = lr, o->beta1 = 0.9f, o->beta2 = 0.95f, o->eps = 1e-8f, o->weight_decay = weight_decay, o->clip = clip;
     for (int i = 0; i < m->n_params; i++, o->n++) {
         tprt_adamw_entry *e = &o->e[i];
@@ -39,7 +42,11 @@ tprt_adamw *tprt_adamw_create(gpt2_model *m, float lr, float weight_decay, float
         e->v = shadow(w, ".exp_avg_sq", 0);
         e->decay = w->ndim == 2;
         e->group = e->decay ? 0 : 1;
-        if (!e->master || !e->m || !e->v) { o->n++; tprt_adamw_free(o, m); return NULL; }
+        if (!e->master || !e->m || !e->v) {
+            o->n++;
+            tprt_adamw_free(o, m);
+            return NULL;
+        }
     }
     return o;
 }
@@ -70,8 +77,10 @@ int tprt_adamw_step(tprt_adamw *o, const gpt2_model *m, tprt_comm *comm) {
         if (!gpt2_has_grad(m, w)) continue;
         double s = 0.0;
         for (size_t k = 0; k < w->numel; k++) s += (double)w->grad[k] * w->grad[k];
-        if (w->shard == TPRT_REPLICATED) replicated += s; /* the same on every rank: counted once */
-        else sharded += s;
+        if (w->shard == TPRT_REPLICATED)
+            replicated += s; /* the same on every rank: counted once */
+        else
+            sharded += s;
     }
     float part = (float)sharded;
     int rc = tprt_allreduce(comm, &part, 1, TPRT_SUM);

@@ -27,7 +27,8 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
                 }
             }
 }
-void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int Cl, int NH) {
+void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int Cl,
+                        int NH) {
     int hs = Cl / NH, C3 = 3 * Cl;
     float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)

@@ -18,10 +18,14 @@ int tprt_audit_wanted(int step) { return tpaudit_audit_wants(step) == 1; }
 int (*tprt_storage_hook)(const tprt_tensor *t, tprt_storage *s);
 
 /* Tensors already recorded in the open audit (each once). */
-typedef struct { const tprt_tensor *seen[4096]; int n; } audit_ctx; /* 4 per param at most */
+typedef struct {
+    const tprt_tensor *seen[4096];
+    int n;
+} audit_ctx; /* 4 per param at most */
 
 static void tensor_facts(audit_ctx *a, const tprt_tensor *t, const char *type, int requires_grad, int has_grad) {
-    for (int i = 0; i < a->n; i++) if (a->seen[i] == t) return;
+    for (int i = 0; i < a->n; i++)
+        if (a->seen[i] == t) return;
     if (a->n < (int)(sizeof a->seen / sizeof *a->seen)) a->seen[a->n++] = t;
     tpaudit_tensor_t x = TPAUDIT_INIT_TENSOR;
     x.key = (uint64_t)(uintptr_t)t;
@@ -48,7 +52,8 @@ static void tensor_facts(audit_ctx *a, const tprt_tensor *t, const char *type, i
     tpaudit_record_tensor(&x);
 }
 
-static void ref(int kind, const char *cls, const void *holder, const char *path, int role, const void *t, const void *peer) {
+static void ref(int kind, const char *cls, const void *holder, const char *path, int role, const void *t,
+                const void *peer) {
     tpaudit_ref_t r = TPAUDIT_INIT_REF;
     r.holder_kind = kind;
     r.holder_class = cls;
@@ -60,8 +65,8 @@ static void ref(int kind, const char *cls, const void *holder, const char *path,
     tpaudit_record_ref(&r);
 }
 
-#define MODEL_CLASS "tprt.GPT2LMHeadModel"
-#define OPT_CLASS "AdamW"
+#define MODEL_CLASS   "tprt.GPT2LMHeadModel"
+#define OPT_CLASS     "AdamW"
 #define WRAPPER_CLASS "MixedPrecisionOptimizer"
 
 void tprt_audit(const gpt2_model *m, const tprt_adamw *o, const char *label, int step) {

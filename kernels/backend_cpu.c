@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct { gpt2_model *m; tprt_adamw *o; } cpu_state;
+typedef struct {
+    gpt2_model *m;
+    tprt_adamw *o;
+} cpu_state;
 
 static int cpu_check(int tp, char *why, size_t why_len) {
     (void)tp, (void)why, (void)why_len;
@@ -14,7 +17,10 @@ static int cpu_check(int tp, char *why, size_t why_len) {
 static void *cpu_create(gpt2_model *m, tprt_adamw *o, int B, int T, int device) {
     (void)device;
     cpu_state *s = malloc(sizeof *s);
-    if (!s || gpt2_alloc_acts(m, B, T)) { free(s); return NULL; }
+    if (!s || gpt2_alloc_acts(m, B, T)) {
+        free(s);
+        return NULL;
+    }
     s->m = m, s->o = o;
     return s;
 }
@@ -38,8 +44,8 @@ static int cpu_step(void *state, tprt_comm *c) {
 }
 
 const tprt_backend tprt_backend_cpu = {
-    "cpu", cpu_check, cpu_create, cpu_destroy, cpu_zero_grad, cpu_forward, cpu_backward,
-    cpu_check_grads, cpu_step, NULL, NULL,
+    "cpu",        cpu_check,       cpu_create, cpu_destroy, cpu_zero_grad, cpu_forward,
+    cpu_backward, cpu_check_grads, cpu_step,   NULL,        NULL,
 };
 
 const tprt_backend *tprt_backend_named(const char *name) {

@@ -10,7 +10,7 @@
 
 enum tprt_reduce_op { TPRT_SUM = 0, TPRT_MAX = 1, TPRT_AVG = 2 /* device backends only */ };
 enum tprt_dtype { TPRT_F32 = 0, TPRT_BF16 = 1 };
-#define TPRT_COMM_EABORT (-10)   /* a peer died or aborted */
+#define TPRT_COMM_EABORT   (-10) /* a peer died or aborted */
 #define TPRT_COMM_ETIMEOUT (-11) /* a peer did not arrive in time */
 
 typedef struct tprt_comm tprt_comm;
@@ -32,7 +32,7 @@ struct tprt_comm {
     int rank, world;
     const tprt_comm_ops *ops;
     void *impl;
-    char error[160]; /* why the last failing call failed */
+    char error[160];         /* why the last failing call failed */
     const tprt_dev_ops *dev; /* NULL: host buffers only */
 };
 

@@ -63,8 +63,8 @@ static int shm_barrier(tprt_comm *c) {
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
             if ((spin & 255) == 0 && now_s() > deadline) {
-                snprintf(c->error, sizeof c->error,
-                         "collective timed out after %.0f s waiting for the other ranks", s->timeout_s);
+                snprintf(c->error, sizeof c->error, "collective timed out after %.0f s waiting for the other ranks",
+                         s->timeout_s);
                 tprt_shm_mark_dead(s, c->rank);
                 return TPRT_COMM_ETIMEOUT;
             }

@@ -5,8 +5,10 @@
 void encoder_forward(float *out, const int *tok, const float *wte, int v0, int vl, int BT, int C) {
     for (int i = 0; i < BT; i++) {
         int r = tok[i] - v0;
-        if (r >= 0 && r < vl) memcpy(out + (size_t)i * C, wte + (size_t)r * C, sizeof(float) * C);
-        else memset(out + (size_t)i * C, 0, sizeof(float) * C);
+        if (r >= 0 && r < vl)
+            memcpy(out + (size_t)i * C, wte + (size_t)r * C, sizeof(float) * C);
+        else
+            memset(out + (size_t)i * C, 0, sizeof(float) * C);
     }
 }
 void encoder_backward(float *dwte, const float *dout, const int *tok, int v0, int vl, int BT, int C) {

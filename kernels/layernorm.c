@@ -2,7 +2,8 @@
 #include "layers.h"
 #include <math.h>
 #include <stddef.h>
-void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int BT, int C) {
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int BT,
+                       int C) {
     for (int i = 0; i < BT; i++) {
         const float *x = inp + (size_t)i * C;
         float m = 0, v = 0;
@@ -15,7 +16,8 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
         rstd[i] = s;
     }
 }
-void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w, const float *mean, const float *rstd, int BT, int C) {
+void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                        const float *mean, const float *rstd, int BT, int C) {
     for (int i = 0; i < BT; i++) {
         const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
         float m = mean[i], s = rstd[i], dmean = 0, dnorm = 0;

@@ -12,7 +12,8 @@ void matmul_forward(float *out, const float *inp, const float *w, const float *b
         }
     }
 }
-void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int BT, int IC, int OC) {
+void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int BT,
+                     int IC, int OC) {
     for (int i = 0; i < BT; i++) {
         const float *dy = dout + (size_t)i * OC, *x = inp + (size_t)i * IC;
         float *dx = dinp + (size_t)i * IC;

@@ -39,12 +39,12 @@ typedef struct gpt2_model {
     int n_params;
     tprt_tensor **params; /* [wte, wpe, layer params..., lnf.w, lnf.b]; wte is also the LM head */
     int tp_world, tp_rank;
-    int padded_vocab;     /* vocab padded to a multiple of tp_world once sharded */
-    int grads_ready;      /* a backward filled the grads of the live params */
-    int B, T;             /* activation sizes, set by gpt2_alloc_acts */
-    float *acts, *dacts;  /* one block each, allocated once */
+    int padded_vocab;    /* vocab padded to a multiple of tp_world once sharded */
+    int grads_ready;     /* a backward filled the grads of the live params */
+    int B, T;            /* activation sizes, set by gpt2_alloc_acts */
+    float *acts, *dacts; /* one block each, allocated once */
     size_t n_acts;
-    size_t *act_off;      /* offset of each activation in the block (gpt2.c) */
+    size_t *act_off; /* offset of each activation in the block (gpt2.c) */
     int *tokens, *targets;
     float loss;
 } gpt2_model;
@@ -86,8 +86,8 @@ typedef struct tprt_adamw {
     int n;
     tprt_adamw_entry *e;
     float lr, beta1, beta2, eps, weight_decay, clip;
-    int t;            /* steps taken */
-    float last_norm;  /* global grad norm of the last step, before clipping */
+    int t;           /* steps taken */
+    float last_norm; /* global grad norm of the last step, before clipping */
 } tprt_adamw;
 
 /* Builds the optimizer over every current parameter of the model. */
@@ -107,8 +107,8 @@ enum tprt_policy { TPRT_POLICY_FIXED = 0, TPRT_POLICY_BUGGY = 1 };
 int tp_policy_apply(gpt2_model *m, tprt_adamw *o, int policy, tprt_comm *comm);
 /* The shard of a full tensor of kind `shard` for rank r of N: copies it
  * into a new buffer (vocab padding rows zero) and sets local[]. */
-float *tp_shard_copy(const float *full, int ndim, const int64_t *shape, int shard, int padded_rows,
-                     int r, int N, int64_t *local);
+float *tp_shard_copy(const float *full, int ndim, const int64_t *shape, int shard, int padded_rows, int r, int N,
+                     int64_t *local);
 /* Local index on rank r of the global element gi, or -1 when r does not hold it. */
 int64_t tp_local_index(int ndim, const int64_t *shape, int shard, int padded_rows, int r, int N, int64_t gi);
 

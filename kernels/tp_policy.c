@@ -15,8 +15,8 @@
 /* Rows, row width and the rows of rank r's block, by shard kind. */
 static int64_t row_width(int ndim, const int64_t *shape) { return ndim == 2 ? shape[1] : 1; }
 
-float *tp_shard_copy(const float *full, int ndim, const int64_t *shape, int shard, int padded_rows,
-                     int r, int N, int64_t *local) {
+float *tp_shard_copy(const float *full, int ndim, const int64_t *shape, int shard, int padded_rows, int r, int N,
+                     int64_t *local) {
     int64_t R = shape[0], W = row_width(ndim, shape);
     local[0] = R;
     if (ndim == 2) local[1] = W;
@@ -52,9 +52,7 @@ int64_t tp_local_index(int ndim, const int64_t *shape, int shard, int padded_row
     case TPRT_SHARD_VOCAB:
         per = (shard == TPRT_SHARD_ROWS ? R : padded_rows) / N;
         return g / per == r ? (g - r * per) * W + c : -1;
-    case TPRT_SHARD_COLS:
-        per = W / N;
-        return c / per == r ? g * per + (c - r * per) : -1;
+    case TPRT_SHARD_COLS: per = W / N; return c / per == r ? g * per + (c - r * per) : -1;
     case TPRT_SHARD_QKV: {
         int64_t third = R / 3, s = g / third, in = g % third;
         per = third / N;
@@ -79,7 +77,10 @@ static tprt_tensor *new_vocab_shard(const tprt_tensor *old, int padded_rows, int
     float *buf = tp_shard_copy(old->data, old->ndim, old->shape, old->shard, padded_rows, r, N, local);
     if (!buf) return NULL;
     tprt_tensor *t = tprt_tensor_new(old->name, old->ndim, local, 1);
-    if (!t) { tprt_free_floats(buf); return NULL; }
+    if (!t) {
+        tprt_free_floats(buf);
+        return NULL;
+    }
     memcpy(t->data, buf, t->numel * sizeof(float));
     tprt_free_floats(buf);
     t->shape[0] = padded_rows;
@@ -99,8 +100,9 @@ int tp_policy_apply(gpt2_model *m, tprt_adamw *o, int policy, tprt_comm *comm) {
             if (!nt) return -1;
             m->params[i] = nt; /* the optimizer still holds t (map) and its master */
             char detail[160];
-            snprintf(detail, sizeof detail, "Embedding(%d, %lld) -> VocabParallelEmbedding(%d, %lld), %d-way shard [%lld, %lld)",
-                     V, (long long)t->shape[1], Vp, (long long)t->shape[1], N, (long long)(r * (Vp / N)),
+            snprintf(detail, sizeof detail,
+                     "Embedding(%d, %lld) -> VocabParallelEmbedding(%d, %lld), %d-way shard [%lld, %lld)", V,
+                     (long long)t->shape[1], Vp, (long long)t->shape[1], N, (long long)(r * (Vp / N)),
                      (long long)((r + 1) * (Vp / N)));
             tprt_audit_replaced(m, t, nt, detail);
             continue;

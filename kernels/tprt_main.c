@@ -67,22 +67,36 @@ static int parse(int argc, char **argv, options *o) {
         const char *v = argv[++i];
         double x = 0;
         int rc = 0;
-        if (!strcmp(a, "--model")) o->model = v;
-        else if (!strcmp(a, "--device")) o->device = v;
+        if (!strcmp(a, "--model"))
+            o->model = v;
+        else if (!strcmp(a, "--device"))
+            o->device = v;
         else if (!strcmp(a, "--policy")) {
-            if (!strcmp(v, "buggy")) o->policy = TPRT_POLICY_BUGGY;
-            else if (!strcmp(v, "fixed")) o->policy = TPRT_POLICY_FIXED;
-            else return bad("--policy: unknown policy '%s' (buggy, fixed)", v);
-        } else if (!strcmp(a, "--tp")) { if (!(rc = parse_num(a, v, 1, MAX_RANKS, &x))) o->tp = (int)x; }
-        else if (!strcmp(a, "--steps")) { if (!(rc = parse_num(a, v, 0, 1e9, &x))) o->steps = (int)x; }
-        else if (!strcmp(a, "--batch")) { if (!(rc = parse_num(a, v, 1, 1 << 16, &x))) o->batch = (int)x; }
-        else if (!strcmp(a, "--seq")) { if (!(rc = parse_num(a, v, 1, 1 << 16, &x))) o->seq = (int)x; }
-        else if (!strcmp(a, "--seed")) { if (!(rc = parse_num(a, v, 0, 1e18, &x))) o->seed = (unsigned long long)x; }
-        else if (!strcmp(a, "--lr")) { if (!(rc = parse_num(a, v, 1e-12, 10, &x))) o->lr = (float)x; }
-        else if (!strcmp(a, "--timeout")) { if (!(rc = parse_num(a, v, 0.1, 86400, &x))) o->timeout = x; }
-        else return bad("unknown option %s", a);
+            if (!strcmp(v, "buggy"))
+                o->policy = TPRT_POLICY_BUGGY;
+            else if (!strcmp(v, "fixed"))
+                o->policy = TPRT_POLICY_FIXED;
+            else
+                return bad("--policy: unknown policy '%s' (buggy, fixed)", v);
+        } else if (!strcmp(a, "--tp")) {
+            if (!(rc = parse_num(a, v, 1, MAX_RANKS, &x))) o->tp = (int)x;
+        } else if (!strcmp(a, "--steps")) {
+            if (!(rc = parse_num(a, v, 0, 1e9, &x))) o->steps = (int)x;
+        } else if (!strcmp(a, "--batch")) {
+            if (!(rc = parse_num(a, v, 1, 1 << 16, &x))) o->batch = (int)x;
+        } else if (!strcmp(a, "--seq")) {
+            if (!(rc = parse_num(a, v, 1, 1 << 16, &x))) o->seq = (int)x;
+        } else if (!strcmp(a, "--seed")) {
+            if (!(rc = parse_num(a, v, 0, 1e18, &x))) o->seed = (unsigned long long)x;
+        } else if (!strcmp(a, "--lr")) {
+            if (!(rc = parse_num(a, v, 1e-12, 10, &x))) o->lr = (float)x;
+        } else if (!strcmp(a, "--timeout")) {
+            if (!(rc = parse_num(a, v, 0.1, 86400, &x))) o->timeout = x;
+        } else
+            return bad("unknown option %s", a);
         if (rc) return rc;
-        if (x != (double)(long long)x && strcmp(a, "--lr") && strcmp(a, "--timeout")) return bad("%s: not an integer '%s'", a, v);
+        if (x != (double)(long long)x && strcmp(a, "--lr") && strcmp(a, "--timeout"))
+            return bad("%s: not an integer '%s'", a, v);
     }
     gpt2_config c;
     if (gpt2_config_named(o->model, &c)) return bad("--model: unknown model '%s' (tiny, gpt2-124m)", o->model);
@@ -106,9 +120,12 @@ static double now_s(void) {
 /* Prints why a rank stops (the backend's words, else the comm's); makes the
  * other ranks fail out of their collectives. */
 static int rank_fail(const tprt_backend *be, tprt_comm *c, const char *what, int rc) {
-    if (be && be->explain) be->explain(c, what, rc);
-    else if (rc < 0 && c->error[0]) fprintf(stderr, "tprt: rank %d: %s: %s\n", c->rank, what, c->error);
-    else fprintf(stderr, "tprt: rank %d: %s failed (out of memory?)\n", c->rank, what);
+    if (be && be->explain)
+        be->explain(c, what, rc);
+    else if (rc < 0 && c->error[0])
+        fprintf(stderr, "tprt: rank %d: %s: %s\n", c->rank, what, c->error);
+    else
+        fprintf(stderr, "tprt: rank %d: %s failed (out of memory?)\n", c->rank, what);
     if (c->world > 1 && rc != TPRT_COMM_EABORT) c->ops->abort(c, c->rank);
     return 1;
 }
@@ -142,17 +159,29 @@ static int rank_main(const options *op, tprt_comm *comm) {
     gpt2_model *m = gpt2_create(&cfg, op->seed);
     tprt_adamw *o = m ? tprt_adamw_create(m, op->lr, 0.1f, 1.0f) : NULL;
     int *tok = malloc(sizeof(int) * (size_t)BT), *tgt = malloc(sizeof(int) * (size_t)BT);
-    if (!m || !o || !tok || !tgt) { status = rank_fail(NULL, comm, "model setup", -1); goto done; }
+    if (!m || !o || !tok || !tgt) {
+        status = rank_fail(NULL, comm, "model setup", -1);
+        goto done;
+    }
     tprt_audit_created(o);
     /* the policy runs after the optimizer exists, as in the ColossalAI flow */
-    if ((rc = tp_policy_apply(m, o, op->policy, comm))) { status = rank_fail(NULL, comm, "tensor-parallel setup", rc); goto done; }
-    if (!(st = be->create(m, o, op->batch, op->seq, g_device))) { status = rank_fail(be, comm, "setup", -1); goto done; }
+    if ((rc = tp_policy_apply(m, o, op->policy, comm))) {
+        status = rank_fail(NULL, comm, "tensor-parallel setup", rc);
+        goto done;
+    }
+    if (!(st = be->create(m, o, op->batch, op->seq, g_device))) {
+        status = rank_fail(be, comm, "setup", -1);
+        goto done;
+    }
     for (int step = 1; step <= op->steps; step++) {
         double t0 = now_s();
         tprt_synthetic_batch(tok, tgt, op->batch, op->seq, cfg.vocab, op->seed, step);
         if ((status = rank_grads(be, st, comm, tok, tgt, step))) goto done;
         if (tprt_audit_wanted(step)) tprt_audit(m, o, "step", step);
-        if ((rc = be->step(st, comm))) { status = rank_fail(be, comm, "optimizer step", rc); goto done; }
+        if ((rc = be->step(st, comm))) {
+            status = rank_fail(be, comm, "optimizer step", rc);
+            goto done;
+        }
         double dt = now_s() - t0;
         if (comm->rank == 0) {
             printf("step %d loss %.6f tokens/s %.0f\n", step, m->loss, (double)BT / (dt > 0 ? dt : 1e-9));
@@ -223,7 +252,8 @@ static int wait_children(double secs) {
 }
 
 static void signal_children(int sig) {
-    for (int r = 1; r < g_world; r++) if (!g_done[r] && g_pid[r] > 0) kill(g_pid[r], sig);
+    for (int r = 1; r < g_world; r++)
+        if (!g_done[r] && g_pid[r] > 0) kill(g_pid[r], sig);
 }
 
 static int train(const options *op) {
@@ -234,7 +264,10 @@ static int train(const options *op) {
         c.world = 1;
         return rank_main(op, &c);
     }
-    if (!(g_shm = tprt_shm_create(N, op->timeout))) { fprintf(stderr, "tprt: cannot map shared memory for %d ranks\n", N); return 1; }
+    if (!(g_shm = tprt_shm_create(N, op->timeout))) {
+        fprintf(stderr, "tprt: cannot map shared memory for %d ranks\n", N);
+        return 1;
+    }
     g_group = tprt_backend_named(op->device)->group;
     if (g_group && g_group->prepare(N)) {
         fprintf(stderr, "tprt: cannot map shared memory for %d ranks\n", N);
@@ -256,7 +289,12 @@ static int train(const options *op) {
     int status = 0;
     for (int r = 1; r < N && !status; r++) {
         pid_t p = fork();
-        if (p < 0) { fprintf(stderr, "tprt: fork: %s\n", strerror(errno)); mark_dead(0); status = 1; break; }
+        if (p < 0) {
+            fprintf(stderr, "tprt: fork: %s\n", strerror(errno));
+            mark_dead(0);
+            status = 1;
+            break;
+        }
         if (p == 0) {
             signal(SIGCHLD, SIG_DFL);
             sigprocmask(SIG_SETMASK, &old, NULL);
@@ -269,7 +307,10 @@ static int train(const options *op) {
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (!status) status = run_rank(op, 0);
     if (status == 2) { /* the device path refused (rank 0 said why): the others exit 2 silently */
-        if (!wait_children(5.0)) { signal_children(SIGKILL); wait_children(5.0); }
+        if (!wait_children(5.0)) {
+            signal_children(SIGKILL);
+            wait_children(5.0);
+        }
         return 2;
     }
     int culprit[MAX_RANKS] = {0}, stopped[MAX_RANKS] = {0};
@@ -277,7 +318,10 @@ static int train(const options *op) {
     if (status && !wait_children(2.0)) { /* the others fail out of their collectives; stop stragglers */
         for (int r = 1; r < N; r++) stopped[r] = !g_done[r];
         signal_children(SIGTERM);
-        if (!wait_children(5.0)) { signal_children(SIGKILL); wait_children(5.0); }
+        if (!wait_children(5.0)) {
+            signal_children(SIGKILL);
+            wait_children(5.0);
+        }
     } else if (!wait_children(op->timeout)) {
         fprintf(stderr, "tprt: ranks still running %.0f s after rank 0 finished; killing them\n", op->timeout);
         signal_children(SIGKILL);
@@ -287,9 +331,12 @@ static int train(const options *op) {
     for (int r = 1; r < N; r++) {
         if (!g_done[r] || !failed(g_status[r])) continue;
         int st = g_status[r];
-        if (stopped[r] && !culprit[r]) fprintf(stderr, "tprt: rank %d (pid %d) stopped\n", r, (int)g_pid[r]);
-        else if (WIFSIGNALED(st)) fprintf(stderr, "tprt: rank %d (pid %d) was killed by signal %d\n", r, (int)g_pid[r], WTERMSIG(st));
-        else fprintf(stderr, "tprt: rank %d (pid %d) exited with status %d\n", r, (int)g_pid[r], WEXITSTATUS(st));
+        if (stopped[r] && !culprit[r])
+            fprintf(stderr, "tprt: rank %d (pid %d) stopped\n", r, (int)g_pid[r]);
+        else if (WIFSIGNALED(st))
+            fprintf(stderr, "tprt: rank %d (pid %d) was killed by signal %d\n", r, (int)g_pid[r], WTERMSIG(st));
+        else
+            fprintf(stderr, "tprt: rank %d (pid %d) exited with status %d\n", r, (int)g_pid[r], WEXITSTATUS(st));
         status = 1;
     }
     if (status) fprintf(stderr, "tprt: training aborted: a rank failed, all %d ranks stopped\n", N);
@@ -298,10 +345,16 @@ static int train(const options *op) {
 
 int main(int argc, char **argv) {
     if (argc < 2) return bad("usage: tprt train [options] (see tprt --help)");
-    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) { fputs(USAGE, stdout); return 0; }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
     if (strcmp(argv[1], "train")) return bad("unknown command '%s' (train)", argv[1]);
     for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(USAGE, stdout); return 0; }
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(USAGE, stdout);
+            return 0;
+        }
     options op;
     int rc = parse(argc, argv, &op);
     if (rc) return rc;

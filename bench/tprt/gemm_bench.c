@@ -15,7 +15,7 @@
 #include <stdlib.h>
 
 #define WARMUP 3
-#define RUNS 20
+#define RUNS   20
 enum { C = 768, VOCAB = 50257, LAYERS = 12 };
 
 static void *dev_alloc(size_t bytes) {
@@ -65,7 +65,10 @@ static float time_ms(const product *p) {
     for (int i = 0; i < WARMUP; i++) launch(p);
     for (int i = 0; i < RUNS; i++) {
         cudaEventRecord(a, 0);
-        if (launch(p)) { fprintf(stderr, "gemm_bench: %s failed\n", p->name); exit(1); }
+        if (launch(p)) {
+            fprintf(stderr, "gemm_bench: %s failed\n", p->name);
+            exit(1);
+        }
         cudaEventRecord(b, 0);
         cudaEventSynchronize(b);
         cudaEventElapsedTime(&t[i], a, b);
@@ -78,7 +81,10 @@ static float time_ms(const product *p) {
 int main(int argc, char **argv) {
     g_BT = argc > 1 ? atoi(argv[1]) : 8192;
     int V64 = (VOCAB + 63) / 64 * 64, H = 4 * C;
-    if (g_BT <= 0 || cuda_blas_init()) { fprintf(stderr, "gemm_bench: usage gemm_bench [BT], and a GPU\n"); return 2; }
+    if (g_BT <= 0 || cuda_blas_init()) {
+        fprintf(stderr, "gemm_bench: usage gemm_bench [BT], and a GPU\n");
+        return 2;
+    }
     const product ps[] = {
         {"c_attn fwd (+bias)", FWD, C, 3 * C, 3 * C, 1, LAYERS},
         {"attn.c_proj fwd (+bias)", FWD, C, C, C, 1, LAYERS},

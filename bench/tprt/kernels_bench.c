@@ -17,7 +17,7 @@
 #include <string.h>
 
 #define WARMUP 5
-#define RUNS 50
+#define RUNS   50
 enum { C = 768, VOCAB = 50257, LD = 50304, MAXT = 1024, LAYERS = 12, N_PARAMS = 4 + 12 * LAYERS };
 
 static int BT;
@@ -44,8 +44,10 @@ static void fill(void *d, size_t bytes, int bf16) {
     for (int i = 0; i < BLOCK; i++) {
         r = r * 6364136223846793005ULL + 1442695040888963407ULL;
         float f = (float)((r >> 40) * (1.0 / 8388608.0)) - 1.0f;
-        if (bf16) host[i] = (uint32_t)tprt_f2bf(2 * f) | (uint32_t)tprt_f2bf(-f) << 16;
-        else memcpy(&host[i], &f, 4);
+        if (bf16)
+            host[i] = (uint32_t)tprt_f2bf(2 * f) | (uint32_t)tprt_f2bf(-f) << 16;
+        else
+            memcpy(&host[i], &f, 4);
     }
     for (size_t o = 0; o < bytes; o += sizeof host) {
         size_t n = bytes - o < sizeof host ? bytes - o : sizeof host;
@@ -61,15 +63,16 @@ static void make_slots(void) {
     n[k] = (size_t)VOCAB * C, dims[k++] = 2;
     n[k] = (size_t)MAXT * C, dims[k++] = 2;
     for (int l = 0; l < LAYERS; l++) {
-        size_t layer[12] = {C, C, 3 * C * (size_t)C, 3 * C, (size_t)C * C, C,       /* ln_1, qkv, attn proj */
+        size_t layer[12] = {C, C, 3 * C * (size_t)C, 3 * C, (size_t)C * C,     C,  /* ln_1, qkv, attn proj */
                             C, C, 4 * C * (size_t)C, 4 * C, 4 * C * (size_t)C, C}; /* ln_2, fc, fc proj */
         for (int i = 0; i < 12; i++) n[k] = layer[i], dims[k++] = layer[i] > 4 * C ? 2 : 1;
     }
     n[k] = C, dims[k++] = 1;
     n[k] = C, dims[k++] = 1;
     for (int i = 0; i < N_PARAMS; i++) {
-        tprt_adamw_slot s = {dev_alloc(n[i] * 4), dev_alloc(n[i] * 2), dev_alloc(n[i] * 4), dev_alloc(n[i] * 4),
-                             dev_alloc(n[i] * 4), n[i], dims[i] == 2, dims[i] == 1};
+        tprt_adamw_slot s = {dev_alloc(n[i] * 4), dev_alloc(n[i] * 2), dev_alloc(n[i] * 4),
+                             dev_alloc(n[i] * 4), dev_alloc(n[i] * 4), n[i],
+                             dims[i] == 2,        dims[i] == 1};
         fill(s.master, n[i] * 4, 0), fill((void *)s.grad, n[i] * 4, 0);
         cudaMemset(s.m, 0, n[i] * 4), cudaMemset(s.v, 0, n[i] * 4);
         slots[i] = s;

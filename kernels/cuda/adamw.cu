@@ -13,9 +13,9 @@
 #include "tprt_cuda_paths.h"
 
 #define ADAMW_THREADS 256
-#define ADAMW_CHUNK (4 * ADAMW_THREADS) /* elements of one update block */
-#define SUMSQ_UNROLL 4                   /* float4 loads in flight per thread */
-#define SUMSQ_CHUNK 65536                /* elements of one sumsq block (one atomic each) */
+#define ADAMW_CHUNK   (4 * ADAMW_THREADS) /* elements of one update block */
+#define SUMSQ_UNROLL  4                   /* float4 loads in flight per thread */
+#define SUMSQ_CHUNK   65536               /* elements of one sumsq block (one atomic each) */
 
 /* acc += the block's sum of s */
 static __device__ void block_sum_add(float *acc, float s) {
@@ -56,9 +56,9 @@ static __device__ __forceinline__ float adamw_elem(float &p, float g, float &m, 
     return p;
 }
 
-__global__ void __launch_bounds__(ADAMW_THREADS) adamw_k(float *p, bf16 *out, const float *g, float *mo, float *vo,
-                                                        size_t n, const float *acc, float clip, float decay,
-                                                        adamw_hyper h) {
+__global__ void __launch_bounds__(ADAMW_THREADS)
+    adamw_k(float *p, bf16 *out, const float *g, float *mo, float *vo, size_t n, const float *acc, float clip,
+            float decay, adamw_hyper h) {
     size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (k >= n) return;
     out[k] = tobf(adamw_elem(p[k], g[k], mo[k], vo[k], clip_scale(acc, clip), decay, h));
@@ -71,8 +71,8 @@ extern "C" int cuda_sumsq(float *acc, const float *g, size_t n) {
     return launch_ok();
 }
 extern "C" int cuda_adamw_update(float *master, tprt_bf16 *working, const float *g, float *m, float *v, size_t n,
-                                 const float *acc, float clip, float lr, float beta1, float beta2, float eps, float decay,
-                                 float bc1, float bc2) {
+                                 const float *acc, float clip, float lr, float beta1, float beta2, float eps,
+                                 float decay, float bc1, float bc2) {
     adamw_hyper h = {lr, beta1, beta2, eps, bc1, bc2};
     if (n) adamw_k<<<grid_for(n, ADAMW_THREADS), ADAMW_THREADS>>>(master, BF(working), g, m, v, n, acc, clip, decay, h);
     return launch_ok();
@@ -101,8 +101,10 @@ static __device__ __forceinline__ int batch_job(const adamw_batch &b, unsigned b
     int lo = 0, hi = b.n - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
-        if (b.start[mid] <= blk) lo = mid;
-        else hi = mid - 1;
+        if (b.start[mid] <= blk)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return lo;
 }
@@ -132,8 +134,8 @@ __global__ void __launch_bounds__(ADAMW_THREADS) sumsq_multi_k(float *acc, const
     block_sum_add(acc + b.job[s].acc, sum);
 }
 
-__global__ void __launch_bounds__(ADAMW_THREADS) adamw_multi_k(const adamw_batch b, const float *acc, float clip,
-                                                              adamw_hyper h) {
+__global__ void __launch_bounds__(ADAMW_THREADS)
+    adamw_multi_k(const adamw_batch b, const float *acc, float clip, adamw_hyper h) {
     int s = batch_job(b, blockIdx.x);
     const adamw_job &j = b.job[s];
     size_t base = (size_t)(blockIdx.x - b.start[s]) * ADAMW_CHUNK;

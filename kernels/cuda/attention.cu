@@ -52,11 +52,14 @@ __global__ void heads_k(bf16 *heads, bf16 *flat, int B, int T, int NH, int hs, i
     int e = (int)(i % hs), t = (int)((i / hs) % T), h = (int)((i / ((size_t)hs * T)) % NH);
     int b = (int)(i / ((size_t)hs * T * NH));
     size_t f = ((size_t)b * T + t) * NH * hs + (size_t)h * hs + e;
-    if (to_heads) heads[i] = flat[f];
-    else flat[f] = heads[i];
+    if (to_heads)
+        heads[i] = flat[f];
+    else
+        flat[f] = heads[i];
 }
 /* dqkv (B, T, 3, NH, hs) += dq, dk, dv (B, NH, T, hs) */
-__global__ void merge_heads_k(bf16 *dqkv, const bf16 *dq, const bf16 *dk, const bf16 *dv, int B, int T, int NH, int hs) {
+__global__ void merge_heads_k(bf16 *dqkv, const bf16 *dq, const bf16 *dk, const bf16 *dv, int B, int T, int NH,
+                              int hs) {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x, n = (size_t)B * NH * T * hs;
     if (i >= n) return;
     int e = (int)(i % hs), t = (int)((i / hs) % T), h = (int)((i / ((size_t)hs * T)) % NH);
@@ -104,16 +107,18 @@ extern "C" int cuda_attention_forward(tprt_bf16 *out, tprt_bf16 *att, const tprt
     if (!n) return 0;
     split_heads_k<<<grid_for(n, 256), 256>>>(s.q, s.k, s.v, CBF(qkv), B, T, NH, hs);
     /* pre(t, u) = scale q_t . k_u: column-major pre^T (u x t) = K (op T of k) . Q^T */
-    if (tprt_cuda_gemm_batched(true, false, T, T, hs, scale, s.k, hs, sq, s.q, hs, sq, 0.0f, s.pre, 1, T, st, BH)) return -1;
+    if (tprt_cuda_gemm_batched(true, false, T, T, hs, scale, s.k, hs, sq, s.q, hs, sq, 0.0f, s.pre, 1, T, st, BH))
+        return -1;
     softmax_causal_k<<<grid_for((size_t)rows, 8), 256>>>(BF(att), s.pre, rows, T);
     /* y = att @ v: y^T (hs x t) = V^T . att^T */
-    if (tprt_cuda_gemm_batched(false, false, hs, T, T, 1.0f, s.v, hs, sq, att, T, st, 0.0f, s.y, 0, hs, sq, BH)) return -1;
+    if (tprt_cuda_gemm_batched(false, false, hs, T, T, 1.0f, s.v, hs, sq, att, T, st, 0.0f, s.y, 0, hs, sq, BH))
+        return -1;
     heads_k<<<grid_for(n, 256), 256>>>(s.y, BF(out), B, T, NH, hs, 0);
     return launch_ok();
 }
 
-extern "C" int cuda_attention_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const tprt_bf16 *qkv, const tprt_bf16 *att,
-                                       void *scratch, int B, int T, int Cl, int NH) {
+extern "C" int cuda_attention_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const tprt_bf16 *qkv,
+                                       const tprt_bf16 *att, void *scratch, int B, int T, int Cl, int NH) {
     int hs = Cl / NH, BH = B * NH, rows = BH * T;
     size_t n = (size_t)B * T * Cl;
     long long sq = (long long)T * hs, st = (long long)T * T;
@@ -123,14 +128,18 @@ extern "C" int cuda_attention_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, c
     split_heads_k<<<grid_for(n, 256), 256>>>(s.q, s.k, s.v, CBF(qkv), B, T, NH, hs);
     heads_k<<<grid_for(n, 256), 256>>>(s.y, (bf16 *)dout, B, T, NH, hs, 1); /* s.y holds dy (B, NH, T, hs) */
     /* datt(t, u) = dy_t . v_u (fp32, in the scores buffer) */
-    if (tprt_cuda_gemm_batched(true, false, T, T, hs, 1.0f, s.v, hs, sq, s.y, hs, sq, 0.0f, s.pre, 1, T, st, BH)) return -1;
+    if (tprt_cuda_gemm_batched(true, false, T, T, hs, 1.0f, s.v, hs, sq, s.y, hs, sq, 0.0f, s.pre, 1, T, st, BH))
+        return -1;
     /* dv = att^T @ dy: dv^T (hs x u) = dy^T . att */
-    if (tprt_cuda_gemm_batched(false, true, hs, T, T, 1.0f, s.y, hs, sq, att, T, st, 0.0f, s.dv, 0, hs, sq, BH)) return -1;
+    if (tprt_cuda_gemm_batched(false, true, hs, T, T, 1.0f, s.y, hs, sq, att, T, st, 0.0f, s.dv, 0, hs, sq, BH))
+        return -1;
     softmax_causal_bwd_k<<<grid_for((size_t)rows, 8), 256>>>(s.dpre, CBF(att), s.pre, rows, T);
     /* dq = scale dpre @ k: dq^T = K^T . dpre^T */
-    if (tprt_cuda_gemm_batched(false, false, hs, T, T, scale, s.k, hs, sq, s.dpre, T, st, 0.0f, s.dq, 0, hs, sq, BH)) return -1;
+    if (tprt_cuda_gemm_batched(false, false, hs, T, T, scale, s.k, hs, sq, s.dpre, T, st, 0.0f, s.dq, 0, hs, sq, BH))
+        return -1;
     /* dk = scale dpre^T @ q: dk^T = Q^T . dpre */
-    if (tprt_cuda_gemm_batched(false, true, hs, T, T, scale, s.q, hs, sq, s.dpre, T, st, 0.0f, s.dk, 0, hs, sq, BH)) return -1;
+    if (tprt_cuda_gemm_batched(false, true, hs, T, T, scale, s.q, hs, sq, s.dpre, T, st, 0.0f, s.dk, 0, hs, sq, BH))
+        return -1;
     merge_heads_k<<<grid_for(n, 256), 256>>>(BF(dqkv), s.dq, s.dk, s.dv, B, T, NH, hs);
     return launch_ok();
 }

@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FA_TILE 64
+#define FA_TILE    64
 #define FA_THREADS 128
-#define FA_LOG2E 1.4426950408889634f
-#define FA_LN2 0.6931471805599453f
+#define FA_LOG2E   1.4426950408889634f
+#define FA_LN2     0.6931471805599453f
 
 namespace {
 
@@ -109,8 +109,7 @@ __device__ __forceinline__ void two_tile_products(float s[8][4], float dp[8][4],
     }
 }
 
-template <int HS>
-__device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, size_t stride, int r0, int T) {
+template <int HS> __device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, size_t stride, int r0, int T) {
     constexpr int CH = HS / 8, LD = HS + 8;
     for (int i = threadIdx.x; i < FA_TILE * CH; i += FA_THREADS) {
         int r = i / CH, c = i % CH;
@@ -128,7 +127,8 @@ __device__ __forceinline__ void add2(bf16 *dst, float x, float y) {
 
 /* Forward: one block per (b*NH + h, query tile); grid y runs the heaviest (last) query tiles first. */
 template <int HS>
-__global__ void __launch_bounds__(FA_THREADS) fa_fwd_k(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, float sl2) {
+__global__ void __launch_bounds__(FA_THREADS)
+    fa_fwd_k(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, float sl2) {
     constexpr int LD = HS + 8, KS = HS / 16, NO = HS / 8;
     __shared__ __align__(16) bf16 sK[FA_TILE * LD];
     __shared__ __align__(16) bf16 sV[FA_TILE * LD];
@@ -174,8 +174,10 @@ __global__ void __launch_bounds__(FA_THREADS) fa_fwd_k(bf16 *out, float *lse, co
                     if (col > row || col >= T) x = -INFINITY;
                 }
                 s[n][e] = x;
-                if (e < 2) mx0 = fmaxf(mx0, x);
-                else mx1 = fmaxf(mx1, x);
+                if (e < 2)
+                    mx0 = fmaxf(mx0, x);
+                else
+                    mx1 = fmaxf(mx1, x);
             }
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
@@ -239,9 +241,9 @@ __global__ void fa_bwd_dot_k(float *D, const bf16 *out, const bf16 *dout, int B,
  * query tiles from the diagonal.
  * Per warp the transposed products: S^T = K Q^T, dP^T = V dO^T (16 keys x 64 queries). */
 template <int HS>
-__global__ void __launch_bounds__(FA_THREADS) fa_bwd_dkdv_k(bf16 *dqkv, const bf16 *qkv, const bf16 *dout,
-                                                             const float *lse, const float *D, int T, int NH,
-                                                             float sl2, float scale) {
+__global__ void __launch_bounds__(FA_THREADS)
+    fa_bwd_dkdv_k(bf16 *dqkv, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, int T, int NH,
+                  float sl2, float scale) {
     constexpr int LD = HS + 8, KS = HS / 16, NO = HS / 8;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sK = reinterpret_cast<bf16 *>(fa_smem), *sV = sK + FA_TILE * LD, *sQ = sV + FA_TILE * LD,
@@ -308,9 +310,9 @@ __global__ void __launch_bounds__(FA_THREADS) fa_bwd_dkdv_k(bf16 *dqkv, const bf
 
 /* dq of one query tile: one block per (b*NH + h, query tile), heaviest first, walks key tiles 0..diagonal. */
 template <int HS>
-__global__ void __launch_bounds__(FA_THREADS) fa_bwd_dq_k(bf16 *dqkv, const bf16 *qkv, const bf16 *dout,
-                                                           const float *lse, const float *D, int T, int NH, float sl2,
-                                                           float scale) {
+__global__ void __launch_bounds__(FA_THREADS)
+    fa_bwd_dq_k(bf16 *dqkv, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, int T, int NH,
+                float sl2, float scale) {
     constexpr int LD = HS + 8, KS = HS / 16, NO = HS / 8;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sK = reinterpret_cast<bf16 *>(fa_smem), *sV = sK + FA_TILE * LD, *sQ = sV + FA_TILE * LD,
@@ -321,7 +323,8 @@ __global__ void __launch_bounds__(FA_THREADS) fa_bwd_dq_k(bf16 *dqkv, const bf16
     const bf16 *base = qkv + (size_t)b * T * C3 + h * HS, *dbase = dout + (size_t)b * T * Cl + h * HS;
     load_tile<HS>(sQ, base, C3, qb * FA_TILE, T);
     load_tile<HS>(sO, dbase, Cl, qb * FA_TILE, T);
-    const float L0 = r0 < T ? lse[(size_t)bh * T + r0] * FA_LOG2E : 0.0f, L1 = r1 < T ? lse[(size_t)bh * T + r1] * FA_LOG2E : 0.0f;
+    const float L0 = r0 < T ? lse[(size_t)bh * T + r0] * FA_LOG2E : 0.0f,
+                L1 = r1 < T ? lse[(size_t)bh * T + r1] * FA_LOG2E : 0.0f;
     const float D0 = r0 < T ? D[(size_t)bh * T + r0] : 0.0f, D1 = r1 < T ? D[(size_t)bh * T + r1] : 0.0f;
     float dq[NO][4];
 #pragma unroll
@@ -366,8 +369,7 @@ __global__ void __launch_bounds__(FA_THREADS) fa_bwd_dq_k(bf16 *dqkv, const bf16
 
 size_t bwd_smem(int hs) { return (size_t)4 * FA_TILE * (hs + 8) * sizeof(bf16) + 2 * FA_TILE * sizeof(float); }
 
-template <int HS>
-int fwd_launch(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
+template <int HS> int fwd_launch(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
     dim3 grid((unsigned)(B * NH), (unsigned)((T + FA_TILE - 1) / FA_TILE)); /* heads by x, tiles by y */
     fa_fwd_k<HS><<<grid, FA_THREADS>>>(out, lse, qkv, T, NH, sl2);
     return launch_ok();
@@ -387,17 +389,17 @@ int bwd_launch(bf16 *dqkv, const bf16 *qkv, const bf16 *dout, const float *lse, 
 }
 } // namespace
 
-#define FA_SWITCH(hs, CALL)                                                                                            \
-    switch (hs) {                                                                                                      \
-    case 16: return CALL(16);                                                                                          \
-    case 32: return CALL(32);                                                                                          \
-    case 48: return CALL(48);                                                                                          \
-    case 64: return CALL(64);                                                                                          \
-    case 80: return CALL(80);                                                                                          \
-    case 96: return CALL(96);                                                                                          \
-    case 112: return CALL(112);                                                                                        \
-    case 128: return CALL(128);                                                                                        \
-    default: return -1;                                                                                                \
+#define FA_SWITCH(hs, CALL)     \
+    switch (hs) {               \
+    case 16: return CALL(16);   \
+    case 32: return CALL(32);   \
+    case 48: return CALL(48);   \
+    case 64: return CALL(64);   \
+    case 80: return CALL(80);   \
+    case 96: return CALL(96);   \
+    case 112: return CALL(112); \
+    case 128: return CALL(128); \
+    default: return -1;         \
     }
 
 extern "C" int cuda_attention_fused_supported(int Cl, int NH) {

@@ -46,6 +46,6 @@ static void cuda_explain(const tprt_comm *c, const char *what, int rc) {
 }
 
 const tprt_backend tprt_backend_cuda = {
-    "cuda", cuda_check, cuda_create, cuda_destroy, cuda_zero_grad, cuda_forward, cuda_backward,
-    cuda_check_grads, cuda_step, cuda_explain, &tprt_rank_group_nccl,
+    "cuda",        cuda_check,       cuda_create, cuda_destroy, cuda_zero_grad,        cuda_forward,
+    cuda_backward, cuda_check_grads, cuda_step,   cuda_explain, &tprt_rank_group_nccl,
 };

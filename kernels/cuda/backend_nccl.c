@@ -22,13 +22,17 @@ static int shared_gpu_allowed(void) {
 static int rank0_verdict(int world, int ndev, const char *why) {
     if (ndev < 0) return fprintf(stderr, "tprt: --device cuda: %s\n", why), 2;
     if (ndev < world && !shared_gpu_allowed()) {
-        fprintf(stderr, "tprt: --tp %d needs %d GPUs, this machine has %d (NCCL refuses two ranks of one communicator on "
-                        "one GPU; TPRT_ALLOW_SHARED_GPU=1 tries it anyway, over loopback sockets)\n", world, world, ndev);
+        fprintf(stderr,
+                "tprt: --tp %d needs %d GPUs, this machine has %d (NCCL refuses two ranks of one communicator on "
+                "one GPU; TPRT_ALLOW_SHARED_GPU=1 tries it anyway, over loopback sockets)\n",
+                world, world, ndev);
         return 2;
     }
     if (ndev < world) {
-        fprintf(stderr, "tprt: TPRT_ALLOW_SHARED_GPU=1: %d ranks on %d GPU(s), one NCCL_HOSTID per rank, loopback "
-                        "sockets (slow; for testing)\n", world, ndev);
+        fprintf(stderr,
+                "tprt: TPRT_ALLOW_SHARED_GPU=1: %d ranks on %d GPU(s), one NCCL_HOSTID per rank, loopback "
+                "sockets (slow; for testing)\n",
+                world, ndev);
         tprt_nccl_shared_gpu_env(0);
     }
     return 0;

@@ -40,7 +40,10 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 static void pause_a_bit(unsigned spin) {
-    if (spin < 64) { sched_yield(); return; }
+    if (spin < 64) {
+        sched_yield();
+        return;
+    }
     struct timespec ts = {0, 20000};
     nanosleep(&ts, NULL);
 }
@@ -78,8 +81,14 @@ int tprt_nccl_wait(tprt_nccl_rdv *s, double timeout_s, int *ndev, char *why, siz
     double deadline = now_s() + timeout_s;
     int v;
     for (unsigned spin = 0; (v = atomic_load(&s->verdict)) < 0; spin++) {
-        if (atomic_load(&s->dead_rank) >= 0) { snprintf(why, why_len, "rank %d died before NCCL init", atomic_load(&s->dead_rank)); return 1; }
-        if (now_s() > deadline) { snprintf(why, why_len, "no NCCL id from rank 0 within %.0f s", timeout_s); return 1; }
+        if (atomic_load(&s->dead_rank) >= 0) {
+            snprintf(why, why_len, "rank %d died before NCCL init", atomic_load(&s->dead_rank));
+            return 1;
+        }
+        if (now_s() > deadline) {
+            snprintf(why, why_len, "no NCCL id from rank 0 within %.0f s", timeout_s);
+            return 1;
+        }
         pause_a_bit(spin);
     }
     *ndev = s->ndev;
@@ -113,7 +122,10 @@ static int watch(tprt_comm *c, int until, const char *what) {
     nccl_impl *x = c->impl;
     double deadline = now_s() + x->timeout_s;
     for (unsigned spin = 0;; spin++) {
-        if (!x->comm) { snprintf(c->error, sizeof c->error, "%s: the communicator was aborted", what); return TPRT_COMM_EABORT; }
+        if (!x->comm) {
+            snprintf(c->error, sizeof c->error, "%s: the communicator was aborted", what);
+            return TPRT_COMM_EABORT;
+        }
         ncclResult_t ar = ncclSuccess, q = ncclCommGetAsyncError(x->comm, &ar);
         if (q != ncclSuccess) ar = q;
         if (ar != ncclSuccess && ar != ncclInProgress) return nccl_fail(c, what, ar);
@@ -145,7 +157,10 @@ static int settle(tprt_comm *c, ncclResult_t r, const char *what) {
 /* ---- the vtables ---- */
 static int dev_allreduce(tprt_comm *c, void *buf, size_t n, int dtype, int op) {
     nccl_impl *x = c->impl;
-    if (!x->comm) { snprintf(c->error, sizeof c->error, "ncclAllReduce: the communicator was aborted"); return TPRT_COMM_EABORT; }
+    if (!x->comm) {
+        snprintf(c->error, sizeof c->error, "ncclAllReduce: the communicator was aborted");
+        return TPRT_COMM_EABORT;
+    }
     ncclRedOp_t o = op == TPRT_MAX ? ncclMax : op == TPRT_AVG ? ncclAvg : ncclSum;
     ncclDataType_t t = dtype == TPRT_BF16 ? ncclBfloat16 : ncclFloat32;
     return settle(c, ncclAllReduce(buf, buf, n, t, o, x->comm, COMPUTE_STREAM), "ncclAllReduce");
@@ -169,7 +184,11 @@ int tprt_nccl_attach(tprt_comm *c, tprt_nccl_rdv *s, int rank, int world, int de
     memset(c, 0, sizeof *c);
     c->rank = rank, c->world = world, c->ops = &NCCL_OPS, c->dev = &NCCL_DEV_OPS;
     nccl_impl *x = calloc(1, sizeof *x);
-    if (!x) { snprintf(c->error, sizeof c->error, "out of memory"); tprt_nccl_mark_dead(s, rank); return -1; }
+    if (!x) {
+        snprintf(c->error, sizeof c->error, "out of memory");
+        tprt_nccl_mark_dead(s, rank);
+        return -1;
+    }
     c->impl = x, x->rdv = s, x->timeout_s = timeout_s;
     cudaError_t e = cudaSetDevice(device);
     if (e == cudaSuccess) e = cudaMalloc((void **)&x->one, sizeof(float));

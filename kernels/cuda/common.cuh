@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 typedef __nv_bfloat16 bf16;
-#define BF(p) (reinterpret_cast<bf16 *>(p))
+#define BF(p)  (reinterpret_cast<bf16 *>(p))
 #define CBF(p) (reinterpret_cast<const bf16 *>(p))
 
 __device__ __forceinline__ float ldf(const bf16 *p, size_t i) { return __bfloat162float(p[i]); }
@@ -42,7 +42,9 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-static inline unsigned grid_for(size_t n, int threads) { return (unsigned)((n + (size_t)threads - 1) / (size_t)threads); }
+static inline unsigned grid_for(size_t n, int threads) {
+    return (unsigned)((n + (size_t)threads - 1) / (size_t)threads);
+}
 static inline int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 /* multiprocessors of the current device, asked once per process (1 when the query fails, so
  * that a grid sized from it stays valid) */

@@ -76,8 +76,8 @@ __global__ void ce_mean_k(float *loss, const float *losses, int BT) {
     for (int i = threadIdx.x; i < BT; i += blockDim.x) acc += (double)losses[i];
     store_mean(loss, acc, BT);
 }
-__global__ void ce_bwd_k(bf16 *dlogits, const bf16 *logits, const float *rowmax, const float *rowsum, const int *targets,
-                         int v0, int vl, int vocab, int BT, int ld, float dloss) {
+__global__ void ce_bwd_k(bf16 *dlogits, const bf16 *logits, const float *rowmax, const float *rowsum,
+                         const int *targets, int v0, int vl, int vocab, int BT, int ld, float dloss) {
     int i = blockIdx.x, nv = real_cols(v0, vl, vocab), r = targets[i] - v0;
     const bf16 *x = logits + (size_t)i * ld;
     bf16 *d = dlogits + (size_t)i * ld;
@@ -122,7 +122,7 @@ static __device__ void block_maxsum(float &m, float &s) {
 /* VEC: rows 16-byte aligned (ld % 8 == 0, aligned base): 8 columns per load and store, CE_UNROLL
  * loads in flight per thread, the columns past the last multiple of 8 one at a time. */
 #define CE_UNROLL 4
-#define CE_STEP (8 * CE_FUSED_THREADS) /* columns one round of 128-bit loads covers */
+#define CE_STEP   (8 * CE_FUSED_THREADS) /* columns one round of 128-bit loads covers */
 static __device__ __forceinline__ void load_round(uint4 (&u)[CE_UNROLL], const bf16 *x, int j0, int end) {
 #pragma unroll
     for (int q = 0; q < CE_UNROLL; q++)
@@ -193,7 +193,6 @@ extern "C" int cuda_ce_loss(float *loss, float *rowsum, const float *scratch, co
 extern "C" int cuda_crossentropy_backward(tprt_bf16 *dlogits, const tprt_bf16 *logits, const float *rowmax,
                                           const float *rowsum, const int *targets, int v0, int vl, int vocab, int BT,
                                           int ld, float dloss) {
-    if (BT > 0)
-        ce_bwd_k<<<BT, 256>>>(BF(dlogits), CBF(logits), rowmax, rowsum, targets, v0, vl, vocab, BT, ld, dloss);
+    if (BT > 0) ce_bwd_k<<<BT, 256>>>(BF(dlogits), CBF(logits), rowmax, rowsum, targets, v0, vl, vocab, BT, ld, dloss);
     return launch_ok();
 }

@@ -30,12 +30,14 @@ __global__ void pos_bwd_k(float *dwpe, const bf16 *dout, int B, int T, int C) {
     dwpe[i] += s;
 }
 
-extern "C" int cuda_encoder_forward(tprt_bf16 *out, const int *tok, const tprt_bf16 *wte, int v0, int vl, int BT, int C) {
+extern "C" int cuda_encoder_forward(tprt_bf16 *out, const int *tok, const tprt_bf16 *wte, int v0, int vl, int BT,
+                                    int C) {
     size_t n = (size_t)BT * C;
     if (n) encoder_fwd_k<<<grid_for(n, 256), 256>>>(BF(out), tok, CBF(wte), v0, vl, BT, C);
     return launch_ok();
 }
-extern "C" int cuda_encoder_backward(float *dwte, const tprt_bf16 *dout, const int *tok, int v0, int vl, int BT, int C) {
+extern "C" int cuda_encoder_backward(float *dwte, const tprt_bf16 *dout, const int *tok, int v0, int vl, int BT,
+                                     int C) {
     size_t n = (size_t)BT * C;
     if (n) encoder_bwd_k<<<grid_for(n, 256), 256>>>(dwte, CBF(dout), tok, v0, vl, BT, C);
     return launch_ok();

@@ -41,8 +41,8 @@ int tprt_cuda_device_count(char *why, size_t why_len) {
     return tprt_cuda_available(why, why_len) || cudaGetDeviceCount(&n) != cudaSuccess ? -1 : n;
 }
 
-static const char *KIND_NAME[K_COUNT] = {"encoder", "layernorm", "matmul", "attention", "gelu",
-                                         "residual", "crossentropy", "adamw", "all-reduce", "memset/copy"};
+static const char *KIND_NAME[K_COUNT] = {"encoder",  "layernorm",    "matmul", "attention",  "gelu",
+                                         "residual", "crossentropy", "adamw",  "all-reduce", "memset/copy"};
 
 static tprt_cuda_model *g_model; /* for the audit hook: one model per process */
 
@@ -53,7 +53,10 @@ void tprt_mark(tprt_cuda_model *d, int kind) {
 }
 /* Closes the marks of this phase: the time between two marks goes to the first's kind. */
 void tprt_marks_flush(tprt_cuda_model *d) {
-    if (!d->profile || d->n_marks < 2) { d->n_marks = 0; return; }
+    if (!d->profile || d->n_marks < 2) {
+        d->n_marks = 0;
+        return;
+    }
     cudaEventSynchronize(d->ev[d->n_marks - 1]);
     for (int i = 0; i + 1 < d->n_marks; i++) {
         float ms = 0.0f;
@@ -64,7 +67,8 @@ void tprt_marks_flush(tprt_cuda_model *d) {
 }
 
 dev_tensor *tprt_dev_find(const tprt_cuda_model *d, const tprt_tensor *t) {
-    for (int i = 0; i < d->n_dt; i++) if (d->dt[i].t == t) return &d->dt[i];
+    for (int i = 0; i < d->n_dt; i++)
+        if (d->dt[i].t == t) return &d->dt[i];
     return NULL;
 }
 
@@ -74,17 +78,29 @@ static void *upload(const float *host, size_t n, size_t cap, int bf16) {
     void *p = NULL;
     size_t elt = bf16 ? sizeof(tprt_bf16) : sizeof(float), bytes = n * elt;
     if (cudaMalloc(&p, cap ? cap * elt : 1) != cudaSuccess) return NULL;
-    if (cap > n && cudaMemset((char *)p + bytes, 0, (cap - n) * elt) != cudaSuccess) { cudaFree(p); return NULL; }
+    if (cap > n && cudaMemset((char *)p + bytes, 0, (cap - n) * elt) != cudaSuccess) {
+        cudaFree(p);
+        return NULL;
+    }
     if (!bf16) {
-        if (cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) { cudaFree(p); return NULL; }
+        if (cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+            cudaFree(p);
+            return NULL;
+        }
         return p;
     }
     tprt_bf16 *tmp = malloc(bytes ? bytes : 1);
-    if (!tmp) { cudaFree(p); return NULL; }
+    if (!tmp) {
+        cudaFree(p);
+        return NULL;
+    }
     for (size_t i = 0; i < n; i++) tmp[i] = tprt_f2bf(host[i]);
     cudaError_t e = cudaMemcpy(p, tmp, bytes, cudaMemcpyHostToDevice);
     free(tmp);
-    if (e != cudaSuccess) { cudaFree(p); return NULL; }
+    if (e != cudaSuccess) {
+        cudaFree(p);
+        return NULL;
+    }
     return p;
 }
 
@@ -112,7 +128,10 @@ static dev_tensor *dev_add(tprt_cuda_model *d, const tprt_tensor *t, int bf16, i
     size_t cap = alloc_elems(d, t);
     if (!(x->data = upload(t->data, t->numel, cap, bf16))) return NULL;
     if (want_grad) {
-        if (cudaMalloc((void **)&x->grad, cap * sizeof(float)) != cudaSuccess) { cudaFree(x->data); return NULL; }
+        if (cudaMalloc((void **)&x->grad, cap * sizeof(float)) != cudaSuccess) {
+            cudaFree(x->data);
+            return NULL;
+        }
         cudaMemset(x->grad, 0, cap * sizeof(float));
     }
     d->n_dt++;
@@ -152,7 +171,10 @@ static int storage_hook(const tprt_tensor *t, tprt_storage *s) {
 }
 
 /* ---- activations: carved from one block, each piece 256-byte aligned ---- */
-typedef struct { char *base; size_t off; } carver;
+typedef struct {
+    char *base;
+    size_t off;
+} carver;
 static void *take(carver *c, size_t bytes) {
     void *p = c->base ? c->base + c->off : NULL;
     c->off += (bytes + 255) & ~(size_t)255;
@@ -168,8 +190,10 @@ static int carve_acts(tprt_cuda_model *d, carver *c) {
     for (int l = 0; l < m->cfg.n_layer; l++) {
         layer_acts *a = &d->la[l];
         a->ln1 = take(c, BT * C * bf), a->qkv = take(c, BT * 3 * Cl * bf), a->atty = take(c, BT * Cl * bf);
-        if (d->attn_fused) a->lse = take(c, (size_t)d->B * NH * (size_t)d->T * f);
-        else a->att = take(c, (size_t)d->B * NH * (size_t)d->T * (size_t)d->T * bf);
+        if (d->attn_fused)
+            a->lse = take(c, (size_t)d->B * NH * (size_t)d->T * f);
+        else
+            a->att = take(c, (size_t)d->B * NH * (size_t)d->T * (size_t)d->T * bf);
         a->attp = take(c, BT * C * bf), a->res2 = take(c, BT * C * bf), a->ln2 = take(c, BT * C * bf);
         a->fch = take(c, BT * H * bf), a->fcg = take(c, BT * H * bf), a->fcp = take(c, BT * C * bf);
         a->res3 = take(c, BT * C * bf);
@@ -200,18 +224,30 @@ tprt_cuda_model *tprt_cuda_create(gpt2_model *m, tprt_adamw *o, int B, int T, in
     d->slots = calloc((size_t)(o->n ? o->n : 1), sizeof *d->slots);
     const char *prof = getenv("TPRT_PROFILE");
     d->profile = prof && *prof && strcmp(prof, "0");
-    if (!d->la || !d->slots || cudaSetDevice(device) != cudaSuccess || cuda_blas_init()) { tprt_cuda_fail("device setup"); goto bad; }
-    if (upload_params(d) || upload_masters(d) || upload_state(d) || upload_stale_working(d)) { tprt_cuda_fail("upload"); goto bad; }
+    if (!d->la || !d->slots || cudaSetDevice(device) != cudaSuccess || cuda_blas_init()) {
+        tprt_cuda_fail("device setup");
+        goto bad;
+    }
+    if (upload_params(d) || upload_masters(d) || upload_state(d) || upload_stale_working(d)) {
+        tprt_cuda_fail("upload");
+        goto bad;
+    }
     tp_dims t = tp_dims_of(m);
     d->attn_fused = cuda_attention_use_fused(t.Cl, t.NHl);
     carver c = {NULL, 0};
     carve_acts(d, &c);
-    if (cudaMalloc(&d->acts_block, c.off) != cudaSuccess) { tprt_cuda_fail("activations"); goto bad; }
+    if (cudaMalloc(&d->acts_block, c.off) != cudaSuccess) {
+        tprt_cuda_fail("activations");
+        goto bad;
+    }
     c.base = d->acts_block, c.off = 0;
     carve_acts(d, &c);
     carver g = {NULL, 0};
     carve_grads(d, &g);
-    if (cudaMalloc(&d->grads_block, g.off) != cudaSuccess) { tprt_cuda_fail("activation grads"); goto bad; }
+    if (cudaMalloc(&d->grads_block, g.off) != cudaSuccess) {
+        tprt_cuda_fail("activation grads");
+        goto bad;
+    }
     g.base = d->grads_block, g.off = 0;
     carve_grads(d, &g);
     size_t scratch = d->attn_fused ? cuda_attention_fused_scratch_bytes(B, T, t.NHl)
@@ -232,11 +268,15 @@ bad:
 void tprt_cuda_free(tprt_cuda_model *d) {
     if (!d) return;
     if (g_model == d) g_model = NULL, tprt_storage_hook = NULL;
-    for (int i = 0; i < d->n_dt; i++) { cudaFree(d->dt[i].data); cudaFree(d->dt[i].grad); }
+    for (int i = 0; i < d->n_dt; i++) {
+        cudaFree(d->dt[i].data);
+        cudaFree(d->dt[i].grad);
+    }
     cudaFree(d->acts_block);
     cudaFree(d->grads_block);
     cudaFree(d->attn_scratch);
-    for (int i = 0; d->profile && i < MAX_MARKS; i++) if (d->ev[i]) cudaEventDestroy(d->ev[i]);
+    for (int i = 0; d->profile && i < MAX_MARKS; i++)
+        if (d->ev[i]) cudaEventDestroy(d->ev[i]);
     free(d->dt);
     free(d->la);
     free(d->slots);
@@ -247,12 +287,13 @@ void tprt_cuda_profile_report(const tprt_cuda_model *d, FILE *f) {
     if (!d->profile || !d->steps_profiled) return;
     double total = 0.0;
     for (int k = 0; k < K_COUNT; k++) total += d->kind_ms[k];
-    fprintf(f, "profile: device time per step by layer kind (%d steps after %d warm-up, cudaEvent)\n", d->steps_profiled,
-            PROFILE_SKIP);
+    fprintf(f, "profile: device time per step by layer kind (%d steps after %d warm-up, cudaEvent)\n",
+            d->steps_profiled, PROFILE_SKIP);
     for (int k = 0; k < K_COUNT; k++)
         if (k != K_COMM || d->m->tp_world > 1)
             fprintf(f, "profile: %-13s %9.3f ms %5.1f%%\n", KIND_NAME[k], d->kind_ms[k] / d->steps_profiled,
                     total > 0 ? 100.0 * d->kind_ms[k] / total : 0.0);
     fprintf(f, "profile: %-13s %9.3f ms\n", "total", total / d->steps_profiled);
-    fprintf(f, "profile: attention path %s\n", d->attn_fused ? "fused (attention_fused.cu)" : "gemm (TPRT_ATTENTION=gemm)");
+    fprintf(f, "profile: attention path %s\n",
+            d->attn_fused ? "fused (attention_fused.cu)" : "gemm (TPRT_ATTENTION=gemm)");
 }

@@ -17,8 +17,20 @@ typedef struct {
     size_t numel;
 } dev_tensor;
 
-enum { K_ENCODER, K_LAYERNORM, K_MATMUL, K_ATTENTION, K_GELU, K_RESIDUAL, K_CROSSENT, K_ADAMW, K_COMM, K_OTHER, K_COUNT };
-#define MAX_MARKS 2048
+enum {
+    K_ENCODER,
+    K_LAYERNORM,
+    K_MATMUL,
+    K_ATTENTION,
+    K_GELU,
+    K_RESIDUAL,
+    K_CROSSENT,
+    K_ADAMW,
+    K_COMM,
+    K_OTHER,
+    K_COUNT
+};
+#define MAX_MARKS    2048
 #define PROFILE_SKIP 2
 
 typedef struct {
@@ -30,12 +42,12 @@ typedef struct {
 struct tprt_cuda_model {
     gpt2_model *m;
     tprt_adamw *o;
-    int device;      /* the GPU of this rank */
+    int device;       /* the GPU of this rank */
     char devname[16]; /* "cuda:<device>" for the audit facts */
     int n_dt, cap_dt;
     dev_tensor *dt;
-    int B, T, ldv;   /* ldv: row stride of the logits (vocab slice padded to 64) */
-    int attn_fused;  /* attention_fused.cu (default) or the cuBLAS path (TPRT_ATTENTION=gemm) */
+    int B, T, ldv;  /* ldv: row stride of the logits (vocab slice padded to 64) */
+    int attn_fused; /* attention_fused.cu (default) or the cuBLAS path (TPRT_ATTENTION=gemm) */
     void *acts_block, *grads_block, *attn_scratch;
     layer_acts *la;
     tprt_bf16 *enc, *lnf, *logits;
@@ -52,7 +64,9 @@ struct tprt_cuda_model {
 };
 
 /* This rank's local sizes: channels of its heads, its heads, its MLP width. */
-typedef struct { int N, C, Cl, NH, NHl, Hl; } tp_dims;
+typedef struct {
+    int N, C, Cl, NH, NHl, Hl;
+} tp_dims;
 static inline tp_dims tp_dims_of(const gpt2_model *m) {
     tp_dims t;
     t.N = m->tp_world, t.C = m->cfg.channels, t.NH = m->cfg.n_head;
@@ -61,17 +75,28 @@ static inline tp_dims tp_dims_of(const gpt2_model *m) {
 }
 
 /* gpt2_cuda.c */
-int tprt_cuda_fail(const char *what);                     /* sets the error from CUDA's last one; -1 */
+int tprt_cuda_fail(const char *what);                            /* sets the error from CUDA's last one; -1 */
 int tprt_cuda_comm_fail(const char *what, tprt_comm *c, int rc); /* sets the error from the comm's; rc */
 dev_tensor *tprt_dev_find(const tprt_cuda_model *d, const tprt_tensor *t);
 void tprt_mark(tprt_cuda_model *d, int kind);
 void tprt_marks_flush(tprt_cuda_model *d);
 
-#define TRY(call, what) do { if (call) return tprt_cuda_fail(what); } while (0)
-#define COMM(call, what) do { int rc_ = (call); if (rc_) return tprt_cuda_comm_fail(what, comm, rc_); } while (0)
-#define PASS(call) do { int rc_ = (call); if (rc_) return rc_; } while (0)
-#define PW(i) ((tprt_bf16 *)tprt_dev_find(d, m->params[i])->data)
-#define PG(i) (tprt_dev_find(d, m->params[i])->grad)
+#define TRY(call, what)                        \
+    do {                                       \
+        if (call) return tprt_cuda_fail(what); \
+    } while (0)
+#define COMM(call, what)                                      \
+    do {                                                      \
+        int rc_ = (call);                                     \
+        if (rc_) return tprt_cuda_comm_fail(what, comm, rc_); \
+    } while (0)
+#define PASS(call)           \
+    do {                     \
+        int rc_ = (call);    \
+        if (rc_) return rc_; \
+    } while (0)
+#define PW(i)    ((tprt_bf16 *)tprt_dev_find(d, m->params[i])->data)
+#define PG(i)    (tprt_dev_find(d, m->params[i])->grad)
 #define LW(l, s) PW(gpt2_layer_param(l, s))
 #define LG(l, s) PG(gpt2_layer_param(l, s))
 #endif

@@ -55,10 +55,13 @@ int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets,
     }
     TRY(cuda_pos_forward(d->enc, PW(1), B, T, C), "encoder");
     tprt_mark(d, K_LAYERNORM);
-    if (L) TRY(cuda_layernorm_forward(d->la[0].ln1, d->la[0].ln1m, d->la[0].ln1r, d->enc, LW(0, P_LN1W), LW(0, P_LN1B),
-                                      BT, C), "ln_1");
-    else TRY(cuda_layernorm_forward(d->lnf, d->lnfm, d->lnfr, d->enc, PW(m->n_params - 2), PW(m->n_params - 1), BT, C),
-             "ln_f");
+    if (L)
+        TRY(cuda_layernorm_forward(d->la[0].ln1, d->la[0].ln1m, d->la[0].ln1r, d->enc, LW(0, P_LN1W), LW(0, P_LN1B), BT,
+                                   C),
+            "ln_1");
+    else
+        TRY(cuda_layernorm_forward(d->lnf, d->lnfm, d->lnfr, d->enc, PW(m->n_params - 2), PW(m->n_params - 1), BT, C),
+            "ln_f");
     tprt_bf16 *res = d->enc;
     for (int l = 0; l < L; l++) {
         layer_acts *a = &d->la[l];
@@ -66,13 +69,16 @@ int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets,
         tprt_mark(d, K_MATMUL);
         TRY(cuda_matmul_forward(a->qkv, a->ln1, LW(l, P_QKVW), LW(l, P_QKVB), BT, C, 3 * Cl, 3 * Cl), "c_attn");
         tprt_mark(d, K_ATTENTION);
-        if (d->attn_fused) TRY(cuda_attention_fused_forward(a->atty, a->lse, a->qkv, B, T, Cl, t.NHl), "attention");
-        else TRY(cuda_attention_forward(a->atty, a->att, a->qkv, d->attn_scratch, B, T, Cl, t.NHl), "attention");
+        if (d->attn_fused)
+            TRY(cuda_attention_fused_forward(a->atty, a->lse, a->qkv, B, T, Cl, t.NHl), "attention");
+        else
+            TRY(cuda_attention_forward(a->atty, a->att, a->qkv, d->attn_scratch, B, T, Cl, t.NHl), "attention");
         tprt_mark(d, K_MATMUL);
         PASS(row_parallel(d, a->attp, a->atty, LW(l, P_ATTPW), LW(l, P_ATTPB), BT, Cl, C, comm, "attn.c_proj"));
         tprt_mark(d, K_LAYERNORM);
-        TRY(cuda_residual_layernorm_forward(a->res2, a->ln2, a->ln2m, a->ln2r, res, a->attp, LW(l, P_LN2W), LW(l, P_LN2B),
-                                            BT, C), "residual + ln_2");
+        TRY(cuda_residual_layernorm_forward(a->res2, a->ln2, a->ln2m, a->ln2r, res, a->attp, LW(l, P_LN2W),
+                                            LW(l, P_LN2B), BT, C),
+            "residual + ln_2");
         tprt_mark(d, K_MATMUL); /* c_fc with its bias and the GELU in the epilogue: fch keeps the GELU's input */
         TRY(cuda_matmul_gelu_forward(a->fcg, a->fch, a->ln2, LW(l, P_FCW), LW(l, P_FCB), BT, C, Hl), "c_fc + gelu");
         PASS(row_parallel(d, a->fcp, a->fcg, LW(l, P_FCPW), LW(l, P_FCPB), BT, Hl, C, comm, "mlp.c_proj"));
@@ -80,10 +86,12 @@ int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets,
         if (l + 1 < L) {
             layer_acts *n = &d->la[l + 1];
             TRY(cuda_residual_layernorm_forward(a->res3, n->ln1, n->ln1m, n->ln1r, a->res2, a->fcp, LW(l + 1, P_LN1W),
-                                                LW(l + 1, P_LN1B), BT, C), "residual + ln_1");
+                                                LW(l + 1, P_LN1B), BT, C),
+                "residual + ln_1");
         } else {
             TRY(cuda_residual_layernorm_forward(a->res3, d->lnf, d->lnfm, d->lnfr, a->res2, a->fcp, PW(m->n_params - 2),
-                                                PW(m->n_params - 1), BT, C), "residual + ln_f");
+                                                PW(m->n_params - 1), BT, C),
+                "residual + ln_f");
         }
         res = a->res3;
     }
@@ -122,7 +130,8 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
     if (!d->logits_are_grads) {
         tprt_mark(d, K_CROSSENT);
         TRY(cuda_crossentropy_backward(d->logits, d->logits, d->rowmax, d->rowsum, d->tgt, v0, vl, m->cfg.vocab, BT,
-                                       d->ldv, 1.0f), "cross-entropy backward");
+                                       d->ldv, 1.0f),
+            "cross-entropy backward");
     }
     d->logits_are_grads = 0;
     tprt_mark(d, K_OTHER);
@@ -135,39 +144,48 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
     PASS(sum_input_grad(d, d->dln, BTC, comm, "lm_head backward"));
     tprt_mark(d, K_LAYERNORM);
     tprt_bf16 *res_last = L ? d->la[L - 1].res3 : d->enc;
-    TRY(cuda_layernorm_backward(d->dres, PG(m->n_params - 2), PG(m->n_params - 1), d->dln, res_last, PW(m->n_params - 2),
-                                d->lnfm, d->lnfr, BT, C), "ln_f backward");
+    TRY(cuda_layernorm_backward(d->dres, PG(m->n_params - 2), PG(m->n_params - 1), d->dln, res_last,
+                                PW(m->n_params - 2), d->lnfm, d->lnfr, BT, C),
+        "ln_f backward");
     for (int l = L - 1; l >= 0; l--) {
         layer_acts *a = &d->la[l];
         tprt_bf16 *res = l ? d->la[l - 1].res3 : d->enc;
         /* d->dres holds d(res3) = d(fcp); the ln_2 path adds into it: d(res2) */
         tprt_mark(d, K_MATMUL); /* the GELU's backward in this product's epilogue: dfch = (dres W) * gelu'(fch) */
         TRY(cuda_matmul_backward_set(d->dfch, a->fch, LG(l, P_FCPW), LG(l, P_FCPB), d->dres, a->fcg, LW(l, P_FCPW), BT,
-                                     Hl, C, C), "mlp.c_proj + gelu backward");
+                                     Hl, C, C),
+            "mlp.c_proj + gelu backward");
         TRY(cuda_matmul_backward_set(d->dln, NULL, LG(l, P_FCW), LG(l, P_FCB), d->dfch, a->ln2, LW(l, P_FCW), BT, C, Hl,
-                                     Hl), "c_fc backward");
+                                     Hl),
+            "c_fc backward");
         PASS(sum_input_grad(d, d->dln, BTC, comm, "c_fc backward"));
         tprt_mark(d, K_LAYERNORM);
-        TRY(cuda_layernorm_backward(d->dres, LG(l, P_LN2W), LG(l, P_LN2B), d->dln, a->res2, LW(l, P_LN2W), a->ln2m, a->ln2r,
-                                    BT, C), "ln_2 backward");
+        TRY(cuda_layernorm_backward(d->dres, LG(l, P_LN2W), LG(l, P_LN2B), d->dln, a->res2, LW(l, P_LN2W), a->ln2m,
+                                    a->ln2r, BT, C),
+            "ln_2 backward");
         tprt_mark(d, K_MATMUL);
-        TRY(cuda_matmul_backward_set(d->datty, NULL, LG(l, P_ATTPW), LG(l, P_ATTPB), d->dres, a->atty, LW(l, P_ATTPW), BT,
-                                     Cl, C, C), "attn.c_proj backward");
+        TRY(cuda_matmul_backward_set(d->datty, NULL, LG(l, P_ATTPW), LG(l, P_ATTPB), d->dres, a->atty, LW(l, P_ATTPW),
+                                     BT, Cl, C, C),
+            "attn.c_proj backward");
         tprt_mark(d, K_OTHER);
         cudaMemsetAsync(d->dqkv, 0, (size_t)BT * 3 * Cl * bf, 0); /* the attention backward adds into it */
         tprt_mark(d, K_ATTENTION);
         if (d->attn_fused)
             TRY(cuda_attention_fused_backward(d->dqkv, d->datty, a->qkv, a->atty, a->lse, d->attn_scratch, B, T, Cl,
-                                              t.NHl), "attention backward");
-        else TRY(cuda_attention_backward(d->dqkv, d->datty, a->qkv, a->att, d->attn_scratch, B, T, Cl, t.NHl),
-                 "attention backward");
+                                              t.NHl),
+                "attention backward");
+        else
+            TRY(cuda_attention_backward(d->dqkv, d->datty, a->qkv, a->att, d->attn_scratch, B, T, Cl, t.NHl),
+                "attention backward");
         tprt_mark(d, K_MATMUL);
         TRY(cuda_matmul_backward_set(d->dln, NULL, LG(l, P_QKVW), LG(l, P_QKVB), d->dqkv, a->ln1, LW(l, P_QKVW), BT, C,
-                                     3 * Cl, 3 * Cl), "c_attn backward");
+                                     3 * Cl, 3 * Cl),
+            "c_attn backward");
         PASS(sum_input_grad(d, d->dln, BTC, comm, "c_attn backward"));
         tprt_mark(d, K_LAYERNORM);
         TRY(cuda_layernorm_backward(d->dres, LG(l, P_LN1W), LG(l, P_LN1B), d->dln, res, LW(l, P_LN1W), a->ln1m, a->ln1r,
-                                    BT, C), "ln_1 backward");
+                                    BT, C),
+            "ln_1 backward");
     }
     tprt_mark(d, K_ENCODER);
     TRY(cuda_pos_backward(PG(1), d->dres, B, T, C) || cuda_encoder_backward(PG(0), d->dres, d->tok, v0, vl, BT, C),

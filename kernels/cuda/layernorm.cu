@@ -13,9 +13,9 @@
 #include "common.cuh"
 #include "tprt_cuda_paths.h"
 
-#define LN_ROWS TPRT_LN_ROWS_PER_BLOCK
+#define LN_ROWS    TPRT_LN_ROWS_PER_BLOCK
 #define LN_THREADS (LN_ROWS * 32)
-#define LN_EPS 1e-5f
+#define LN_EPS     1e-5f
 
 /* ---- scalar path ---- */
 
@@ -27,7 +27,10 @@ __global__ void layernorm_fwd_scalar_k(bf16 *out, float *mean, float *rstd, cons
     float s = 0.0f;
     for (int c = lane; c < C; c += 32) s += ldf(x, c);
     float m = warp_sum(s) / C, v = 0.0f;
-    for (int c = lane; c < C; c += 32) { float d = ldf(x, c) - m; v += d * d; }
+    for (int c = lane; c < C; c += 32) {
+        float d = ldf(x, c) - m;
+        v += d * d;
+    }
     float r = rsqrtf(warp_sum(v) / C + LN_EPS);
     bf16 *o = out + (size_t)row * C;
     for (int c = lane; c < C; c += 32) o[c] = tobf((ldf(x, c) - m) * r * ldf(w, c) + ldf(b, c));
@@ -90,17 +93,16 @@ extern "C" int cuda_layernorm_backward_scalar(tprt_bf16 *dinp, float *dw, float 
 __device__ __forceinline__ int ln_chan(int k, int lane) { return (k * 32 + lane) * 8; }
 
 /* v = a lane's chunks of a row (zeros past C) */
-template <int K>
-__device__ __forceinline__ void ln_load(uint4 (&v)[K], const bf16 *row, int C, int lane) {
+template <int K> __device__ __forceinline__ void ln_load(uint4 (&v)[K], const bf16 *row, int C, int lane) {
 #pragma unroll
     for (int k = 0; k < K; k++) v[k] = ln_chan(k, lane) < C ? ld_vec8(row + ln_chan(k, lane)) : make_uint4(0, 0, 0, 0);
 }
 
 /* K chunks of 256 channels per row; ADD: the row is a + b (rounded to bf16, written to res) */
 template <int K, bool ADD>
-__global__ void __launch_bounds__(LN_THREADS) ln_fwd_vec_k(bf16 *res, bf16 *out, float *mean, float *rstd,
-                                                           const bf16 *a, const bf16 *b, const bf16 *w,
-                                                           const bf16 *bias, int BT, int C) {
+__global__ void __launch_bounds__(LN_THREADS)
+    ln_fwd_vec_k(bf16 *res, bf16 *out, float *mean, float *rstd, const bf16 *a, const bf16 *b, const bf16 *w,
+                 const bf16 *bias, int BT, int C) {
     int row = blockIdx.x * LN_ROWS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= BT) return;
     size_t base = (size_t)row * C;
@@ -137,7 +139,10 @@ __global__ void __launch_bounds__(LN_THREADS) ln_fwd_vec_k(bf16 *res, bf16 *out,
         if (ln_chan(k, lane) >= C) continue;
         unpack8(xv[k], f);
 #pragma unroll
-        for (int i = 0; i < 8; i++) { float d = f[i] - m; v += d * d; }
+        for (int i = 0; i < 8; i++) {
+            float d = f[i] - m;
+            v += d * d;
+        }
     }
     float r = rsqrtf(warp_sum(v) / C + LN_EPS);
 #pragma unroll
@@ -262,16 +267,15 @@ static void ln_bwd_vec(bf16 *dinp, float *dw, float *db, const bf16 *dout, const
     long long warps = (long long)per_sm * sm_count() * LN_ROWS;
     long long per_warp = (BT + warps - 1) / warps; /* rows each warp walks */
     unsigned blocks = (unsigned)((BT + per_warp * LN_ROWS - 1) / (per_warp * LN_ROWS));
-    ln_bwd_vec_k<K><<<blocks, LN_THREADS, (size_t)LN_ROWS * C * sizeof(float)>>>(dinp, dw, db, dout, inp, w, mean,
-                                                                                  rstd, BT, C);
+    ln_bwd_vec_k<K>
+        <<<blocks, LN_THREADS, (size_t)LN_ROWS * C * sizeof(float)>>>(dinp, dw, db, dout, inp, w, mean, rstd, BT, C);
 }
 
-extern "C" int cuda_layernorm_forward(tprt_bf16 *out, float *mean, float *rstd, const tprt_bf16 *inp, const tprt_bf16 *w,
-                                      const tprt_bf16 *b, int BT, int C) {
+extern "C" int cuda_layernorm_forward(tprt_bf16 *out, float *mean, float *rstd, const tprt_bf16 *inp,
+                                      const tprt_bf16 *w, const tprt_bf16 *b, int BT, int C) {
     if (!ln_vec_fits(C) || !aligned16(out) || !aligned16(inp) || !aligned16(w) || !aligned16(b))
         return cuda_layernorm_forward_scalar(out, mean, rstd, inp, w, b, BT, C);
-    if (BT > 0)
-        ln_fwd_vec<TPRT_LN_VEC_CHUNKS, false>(NULL, BF(out), mean, rstd, CBF(inp), NULL, CBF(w), CBF(b), BT, C);
+    if (BT > 0) ln_fwd_vec<TPRT_LN_VEC_CHUNKS, false>(NULL, BF(out), mean, rstd, CBF(inp), NULL, CBF(w), CBF(b), BT, C);
     return launch_ok();
 }
 
@@ -289,8 +293,9 @@ extern "C" int cuda_residual_layernorm_forward(tprt_bf16 *res, tprt_bf16 *out, f
     return launch_ok();
 }
 
-extern "C" int cuda_layernorm_backward(tprt_bf16 *dinp, float *dw, float *db, const tprt_bf16 *dout, const tprt_bf16 *inp,
-                                       const tprt_bf16 *w, const float *mean, const float *rstd, int BT, int C) {
+extern "C" int cuda_layernorm_backward(tprt_bf16 *dinp, float *dw, float *db, const tprt_bf16 *dout,
+                                       const tprt_bf16 *inp, const tprt_bf16 *w, const float *mean, const float *rstd,
+                                       int BT, int C) {
     if (!ln_vec_fits(C) || !aligned16(dinp) || !aligned16(dout) || !aligned16(inp) || !aligned16(w))
         return cuda_layernorm_backward_scalar(dinp, dw, db, dout, inp, w, mean, rstd, BT, C);
     if (BT > 0) ln_bwd_vec<TPRT_LN_VEC_CHUNKS>(BF(dinp), dw, db, CBF(dout), CBF(inp), CBF(w), mean, rstd, BT, C);

@@ -13,9 +13,9 @@
 #include <string.h>
 
 #define LT_WORKSPACE_BYTES (32u << 20)
-#define LT_PLANS 96
-#define LT_TUNE_MAX 16
-#define LT_TUNE_DEFAULT 8 /* candidates timed per shape; TPRT_MATMUL_TUNE overrides */
+#define LT_PLANS           96
+#define LT_TUNE_MAX        16
+#define LT_TUNE_DEFAULT    8 /* candidates timed per shape; TPRT_MATMUL_TUNE overrides */
 
 static cublasHandle_t g_blas;
 static cublasLtHandle_t g_lt;
@@ -30,8 +30,8 @@ extern "C" int cuda_blas_init(void) {
     const char *tune = getenv("TPRT_MATMUL_TUNE");
     if (tune && *tune) g_tune = atoi(tune);
     if (cublasCreate(&g_blas) != CUBLAS_STATUS_SUCCESS) return -1;
-    if (!g_lt_off && (cublasLtCreate(&g_lt) != CUBLAS_STATUS_SUCCESS ||
-                      cudaMalloc(&g_lt_ws, LT_WORKSPACE_BYTES) != cudaSuccess))
+    if (!g_lt_off &&
+        (cublasLtCreate(&g_lt) != CUBLAS_STATUS_SUCCESS || cudaMalloc(&g_lt_ws, LT_WORKSPACE_BYTES) != cudaSuccess))
         g_lt_off = 1; /* plain cuBLAS still works */
     return 0;
 }
@@ -132,7 +132,10 @@ static float lt_time(const gemm_call *c, const lt_descs *x, const cublasLtMatmul
     cudaEvent_t e0, e1;
     float ms = -1.0f;
     if (cudaEventCreate(&e0) != cudaSuccess) return -1.0f;
-    if (cudaEventCreate(&e1) != cudaSuccess) { cudaEventDestroy(e0); return -1.0f; }
+    if (cudaEventCreate(&e1) != cudaSuccess) {
+        cudaEventDestroy(e0);
+        return -1.0f;
+    }
     for (int i = 0; i <= LT_TUNE_RUNS; i++) {
         if (i == 1) cudaEventRecord(e0, 0);
         if (cublasLtMatmul(g_lt, x->desc, &one, c->A, x->a, c->B, x->b, &c->beta, D, x->d, D, x->d, algo, g_lt_ws,
@@ -155,14 +158,18 @@ static int lt_pick(const gemm_call *c, const lt_descs *x, cublasLtMatmulPreferen
     cublasLtMatmulHeuristicResult_t h[LT_TUNE_MAX];
     int found = 0, want = g_tune < 1 ? 1 : g_tune > LT_TUNE_MAX ? LT_TUNE_MAX : g_tune;
     if (cublasLtMatmulAlgoGetHeuristic(g_lt, x->desc, x->a, x->b, x->d, x->d, pref, want, h, &found) !=
-            CUBLAS_STATUS_SUCCESS || found < 1)
+            CUBLAS_STATUS_SUCCESS ||
+        found < 1)
         return 0;
     *out = h[0].algo;
     if (found == 1) return 1;
     size_t bytes = (size_t)c->ldd * (size_t)c->n * (c->dt == CUDA_R_32F ? 4 : 2);
     void *D = c->D, *scratch = NULL;
     if (c->beta != 0.0f) {
-        if (cudaMalloc(&scratch, bytes) != cudaSuccess) { cudaGetLastError(); return 1; }
+        if (cudaMalloc(&scratch, bytes) != cudaSuccess) {
+            cudaGetLastError();
+            return 1;
+        }
         D = scratch;
     }
     float best = -1.0f;
@@ -216,7 +223,9 @@ static int lt_gemm(const gemm_call *c) {
         const float one = 1.0f;
         if (p && p->ok) {
             rc = cublasLtMatmul(g_lt, x.desc, &one, c->A, x.a, c->B, x.b, &c->beta, c->D, x.d, c->D, x.d, &p->algo,
-                                g_lt_ws, LT_WORKSPACE_BYTES, 0) == CUBLAS_STATUS_SUCCESS ? 0 : 1;
+                                g_lt_ws, LT_WORKSPACE_BYTES, 0) == CUBLAS_STATUS_SUCCESS
+                     ? 0
+                     : 1;
             if (rc) p->ok = 0; /* refused at launch: this shape takes the plain path from now on */
         }
     }
@@ -265,16 +274,18 @@ extern "C" int cuda_bias_backward(float *dbias, const tprt_bf16 *dout, int BT, i
 }
 
 /* out^T (OC x BT) = W (OC x IC: W^T stored) . inp^T (IC x BT), with an epilogue */
-static gemm_call forward_call(tprt_bf16 *out, const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC, int ld) {
+static gemm_call forward_call(tprt_bf16 *out, const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC,
+                              int ld) {
     gemm_call c;
     memset(&c, 0, sizeof c);
-    c.ta = true, c.m = OC, c.n = BT, c.k = IC, c.A = w, c.lda = IC, c.B = inp, c.ldb = IC, c.D = out, c.dt = CUDA_R_16BF;
+    c.ta = true, c.m = OC, c.n = BT, c.k = IC, c.A = w, c.lda = IC, c.B = inp, c.ldb = IC, c.D = out,
+    c.dt = CUDA_R_16BF;
     c.ldd = ld, c.epi = CUBLASLT_EPILOGUE_DEFAULT;
     return c;
 }
 
-extern "C" int cuda_matmul_forward(tprt_bf16 *out, const tprt_bf16 *inp, const tprt_bf16 *w, const tprt_bf16 *bias, int BT,
-                                   int IC, int OC, int ld) {
+extern "C" int cuda_matmul_forward(tprt_bf16 *out, const tprt_bf16 *inp, const tprt_bf16 *w, const tprt_bf16 *bias,
+                                   int BT, int IC, int OC, int ld) {
     if (cuda_blas_init()) return -1;
     gemm_call c = forward_call(out, inp, w, BT, IC, OC, ld);
     if (bias) c.epi = CUBLASLT_EPILOGUE_BIAS, c.bias = bias;
@@ -301,7 +312,8 @@ static int input_grad(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, const tprt_bf1
                       int IC, int OC, int ld, float beta) {
     gemm_call c;
     memset(&c, 0, sizeof c);
-    c.m = IC, c.n = BT, c.k = OC, c.A = w, c.lda = IC, c.B = dout, c.ldb = ld, c.D = dinp, c.dt = CUDA_R_16BF, c.ldd = IC;
+    c.m = IC, c.n = BT, c.k = OC, c.A = w, c.lda = IC, c.B = dout, c.ldb = ld, c.D = dinp, c.dt = CUDA_R_16BF,
+    c.ldd = IC;
     c.beta = beta, c.epi = pre_gelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT;
     c.aux = (void *)pre_gelu;
     int rc = lt_gemm(&c);
@@ -313,14 +325,15 @@ static int input_grad(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, const tprt_bf1
 static int weight_grad(float *dw, const tprt_bf16 *dout, const tprt_bf16 *inp, int BT, int IC, int OC, int ld) {
     gemm_call c;
     memset(&c, 0, sizeof c);
-    c.tb = true, c.m = IC, c.n = OC, c.k = BT, c.A = inp, c.lda = IC, c.B = dout, c.ldb = ld, c.D = dw, c.dt = CUDA_R_32F;
+    c.tb = true, c.m = IC, c.n = OC, c.k = BT, c.A = inp, c.lda = IC, c.B = dout, c.ldb = ld, c.D = dw,
+    c.dt = CUDA_R_32F;
     c.ldd = IC, c.beta = 1.0f, c.epi = CUBLASLT_EPILOGUE_DEFAULT;
     int rc = lt_gemm(&c);
     return rc <= 0 ? rc : plain_gemm(&c);
 }
 
-extern "C" int cuda_matmul_backward(tprt_bf16 *dinp, float *dw, float *dbias, const tprt_bf16 *dout, const tprt_bf16 *inp,
-                                    const tprt_bf16 *w, int BT, int IC, int OC, int ld) {
+extern "C" int cuda_matmul_backward(tprt_bf16 *dinp, float *dw, float *dbias, const tprt_bf16 *dout,
+                                    const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC, int ld) {
     if (cuda_blas_init()) return -1;
     if (dinp && input_grad(dinp, NULL, dout, w, BT, IC, OC, ld, 1.0f)) return -1;
     if (dw && weight_grad(dw, dout, inp, BT, IC, OC, ld)) return -1;
@@ -342,8 +355,8 @@ extern "C" int tprt_cuda_gemm_batched(bool ta, bool tb, int m, int n, int k, flo
                                       int c_fp32, int ldc, long long sc, int batch) {
     if (cuda_blas_init()) return -1;
     cublasStatus_t s = cublasGemmStridedBatchedEx(
-        g_blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, CUDA_R_16BF, lda, sa, B,
-        CUDA_R_16BF, ldb, sb, &beta, C, c_fp32 ? CUDA_R_32F : CUDA_R_16BF, ldc, sc, batch, CUBLAS_COMPUTE_32F,
+        g_blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, CUDA_R_16BF, lda,
+        sa, B, CUDA_R_16BF, ldb, sb, &beta, C, c_fp32 ? CUDA_R_32F : CUDA_R_16BF, ldc, sc, batch, CUBLAS_COMPUTE_32F,
         CUBLAS_GEMM_DEFAULT);
     return s == CUBLAS_STATUS_SUCCESS ? 0 : -1;
 }

@@ -55,8 +55,8 @@ int cuda_residual_layernorm_forward(tprt_bf16 *res, tprt_bf16 *out, float *mean,
  * (>= OC; the LM head pads it).  bias, dinp, dw, dbias may be NULL. */
 int cuda_blas_init(void);
 void cuda_blas_shutdown(void);
-int cuda_matmul_forward(tprt_bf16 *out, const tprt_bf16 *inp, const tprt_bf16 *w, const tprt_bf16 *bias, int BT,
-                        int IC, int OC, int ld);
+int cuda_matmul_forward(tprt_bf16 *out, const tprt_bf16 *inp, const tprt_bf16 *w, const tprt_bf16 *bias, int BT, int IC,
+                        int OC, int ld);
 int cuda_matmul_backward(tprt_bf16 *dinp, float *dw, float *dbias, const tprt_bf16 *dout, const tprt_bf16 *inp,
                          const tprt_bf16 *w, int BT, int IC, int OC, int ld);
 /* pre = inp @ W^T + bias (row stride OC), out = gelu(pre): bias and GELU in the GEMM's epilogue. */
@@ -140,9 +140,8 @@ int cuda_ce_mean(float *loss, const float *losses, int BT);
  * from the squared norms acc[0] + acc[1], master -> bf16 working copy.
  * decay = lr * weight_decay (0 for no decay), bc1/bc2 the bias corrections. */
 int cuda_sumsq(float *acc, const float *g, size_t n);
-int cuda_adamw_update(float *master, tprt_bf16 *working, const float *g, float *m, float *v, size_t n,
-                      const float *acc, float clip, float lr, float beta1, float beta2, float eps, float decay,
-                      float bc1, float bc2);
+int cuda_adamw_update(float *master, tprt_bf16 *working, const float *g, float *m, float *v, size_t n, const float *acc,
+                      float clip, float lr, float beta1, float beta2, float eps, float decay, float bc1, float bc2);
 /* Multi-tensor forms: one launch per TPRT_ADAMW_SLOTS_PER_LAUNCH tensors (the table travels in
  * the kernel's parameters, so no device table is allocated).  sumsq adds each slot's sum of
  * squares to acc[slot.replicated]; update applies cuda_adamw_update's arithmetic to every

@@ -18,15 +18,14 @@ extern "C" {
  * in registers: C % 8 == 0 and C <= 256 * TPRT_LN_VEC_CHUNKS, every pointer 16-byte aligned;
  * other rows take the scalar kernels below. */
 #define TPRT_LN_ROWS_PER_BLOCK 8
-#define TPRT_LN_VEC_CHUNKS 4
+#define TPRT_LN_VEC_CHUNKS     4
 
 /* The scalar layernorm (one warp per row, one bf16 at a time; the backward sums dw/db in
  * shared memory with atomics): the same semantics as cuda_layernorm_forward/backward. */
 int cuda_layernorm_forward_scalar(tprt_bf16 *out, float *mean, float *rstd, const tprt_bf16 *inp, const tprt_bf16 *w,
                                   const tprt_bf16 *b, int BT, int C);
-int cuda_layernorm_backward_scalar(tprt_bf16 *dinp, float *dw, float *db, const tprt_bf16 *dout,
-                                   const tprt_bf16 *inp, const tprt_bf16 *w, const float *mean, const float *rstd,
-                                   int BT, int C);
+int cuda_layernorm_backward_scalar(tprt_bf16 *dinp, float *dw, float *db, const tprt_bf16 *dout, const tprt_bf16 *inp,
+                                   const tprt_bf16 *w, const float *mean, const float *rstd, int BT, int C);
 
 #ifdef __cplusplus
 }

@@ -28,16 +28,28 @@ __attribute__((noinline)) static void carve_parameter_arena(size_t bytes) {
 static void record(uint64_t key, const char *name, int64_t rows, void *data) {
     int64_t shape[2] = {rows, 16};
     tpaudit_tensor_t t = TPAUDIT_INIT_TENSOR;
-    t.key = key; t.name = name; t.ndim = 2; t.shape = shape; t.dtype = "float32"; t.device = "cpu";
-    t.storage_ptr = (uint64_t)(uintptr_t)data; t.storage_bytes = (uint64_t)rows * 16 * 4; t.nbytes = t.storage_bytes;
-    t.requires_grad = 1; t.type = "native";
+    t.key = key;
+    t.name = name;
+    t.ndim = 2;
+    t.shape = shape;
+    t.dtype = "float32";
+    t.device = "cpu";
+    t.storage_ptr = (uint64_t)(uintptr_t)data;
+    t.storage_bytes = (uint64_t)rows * 16 * 4;
+    t.nbytes = t.storage_bytes;
+    t.requires_grad = 1;
+    t.type = "native";
     tpaudit_record_tensor(&t);
 }
 
 static void ref(int holder, int role, const char *path, uint64_t key) {
     tpaudit_ref_t r = TPAUDIT_INIT_REF;
-    r.holder_kind = holder; r.holder_class = holder == TPAUDIT_HOLDER_MODULE ? "native.Model" : "native.SGD";
-    r.holder_id = (uint64_t)holder; r.path = path; r.role = role; r.tensor_key = key;
+    r.holder_kind = holder;
+    r.holder_class = holder == TPAUDIT_HOLDER_MODULE ? "native.Model" : "native.SGD";
+    r.holder_id = (uint64_t)holder;
+    r.path = path;
+    r.role = role;
+    r.tensor_key = key;
     tpaudit_record_ref(&r);
 }
 

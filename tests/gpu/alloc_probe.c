@@ -11,7 +11,10 @@
 #define CHECK(call)                                                                     \
     do {                                                                                \
         int rc_ = (int)(call);                                                          \
-        if (rc_ != 0) { fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #call, rc_); return 1; } \
+        if (rc_ != 0) {                                                                 \
+            fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #call, rc_); \
+            return 1;                                                                   \
+        }                                                                               \
     } while (0)
 
 __attribute__((noinline)) static int allocate_with_runtime(void **ptrs, const size_t *sizes, int n) {
@@ -53,12 +56,24 @@ int main(void) {
     int64_t audit = tpaudit_audit_begin("probe", 1);
     int64_t shape[1] = {(int64_t)(sizes[2] / 4)};
     tpaudit_tensor_t t = TPAUDIT_INIT_TENSOR;
-    t.key = 1; t.name = "probe.table"; t.ndim = 1; t.shape = shape; t.dtype = "float32"; t.device = "cuda:0";
-    t.storage_ptr = (uint64_t)(size_t)ptrs[2]; t.storage_bytes = sizes[2]; t.nbytes = sizes[2]; t.requires_grad = 1;
+    t.key = 1;
+    t.name = "probe.table";
+    t.ndim = 1;
+    t.shape = shape;
+    t.dtype = "float32";
+    t.device = "cuda:0";
+    t.storage_ptr = (uint64_t)(size_t)ptrs[2];
+    t.storage_bytes = sizes[2];
+    t.nbytes = sizes[2];
+    t.requires_grad = 1;
     tpaudit_record_tensor(&t);
     tpaudit_ref_t r = TPAUDIT_INIT_REF;
-    r.holder_kind = TPAUDIT_HOLDER_OPTIMIZER; r.holder_class = "probe.Optimizer"; r.holder_id = 1;
-    r.path = "param_groups[0].params[0]"; r.role = TPAUDIT_ROLE_GROUP_PARAM; r.tensor_key = 1;
+    r.holder_kind = TPAUDIT_HOLDER_OPTIMIZER;
+    r.holder_class = "probe.Optimizer";
+    r.holder_id = 1;
+    r.path = "param_groups[0].params[0]";
+    r.role = TPAUDIT_ROLE_GROUP_PARAM;
+    r.tensor_key = 1;
     tpaudit_record_ref(&r);
     tpaudit_audit_end(audit);
     for (int i = 0; i < 3; i++) CHECK(cudaFree(ptrs[i]));

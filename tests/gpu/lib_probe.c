@@ -23,12 +23,24 @@ static void audit_stale_table(const float *table) {
     int64_t audit = tpaudit_audit_begin("lib_probe", 1);
     int64_t shape[2] = {TABLE_BYTES / 4 / 1024, 1024};
     tpaudit_tensor_t t = TPAUDIT_INIT_TENSOR;
-    t.key = 1; t.name = "probe.table"; t.ndim = 2; t.shape = shape; t.dtype = "float32"; t.device = "cuda:0";
-    t.storage_ptr = (uint64_t)(size_t)table; t.storage_bytes = TABLE_BYTES; t.nbytes = TABLE_BYTES; t.requires_grad = 1;
+    t.key = 1;
+    t.name = "probe.table";
+    t.ndim = 2;
+    t.shape = shape;
+    t.dtype = "float32";
+    t.device = "cuda:0";
+    t.storage_ptr = (uint64_t)(size_t)table;
+    t.storage_bytes = TABLE_BYTES;
+    t.nbytes = TABLE_BYTES;
+    t.requires_grad = 1;
     tpaudit_record_tensor(&t);
     tpaudit_ref_t r = TPAUDIT_INIT_REF;
-    r.holder_kind = TPAUDIT_HOLDER_OPTIMIZER; r.holder_class = "probe.Optimizer"; r.holder_id = 1;
-    r.path = "param_groups[0].params[0]"; r.role = TPAUDIT_ROLE_GROUP_PARAM; r.tensor_key = 1;
+    r.holder_kind = TPAUDIT_HOLDER_OPTIMIZER;
+    r.holder_class = "probe.Optimizer";
+    r.holder_id = 1;
+    r.path = "param_groups[0].params[0]";
+    r.role = TPAUDIT_ROLE_GROUP_PARAM;
+    r.tensor_key = 1;
     tpaudit_record_ref(&r);
     tpaudit_audit_end(audit);
 }
@@ -43,11 +55,13 @@ int main(void) {
     if (!table) return 1;
     enum { N = 1024 };
     float *a = NULL, *c = NULL;
-    if (cudaMalloc((void **)&a, N * N * 4) != cudaSuccess || cudaMalloc((void **)&c, N * N * 4) != cudaSuccess) return 1;
+    if (cudaMalloc((void **)&a, N * N * 4) != cudaSuccess || cudaMalloc((void **)&c, N * N * 4) != cudaSuccess)
+        return 1;
     cublasHandle_t blas;
     if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) return 1;
     const float one = 1.0f, zero = 0.0f;
-    if (cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, a, N, a, N, &zero, c, N) != CUBLAS_STATUS_SUCCESS) return 1;
+    if (cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, a, N, a, N, &zero, c, N) != CUBLAS_STATUS_SUCCESS)
+        return 1;
     ncclComm_t comm;
     int dev0 = 0;
     if (ncclCommInitAll(&comm, 1, &dev0) != ncclSuccess) return 1;

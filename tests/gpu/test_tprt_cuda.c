@@ -26,11 +26,13 @@ static void test_encoder(void) {
     int B = 3, T = 17, C = 40, BT = B * T, V = 100, v0 = 20, vl = 50;
     int *tok = malloc(sizeof(int) * BT), *dtok;
     for (int i = 0; i < BT; i++) tok[i] = (int)((frand() + 1.0f) * 0.5f * V) % V;
-    float *wte = rnd((size_t)vl * C, 0.5f, 1), *wpe = rnd((size_t)T * C, 0.5f, 1), *ref = malloc(sizeof(float) * BT * C);
+    float *wte = rnd((size_t)vl * C, 0.5f, 1), *wpe = rnd((size_t)T * C, 0.5f, 1),
+          *ref = malloc(sizeof(float) * BT * C);
     cudaMalloc((void **)&dtok, sizeof(int) * BT);
     cudaMemcpy(dtok, tok, sizeof(int) * BT, cudaMemcpyHostToDevice);
     void *dwte = dev_bf(wte, (size_t)vl * C), *dwpe = dev_bf(wpe, (size_t)T * C), *dout = dev_bf(NULL, (size_t)BT * C);
-    sync_or_die("encoder forward", cuda_encoder_forward(dout, dtok, dwte, v0, vl, BT, C) || cuda_pos_forward(dout, dwpe, B, T, C));
+    sync_or_die("encoder forward",
+                cuda_encoder_forward(dout, dtok, dwte, v0, vl, BT, C) || cuda_pos_forward(dout, dwpe, B, T, C));
     encoder_forward(ref, tok, wte, v0, vl, BT, C);
     pos_forward(ref, wpe, B, T, C);
     float *got = host_bf(dout, (size_t)BT * C);
@@ -38,7 +40,8 @@ static void test_encoder(void) {
     float *g = rnd((size_t)BT * C, 1.0f, 1), *gwte = rnd((size_t)vl * C, 1.0f, 0), *gwpe = rnd((size_t)T * C, 1.0f, 0);
     void *dg = dev_bf(g, (size_t)BT * C);
     float *dgwte = dev_f(gwte, (size_t)vl * C), *dgwpe = dev_f(gwpe, (size_t)T * C);
-    sync_or_die("encoder backward", cuda_encoder_backward(dgwte, dg, dtok, v0, vl, BT, C) || cuda_pos_backward(dgwpe, dg, B, T, C));
+    sync_or_die("encoder backward",
+                cuda_encoder_backward(dgwte, dg, dtok, v0, vl, BT, C) || cuda_pos_backward(dgwpe, dg, B, T, C));
     encoder_backward(gwte, g, tok, v0, vl, BT, C);
     pos_backward(gwpe, g, B, T, C);
     float *h1 = host_f(dgwte, (size_t)vl * C), *h2 = host_f(dgwpe, (size_t)T * C);
@@ -77,7 +80,8 @@ static void test_matmul(int ld_pad) {
     check(name, h2, gw, (size_t)OC * IC, 1e-3);
     snprintf(name, sizeof name, "matmul backward dbias (ld %d)", ld);
     check(name, h3, gb, OC, 1e-3);
-    cudaFree(dx), cudaFree(dw), cudaFree(dbias), cudaFree(dout), cudaFree(ddy), cudaFree(ddinp), cudaFree(dgw), cudaFree(dgb);
+    cudaFree(dx), cudaFree(dw), cudaFree(dbias), cudaFree(dout), cudaFree(ddy), cudaFree(ddinp), cudaFree(dgw),
+        cudaFree(dgb);
     free(x), free(w), free(bias), free(ref), free(full), free(got), free(dy), free(dyp), free(dinp), free(gw), free(gb);
     free(h1), free(h2), free(h3);
 }
@@ -119,7 +123,8 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
                 for (int u = 0; u <= t; u++) {
                     double d = 0;
                     for (int i = 0; i < hs; i++)
-                        d += (double)qkv[((size_t)b * T + t) * C3 + h * hs + i] * qkv[((size_t)b * T + u) * C3 + Cl + h * hs + i];
+                        d += (double)qkv[((size_t)b * T + t) * C3 + h * hs + i] *
+                             qkv[((size_t)b * T + u) * C3 + Cl + h * hs + i];
                     sc[u] = d * scale;
                     if (sc[u] > mx) mx = sc[u];
                 }
@@ -162,11 +167,14 @@ static void test_attention_switch(void) {
     const char *old = getenv("TPRT_ATTENTION");
     char *keep = old ? strdup(old) : NULL;
     unsetenv("TPRT_ATTENTION");
-    int a = cuda_attention_use_fused(768, 12), b = cuda_attention_use_fused(24 * 2, 2), c = cuda_attention_use_fused(1024, 4);
+    int a = cuda_attention_use_fused(768, 12), b = cuda_attention_use_fused(24 * 2, 2),
+        c = cuda_attention_use_fused(1024, 4);
     setenv("TPRT_ATTENTION", "gemm", 1);
     int d = cuda_attention_use_fused(768, 12);
-    if (keep) setenv("TPRT_ATTENTION", keep, 1), free(keep);
-    else unsetenv("TPRT_ATTENTION");
+    if (keep)
+        setenv("TPRT_ATTENTION", keep, 1), free(keep);
+    else
+        unsetenv("TPRT_ATTENTION");
     char detail[64];
     snprintf(detail, sizeof detail, "hs64 %d hs24 %d hs256 %d gemm %d", a, b, c, d);
     check_that("attention path switch", a == 1 && b == 0 && c == 0 && d == 0, detail);
@@ -283,7 +291,10 @@ int main(void) {
     uint64_t seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
     g_rng = seed;
     printf("seed %llu (TPRT_TEST_SEED repeats it)\n", (unsigned long long)seed);
-    if (cuda_blas_init()) { fprintf(stderr, "cublasCreate failed\n"); return 1; }
+    if (cuda_blas_init()) {
+        fprintf(stderr, "cublasCreate failed\n");
+        return 1;
+    }
     test_encoder();
     test_matmul(0);
     test_matmul(6);

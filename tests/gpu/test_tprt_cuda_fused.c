@@ -127,8 +127,10 @@ static void test_ce_fused(int BT, int vl, int vocab, int ld, float dloss) {
     for (int i = 0; i < BT; i++)
         for (int j = vocab; j < ld; j++) {
             tprt_bf16 v = raw[(size_t)i * ld + j];
-            if (j < vl) pad_bad += v != 0; /* +0 exactly */
-            else past_bad += v != tprt_f2bf(NAN);
+            if (j < vl)
+                pad_bad += v != 0; /* +0 exactly */
+            else
+                past_bad += v != tprt_f2bf(NAN);
         }
     snprintf(detail, sizeof detail, "%zu pad grads not +0, %zu columns past vl changed", pad_bad, past_bad);
     snprintf(name, sizeof name, "ce fused padding %s", tag);
@@ -181,8 +183,8 @@ static void test_adamw_multi(void) {
     double s[2] = {0, 0};
     int rc = 0;
     for (int i = 0; i < N_SLOTS; i++) {
-        tprt_adamw_slot t = {pa + off[i], wa + off[i], dg + off[i], ma + off[i], va + off[i], len[i], decay[i],
-                             repl[i]};
+        tprt_adamw_slot t = {pa + off[i], wa + off[i], dg + off[i], ma + off[i],
+                             va + off[i], len[i],      decay[i],    repl[i]};
         slots[i] = t;
         rc |= cuda_sumsq(acc_one + repl[i], dg + off[i], len[i]);
         for (size_t k = off[i]; k < off[i] + len[i]; k++) s[repl[i]] += (double)g[k] * g[k];
@@ -225,13 +227,13 @@ static void test_adamw_multi(void) {
 }
 
 void run_fused_checks(void) {
-    test_layernorm(37, 96, 0, 0);   /* one partial chunk */
-    test_layernorm(203, 768, 0, 0); /* GPT-2: three full chunks */
+    test_layernorm(37, 96, 0, 0);    /* one partial chunk */
+    test_layernorm(203, 768, 0, 0);  /* GPT-2: three full chunks */
     test_layernorm(3001, 768, 0, 0); /* several rows per warp in the backward */
     test_layernorm(203, 768, 0, 1);
     test_layernorm(203, 768, 4, 0); /* unaligned rows: scalar */
     test_layernorm(45, 1024, 0, 0);
-    test_layernorm(37, 64, 0, 0);   /* tiny */
+    test_layernorm(37, 64, 0, 0); /* tiny */
     test_layernorm(1001, 72, 0, 0);
     test_layernorm(37, 100, 0, 0);  /* C % 8 != 0: scalar */
     test_layernorm(29, 2304, 0, 0); /* wider than the vector path: scalar */

@@ -49,11 +49,13 @@ static void check_backward_set(const char *tag, int with_gelu, int BT, int IC, v
     float *gw = rnd((size_t)OC * IC, 1.0f, 0), *gb = rnd(OC, 1.0f, 0), *dact = calloc(ni, 4), *dinp = calloc(ni, 4);
     void *dw = dev_bf(w, (size_t)OC * IC), *ddy = dev_bf(dy, (size_t)BT * OC), *ddinp = dev_bf(NULL, ni);
     float *dgw = dev_f(gw, (size_t)OC * IC), *dgb = dev_f(gb, OC);
-    sync_or_die("matmul backward_set", cuda_matmul_backward_set(ddinp, with_gelu ? d_pre : NULL, dgw, dgb, ddy, d_act, dw,
-                                                                BT, IC, OC, OC));
+    sync_or_die("matmul backward_set",
+                cuda_matmul_backward_set(ddinp, with_gelu ? d_pre : NULL, dgw, dgb, ddy, d_act, dw, BT, IC, OC, OC));
     matmul_backward(dact, gw, gb, dy, act, w, BT, IC, OC); /* gw, gb accumulate on the CPU too */
-    if (with_gelu) gelu_backward(dinp, pre, dact, (int)ni);
-    else memcpy(dinp, dact, ni * 4);
+    if (with_gelu)
+        gelu_backward(dinp, pre, dact, (int)ni);
+    else
+        memcpy(dinp, dact, ni * 4);
     float *h1 = host_bf(ddinp, ni), *h2 = host_f(dgw, (size_t)OC * IC), *h3 = host_f(dgb, OC);
     snprintf(what, sizeof what, "backward_set dinp%s", with_gelu ? "*gelu'" : "");
     check_tagged(what, tag, h1, dinp, ni, BF_TOL);

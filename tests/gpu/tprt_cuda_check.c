@@ -25,8 +25,14 @@ float *rnd(size_t n, float scale, int to_bf16) {
 }
 void *dev_bf(const float *h, size_t n) {
     void *d;
-    if (cudaMalloc(&d, n * 2 + 2) != cudaSuccess) { fprintf(stderr, "cudaMalloc failed\n"); exit(1); }
-    if (!h) { cudaMemset(d, 0xff, n * 2); return d; }
+    if (cudaMalloc(&d, n * 2 + 2) != cudaSuccess) {
+        fprintf(stderr, "cudaMalloc failed\n");
+        exit(1);
+    }
+    if (!h) {
+        cudaMemset(d, 0xff, n * 2);
+        return d;
+    }
     tprt_bf16 *t = malloc(n * 2 + 2);
     for (size_t i = 0; i < n; i++) t[i] = tprt_f2bf(h[i]);
     cudaMemcpy(d, t, n * 2, cudaMemcpyHostToDevice);
@@ -35,9 +41,14 @@ void *dev_bf(const float *h, size_t n) {
 }
 float *dev_f(const float *h, size_t n) {
     float *d;
-    if (cudaMalloc((void **)&d, n * 4 + 4) != cudaSuccess) { fprintf(stderr, "cudaMalloc failed\n"); exit(1); }
-    if (h) cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice);
-    else cudaMemset(d, 0xff, n * 4);
+    if (cudaMalloc((void **)&d, n * 4 + 4) != cudaSuccess) {
+        fprintf(stderr, "cudaMalloc failed\n");
+        exit(1);
+    }
+    if (h)
+        cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice);
+    else
+        cudaMemset(d, 0xff, n * 4);
     return d;
 }
 float *host_bf(const void *d, size_t n) {
@@ -91,8 +102,10 @@ void check_bits(const char *name, const void *a, const void *b, size_t bytes) {
     char detail[80];
     size_t i = 0;
     while (i < bytes && x[i] == y[i]) i++;
-    if (i == bytes) snprintf(detail, sizeof detail, "bitwise equal (%zu bytes)", bytes);
-    else snprintf(detail, sizeof detail, "first difference at byte %zu of %zu", i, bytes);
+    if (i == bytes)
+        snprintf(detail, sizeof detail, "bitwise equal (%zu bytes)", bytes);
+    else
+        snprintf(detail, sizeof detail, "first difference at byte %zu of %zu", i, bytes);
     check_that(name, i == bytes, detail);
 }
 

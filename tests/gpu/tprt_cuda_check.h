@@ -9,10 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BF_TOL 1e-2
+#define BF_TOL  1e-2
 #define F32_TOL 1e-4
 
-extern uint64_t g_rng;       /* the generator's state (seeded by main) */
+extern uint64_t g_rng;         /* the generator's state (seeded by main) */
 extern int g_failed, g_checks; /* the tally */
 
 float frand(void); /* uniform in [-1, 1) */

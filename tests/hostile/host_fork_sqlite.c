@@ -19,8 +19,8 @@ static void *sqlite_user(void *arg) {
     if (sqlite3_open(":memory:", &db) != SQLITE_OK) return NULL;
     sqlite3_exec(db, "CREATE TABLE t(x, y)", NULL, NULL, NULL);
     while (!atomic_load(&g_stop)) {
-        sqlite3_exec(db, "INSERT INTO t VALUES(randomblob(200), 1); DELETE FROM t WHERE rowid % 3 = 0;", NULL,
-                     NULL, NULL);
+        sqlite3_exec(db, "INSERT INTO t VALUES(randomblob(200), 1); DELETE FROM t WHERE rowid % 3 = 0;", NULL, NULL,
+                     NULL);
         sqlite3 *other;
         if (sqlite3_open(":memory:", &other) == SQLITE_OK) sqlite3_close(other);
     }

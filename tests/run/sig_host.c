@@ -14,13 +14,19 @@
 
 #include "tpaudit.h"
 
-static const struct { const char *name; int sig; } NAMES[] = {
-    {"HUP", SIGHUP}, {"INT", SIGINT}, {"QUIT", SIGQUIT}, {"TERM", SIGTERM}, {"USR1", SIGUSR1},
+static const struct {
+    const char *name;
+    int sig;
+} NAMES[] = {
+    {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT}, {"TERM", SIGTERM}, {"USR1", SIGUSR1},
     {"USR2", SIGUSR2}, {"WINCH", SIGWINCH}, {"CONT", SIGCONT}, {"ALRM", SIGALRM},
 };
 static volatile sig_atomic_t g_count;
 
-static void on_signal(int sig) { (void)sig; g_count++; }
+static void on_signal(int sig) {
+    (void)sig;
+    g_count++;
+}
 
 static int lookup(const char *name) {
     for (size_t i = 0; i < sizeof NAMES / sizeof *NAMES; i++)
@@ -45,13 +51,19 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < 5; i++) {
             struct sigaction sa;
             sigaction(NAMES[i].sig, NULL, &sa);
-            printf("%s=%s\n", NAMES[i].name, sa.sa_handler == SIG_IGN ? "ign" : sa.sa_handler == SIG_DFL ? "dfl" : "handled");
+            printf("%s=%s\n", NAMES[i].name,
+                   sa.sa_handler == SIG_IGN   ? "ign"
+                   : sa.sa_handler == SIG_DFL ? "dfl"
+                                              : "handled");
         }
         record_an_audit();
         return 0;
     }
     int sig = argc == 3 && !strcmp(argv[1], "count") ? lookup(argv[2]) : -1;
-    if (sig < 0) { fprintf(stderr, "usage: sig_host dispositions | count NAME\n"); return 2; }
+    if (sig < 0) {
+        fprintf(stderr, "usage: sig_host dispositions | count NAME\n");
+        return 2;
+    }
     record_an_audit();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

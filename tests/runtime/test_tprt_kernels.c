@@ -18,19 +18,34 @@ static float frand(void) {
     rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
     return (float)((rng >> 40) & 0xFFFFFF) / (float)0x1000000 * 2.0f - 1.0f;
 }
-static void fill(float *p, int n) { for (int i = 0; i < n; i++) p[i] = frand(); }
+static void fill(float *p, int n) {
+    for (int i = 0; i < n; i++) p[i] = frand();
+}
 
 enum { B = 2, T = 3, C = 8, OC = 6, NH = 2 };
-static float X[B * T * 3 * C], W[OC * C], BI[OC], G[B * T * 3 * C], OUT[B * T * 3 * C], AUX[B * T * T * NH * 2], AUX2[B * T];
+static float X[B * T * 3 * C], W[OC * C], BI[OC], G[B * T * 3 * C], OUT[B * T * 3 * C], AUX[B * T * T * NH * 2],
+    AUX2[B * T];
 static int which;
 
 static double loss(void) { /* forward of kernel `which` dotted with G */
     int n = 0;
     switch (which) {
-    case 0: matmul_forward(OUT, X, W, BI, B * T, C, OC); n = B * T * OC; break;
-    case 1: layernorm_forward(OUT, AUX, AUX2, X, W, BI, B * T, C); n = B * T * C; break;
-    case 2: gelu_forward(OUT, X, B * T * C); n = B * T * C; break;
-    case 3: attention_forward(OUT, AUX, X, B, T, C, NH); n = B * T * C; break;
+    case 0:
+        matmul_forward(OUT, X, W, BI, B * T, C, OC);
+        n = B * T * OC;
+        break;
+    case 1:
+        layernorm_forward(OUT, AUX, AUX2, X, W, BI, B * T, C);
+        n = B * T * C;
+        break;
+    case 2:
+        gelu_forward(OUT, X, B * T * C);
+        n = B * T * C;
+        break;
+    case 3:
+        attention_forward(OUT, AUX, X, B, T, C, NH);
+        n = B * T * C;
+        break;
     }
     double s = 0;
     for (int i = 0; i < n; i++) s += (double)OUT[i] * G[i];
@@ -41,8 +56,10 @@ static int check(const char *what, float *param, const float *analytic, int n) {
     int bad = 0;
     for (int i = 0; i < n; i += (n > 12 ? n / 12 : 1)) {
         float keep = param[i], h = 1e-2f;
-        param[i] = keep + h; double lp = loss();
-        param[i] = keep - h; double lm = loss();
+        param[i] = keep + h;
+        double lp = loss();
+        param[i] = keep - h;
+        double lm = loss();
         param[i] = keep;
         double fd = (lp - lm) / (2.0 * h), an = analytic[i];
         if (fabs(fd - an) > 2e-3 + 2e-2 * fabs(fd)) {
@@ -57,9 +74,14 @@ static int check(const char *what, float *param, const float *analytic, int n) {
 static int test_fd(void) {
     static float dX[sizeof X / sizeof *X], dW[OC * C], dB[OC];
     int bad = 0;
-    fill(X, B * T * 3 * C); fill(W, OC * C); fill(BI, OC); fill(G, B * T * 3 * C);
+    fill(X, B * T * 3 * C);
+    fill(W, OC * C);
+    fill(BI, OC);
+    fill(G, B * T * 3 * C);
     for (which = 0; which < 4; which++) {
-        memset(dX, 0, sizeof dX); memset(dW, 0, sizeof dW); memset(dB, 0, sizeof dB);
+        memset(dX, 0, sizeof dX);
+        memset(dW, 0, sizeof dW);
+        memset(dB, 0, sizeof dB);
         loss();
         const char *nm[4] = {"matmul", "layernorm", "gelu", "attention"};
         char lab[64];
@@ -94,7 +116,10 @@ static int run_ranks(int world, int dead_rank) {
             int rc = tprt_allreduce(&c, buf, N, TPRT_SUM);
             float mx = (float)r;
             if (!rc) rc = tprt_allreduce(&c, &mx, 1, TPRT_MAX);
-            if (rc) { fprintf(stderr, "tpaudit: rank %d: %s\n", r, c.error); _exit(3); }
+            if (rc) {
+                fprintf(stderr, "tpaudit: rank %d: %s\n", r, c.error);
+                _exit(3);
+            }
             float tri = (float)(world * (world + 1) / 2);
             for (int i = 0; i < N; i++)
                 if (buf[i] != tri * (float)(i % 5)) _exit(4);
@@ -113,7 +138,10 @@ static int run_ranks(int world, int dead_rank) {
             tprt_shm_mark_dead(s, r);
         }
     }
-    if (dead_rank < 0) { printf("allreduce world %d: %s\n", world, failures ? "FAIL" : "ok"); return failures != 0; }
+    if (dead_rank < 0) {
+        printf("allreduce world %d: %s\n", world, failures ? "FAIL" : "ok");
+        return failures != 0;
+    }
     printf("dead rank: %d failed, %d with a clear error\n", failures, clear_errors);
     return !(failures == world && clear_errors == world - 1);
 }

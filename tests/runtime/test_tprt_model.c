@@ -39,15 +39,28 @@ static int run(int world, tprt_comm *c) {
      * layernorms' curvature, and so the finite-difference error, small */
     for (int p = 0; m && p < 2; p++)
         for (size_t i = 0; i < m->params[p]->numel; i++) m->params[p]->data[i] *= 25.0f;
-    if (!m || tp_policy_apply(m, NULL, TPRT_POLICY_FIXED, c) || gpt2_alloc_acts(m, B, T)) { fprintf(stderr, "setup failed\n"); return 1; }
+    if (!m || tp_policy_apply(m, NULL, TPRT_POLICY_FIXED, c) || gpt2_alloc_acts(m, B, T)) {
+        fprintf(stderr, "setup failed\n");
+        return 1;
+    }
     gpt2_zero_grad(m);
-    if (gpt2_forward(m, tokens, targets, c) || gpt2_backward(m, c)) { fprintf(stderr, "rank %d: %s\n", c->rank, c->error); return 1; }
+    if (gpt2_forward(m, tokens, targets, c) || gpt2_backward(m, c)) {
+        fprintf(stderr, "rank %d: %s\n", c->rank, c->error);
+        return 1;
+    }
     float loss = m->loss;
-    if (world == 1) loss1 = loss;
-    else if (fabsf(loss - loss1) > 1e-5f * loss1) { fprintf(stderr, "tp %d: loss %.7f, tp 1 %.7f\n", world, loss, loss1); bad = 1; }
+    if (world == 1)
+        loss1 = loss;
+    else if (fabsf(loss - loss1) > 1e-5f * loss1) {
+        fprintf(stderr, "tp %d: loss %.7f, tp 1 %.7f\n", world, loss, loss1);
+        bad = 1;
+    }
     char why[160];
     int rc = gpt2_check_replicated_grads(m, c, why, sizeof why);
-    if (rc) { fprintf(stderr, "tp %d rank %d: %s\n", world, c->rank, rc > 0 ? why : c->error); bad = 1; }
+    if (rc) {
+        fprintf(stderr, "tp %d rank %d: %s\n", world, c->rank, rc > 0 ? why : c->error);
+        bad = 1;
+    }
     double worst = 0;
     for (int p = 0; p < m->n_params; p++)
         for (int k = 0; k < PER_PARAM; k++, ns++) {
@@ -71,15 +84,16 @@ static int run(int world, tprt_comm *c) {
                         t->name, (long long)gi, fd, an);
                 bad = 1;
             }
-            if (world == 1) grad1[ns] = an;
+            if (world == 1)
+                grad1[ns] = an;
             else if (fabs(an - grad1[ns]) > 1e-6 + 1e-3 * fabs(grad1[ns])) {
                 fprintf(stderr, "tp %d rank %d: %s[%lld]: grad %.8f, tp 1 %.8f\n", world, c->rank, t->name,
                         (long long)gi, an, grad1[ns]);
                 bad = 1;
             }
         }
-    printf("tp %d rank %d: loss %.6f, %d params x %d samples, worst |fd - backward| %.2e: %s\n", world, c->rank,
-           loss, m->n_params, PER_PARAM, worst, bad ? "MISMATCH" : "ok");
+    printf("tp %d rank %d: loss %.6f, %d params x %d samples, worst |fd - backward| %.2e: %s\n", world, c->rank, loss,
+           m->n_params, PER_PARAM, worst, bad ? "MISMATCH" : "ok");
     gpt2_free(m);
     return bad;
 }
