@@ -56,8 +56,10 @@ char *tpa_column_text(sqlite3_stmt *st, int i);
 /* SIZE: a number and a unit in any case (B, KiB/K, MiB/M, GiB/G, TiB/T
  * binary; KB, MB, GB, TB decimal). 0, -1 malformed, -2 beyond int64. */
 int tpa_parse_size(const char *text, int64_t *bytes);
-/* The one stderr line for a getopt error (c is ':' or '?'). */
-void tpa_option_error(const char *verb, int c, char **argv);
+/* A getopt result a command does not take itself: 'h' prints usage to
+ * stdout and gives TPA_EXIT_OK; ':' or '?' prints the one stderr line of
+ * the error and gives TPA_EXIT_USAGE. */
+int tpa_option_help_or_error(const char *verb, int c, char **argv, void (*usage)(FILE *));
 
 int tpa_cmd_run(int argc, char **argv);
 int tpa_cmd_report(int argc, char **argv);

@@ -46,15 +46,8 @@ int tpa_cmd_diff(int argc, char **argv) {
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        if (c == 'z')
-            exit_zero = 1;
-        else if (c == 'h') {
-            usage(stdout);
-            return TPA_EXIT_OK;
-        } else {
-            tpa_option_error("diff", c, argv);
-            return TPA_EXIT_USAGE;
-        }
+        if (c != 'z') return tpa_option_help_or_error("diff", c, argv, usage);
+        exit_zero = 1;
     }
     if (argc - optind != 2) {
         fputs("tpaudit: diff: needs OLD and NEW (see tpaudit diff --help)\n", stderr);

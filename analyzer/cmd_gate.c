@@ -59,6 +59,18 @@ typedef struct gate_options {
     const char *baseline;
 } gate_options_t;
 
+/* optarg, the value of `option`, as a flag: 0 for `off`, 1 for `on`; -1
+ * when it was one of the two, else a usage error. */
+static int one_of_two(const char *option, const char *off, const char *on, int *flag) {
+    if (!strcmp(optarg, on))
+        *flag = 1;
+    else if (strcmp(optarg, off)) {
+        fprintf(stderr, "tpaudit: %s takes %s or %s\n", option, off, on);
+        return TPA_EXIT_USAGE;
+    }
+    return -1;
+}
+
 /* One option into `o`; -1 when it was taken, else the exit code. */
 static int take_option(int c, gate_options_t *o, char **argv) {
     char *end;
@@ -81,26 +93,11 @@ static int take_option(int c, gate_options_t *o, char **argv) {
             return TPA_EXIT_USAGE;
         }
         return -1;
-    case 'l':
-        if (!strcmp(optarg, "warning"))
-            o->fail_on_warning = 1;
-        else if (strcmp(optarg, "error")) {
-            fprintf(stderr, "tpaudit: --fail-on takes error or warning\n");
-            return TPA_EXIT_USAGE;
-        }
-        return -1;
+    case 'l': return one_of_two("--fail-on", "error", "warning", &o->fail_on_warning);
     case 'b': o->baseline = optarg; return -1;
     case 'a': o->allow_incomplete = 1; return -1;
-    case 'f':
-        if (!strcmp(optarg, "junit"))
-            o->junit = 1;
-        else if (strcmp(optarg, "text")) {
-            fprintf(stderr, "tpaudit: gate --format takes text or junit\n");
-            return TPA_EXIT_USAGE;
-        }
-        return -1;
-    case 'h': usage(stdout); return TPA_EXIT_OK;
-    default: tpa_option_error("gate", c, argv); return TPA_EXIT_USAGE;
+    case 'f': return one_of_two("gate --format", "text", "junit", &o->junit);
+    default: return tpa_option_help_or_error("gate", c, argv, usage);
     }
 }
 

@@ -31,14 +31,7 @@ int tpa_cmd_kinds(int argc, char **argv) {
     int c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        if (c == 'h') {
-            usage(stdout);
-            return TPA_EXIT_OK;
-        }
-        tpa_option_error("kinds", c, argv);
-        return TPA_EXIT_USAGE;
-    }
+    if ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) return tpa_option_help_or_error("kinds", c, argv, usage);
     if (optind < argc) {
         fprintf(stderr, "tpaudit: kinds: takes no arguments, got '%s' (see tpaudit kinds --help)\n", argv[optind]);
         return TPA_EXIT_USAGE;

@@ -31,13 +31,8 @@ int tpa_cmd_report(int argc, char **argv) {
             format = optarg;
         else if (c == 'o')
             output = optarg;
-        else if (c == 'h') {
-            usage(stdout);
-            return TPA_EXIT_OK;
-        } else {
-            tpa_option_error("report", c, argv);
-            return TPA_EXIT_USAGE;
-        }
+        else
+            return tpa_option_help_or_error("report", c, argv, usage);
     }
     int (*render)(const tpa_report_t *, FILE *) = NULL;
     if (!strcmp(format, "text"))

@@ -132,20 +132,27 @@ static void attach_events(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
     }
 }
 
+/* sql prepared on db with ?1 and ?2 bound to first and second; NULL when
+ * it does not prepare. */
+static sqlite3_stmt *prepare_bound(sqlite3 *db, const char *sql, int64_t first, int64_t second) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return NULL;
+    sqlite3_bind_int64(st, 1, first);
+    sqlite3_bind_int64(st, 2, second);
+    return st;
+}
+
 /* The device allocation containing the tensor's storage at the audit. */
 static void attach_allocation(sqlite3 *db, int64_t audit_begin, int64_t ptr, tpa_finding_t *f) {
     if (!ptr) return;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(
-            db,
-            "SELECT a.address, a.bytes, coalesce(a.stack_id, (SELECT c.stack_id FROM api_call c WHERE c.correlation=a.correlation)) "
-            "FROM alloc a WHERE a.op='alloc' AND a.address<=?1 AND ?1<a.address+a.bytes "
-            "AND a.ts_ns<=?2 AND NOT EXISTS (SELECT 1 FROM alloc b WHERE b.op='free' AND b.address=a.address "
-            "AND b.ts_ns>=a.ts_ns AND b.ts_ns<=?2) ORDER BY a.ts_ns DESC LIMIT 1",
-            -1, &st, NULL) != SQLITE_OK)
-        return;
-    sqlite3_bind_int64(st, 1, ptr);
-    sqlite3_bind_int64(st, 2, audit_begin);
+    sqlite3_stmt *st = prepare_bound(
+        db,
+        "SELECT a.address, a.bytes, coalesce(a.stack_id, (SELECT c.stack_id FROM api_call c WHERE c.correlation=a.correlation)) "
+        "FROM alloc a WHERE a.op='alloc' AND a.address<=?1 AND ?1<a.address+a.bytes "
+        "AND a.ts_ns<=?2 AND NOT EXISTS (SELECT 1 FROM alloc b WHERE b.op='free' AND b.address=a.address "
+        "AND b.ts_ns>=a.ts_ns AND b.ts_ns<=?2) ORDER BY a.ts_ns DESC LIMIT 1",
+        ptr, audit_begin);
+    if (!st) return;
     if (sqlite3_step(st) == SQLITE_ROW) {
         f->has_allocation = 1;
         f->alloc_address = (uint64_t)sqlite3_column_int64(st, 0);
@@ -157,16 +164,13 @@ static void attach_allocation(sqlite3 *db, int64_t audit_begin, int64_t ptr, tpa
 }
 
 void tpa_find_successor(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(
-            db,
-            "SELECT t.key, t.name, t.shape, t.local_shape FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
-            " WHERE r.audit_id=?1 AND r.role='param' AND t.key<>?2 AND (t.name=?3 OR t.key IN"
-            " (SELECT new_key FROM event WHERE kind='param_replaced' AND old_key=?2)) LIMIT 1",
-            -1, &st, NULL) != SQLITE_OK)
-        return;
-    sqlite3_bind_int64(st, 1, audit);
-    sqlite3_bind_int64(st, 2, (int64_t)f->key);
+    sqlite3_stmt *st = prepare_bound(
+        db,
+        "SELECT t.key, t.name, t.shape, t.local_shape FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
+        " WHERE r.audit_id=?1 AND r.role='param' AND t.key<>?2 AND (t.name=?3 OR t.key IN"
+        " (SELECT new_key FROM event WHERE kind='param_replaced' AND old_key=?2)) LIMIT 1",
+        audit, (int64_t)f->key);
+    if (!st) return;
     sqlite3_bind_text(st, 3, f->name ? f->name : "", -1, SQLITE_STATIC);
     if (sqlite3_step(st) == SQLITE_ROW) {
         f->has_successor = 1;
@@ -182,12 +186,9 @@ void tpa_find_successor(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
 /* The tensor's offset into its storage (a view's); 0 for a file from before
  * tensor.storage_offset, which has no such column, and for a negative one. */
 static void attach_storage_offset(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT storage_offset FROM tensor WHERE audit_id=?1 AND key=?2", -1, &st, NULL) !=
-        SQLITE_OK)
-        return;
-    sqlite3_bind_int64(st, 1, audit);
-    sqlite3_bind_int64(st, 2, (int64_t)f->key);
+    sqlite3_stmt *st =
+        prepare_bound(db, "SELECT storage_offset FROM tensor WHERE audit_id=?1 AND key=?2", audit, (int64_t)f->key);
+    if (!st) return;
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0)
         f->storage_offset = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);

@@ -129,7 +129,11 @@ int tpa_parse_size(const char *text, int64_t *bytes) {
     return -1;
 }
 
-void tpa_option_error(const char *verb, int c, char **argv) {
+int tpa_option_help_or_error(const char *verb, int c, char **argv, void (*usage)(FILE *)) {
+    if (c == 'h') {
+        usage(stdout);
+        return TPA_EXIT_OK;
+    }
     const char *arg = optind > 0 ? argv[optind - 1] : "";
     if (c == ':')
         fprintf(stderr, "tpaudit: %s: option '%s' needs a value (see tpaudit %s --help)\n", verb, tpa_term(arg), verb);
@@ -137,4 +141,5 @@ void tpa_option_error(const char *verb, int c, char **argv) {
         fprintf(stderr, "tpaudit: %s: unknown option '-%c' (see tpaudit %s --help)\n", verb, optopt, verb);
     else
         fprintf(stderr, "tpaudit: %s: unknown option '%s' (see tpaudit %s --help)\n", verb, tpa_term(arg), verb);
+    return TPA_EXIT_USAGE;
 }

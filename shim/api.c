@@ -10,10 +10,6 @@
 
 #include "shim_internal.h"
 
-#define CAP_NAME            1024u
-#define CAP_SHORT           256u
-#define CAP_DETAIL          2048u
-#define CAP_PYSTACK         8192u
 #define TPA_CONTROL_WAIT_MS 1000
 
 static _Atomic int64_t g_audit_next = 1;
@@ -60,7 +56,7 @@ TPA_API int64_t tpaudit_v1_audit_begin(const char *label, int64_t step) {
     }
     struct tpa_fx_audit_begin f = {id, step < 0 ? -1 : step, tpa_now_ns(), (int32_t)s.rank, (int32_t)s.world_size};
     const char *strs[1] = {label ? label : ""};
-    uint32_t caps[1] = {CAP_SHORT};
+    uint32_t caps[1] = {TPA_CAP_SHORT};
     int rc = tpa_enqueue(TPA_REC_AUDIT_BEGIN, &f, sizeof f, strs, caps, 1, NULL, 0, TPA_CONTROL_WAIT_MS);
     if (rc) {
         atomic_store(&g_audit_open, 0);
@@ -103,10 +99,7 @@ TPA_API int tpaudit_v1_record_tensor(const tpaudit_tensor_t *tensor) {
                                          [TPA_TENSOR_S_DTYPE] = t.dtype,
                                          [TPA_TENSOR_S_DEVICE] = t.device,
                                          [TPA_TENSOR_S_TYPE] = t.type};
-    uint32_t caps[TPA_TENSOR_NSTR] = {[TPA_TENSOR_S_NAME] = CAP_NAME,
-                                      [TPA_TENSOR_S_DTYPE] = CAP_SHORT,
-                                      [TPA_TENSOR_S_DEVICE] = CAP_SHORT,
-                                      [TPA_TENSOR_S_TYPE] = CAP_SHORT};
+    static const uint32_t caps[TPA_TENSOR_NSTR] = {TPA_TENSOR_SLOTS(TPA_SLOT_CAP)};
     /* Audit facts wait for ring space rather than being dropped. */
     return tpa_enqueue(TPA_REC_TENSOR, &f, sizeof f, strs, caps, TPA_TENSOR_NSTR, NULL, 0, TPA_CONTROL_WAIT_MS);
 }
@@ -122,7 +115,7 @@ TPA_API int tpaudit_v1_record_ref(const tpaudit_ref_t *ref) {
     if (!audit) return TPAUDIT_ENOAUDIT;
     struct tpa_fx_ref f = {audit, r.holder_id, r.tensor_key, r.peer_key, r.holder_kind, r.role};
     const char *strs[TPA_REF_NSTR] = {[TPA_REF_S_HOLDER_CLASS] = r.holder_class, [TPA_REF_S_PATH] = r.path};
-    uint32_t caps[TPA_REF_NSTR] = {[TPA_REF_S_HOLDER_CLASS] = CAP_SHORT, [TPA_REF_S_PATH] = CAP_NAME};
+    static const uint32_t caps[TPA_REF_NSTR] = {TPA_REF_SLOTS(TPA_SLOT_CAP)};
     return tpa_enqueue(TPA_REC_REF, &f, sizeof f, strs, caps, TPA_REF_NSTR, NULL, 0, TPA_CONTROL_WAIT_MS);
 }
 
@@ -138,10 +131,7 @@ TPA_API int tpaudit_v1_record_event(const tpaudit_event_t *event) {
                                         [TPA_EVENT_S_HOLDER_CLASS] = e.holder_class,
                                         [TPA_EVENT_S_DETAIL] = e.detail,
                                         [TPA_EVENT_S_PY_STACK] = e.py_stack};
-    uint32_t caps[TPA_EVENT_NSTR] = {[TPA_EVENT_S_NAME] = CAP_NAME,
-                                     [TPA_EVENT_S_HOLDER_CLASS] = CAP_SHORT,
-                                     [TPA_EVENT_S_DETAIL] = CAP_DETAIL,
-                                     [TPA_EVENT_S_PY_STACK] = CAP_PYSTACK};
+    static const uint32_t caps[TPA_EVENT_NSTR] = {TPA_EVENT_SLOTS(TPA_SLOT_CAP)};
     return tpa_enqueue(TPA_REC_EVENT, &f, sizeof f, strs, caps, TPA_EVENT_NSTR, ips, n, 0);
 }
 
@@ -162,7 +152,7 @@ TPA_API int tpaudit_v1_record_region(const tpaudit_region_t *region) {
     f.device = r.device;
     f.source = 1;
     const char *strs[1] = {r.label};
-    uint32_t caps[1] = {CAP_SHORT};
+    uint32_t caps[1] = {TPA_CAP_SHORT};
     return tpa_enqueue(TPA_REC_ALLOC, &f, sizeof f, strs, caps, 1, ips, n, 0);
 }
 
@@ -199,7 +189,7 @@ int tpa_emit_alloc(const struct tpa_alloc_rec *rec) {
     f.stream = rec->stream;
     f.correlation = rec->correlation;
     const char *strs[1] = {rec->label};
-    uint32_t caps[1] = {CAP_SHORT};
+    uint32_t caps[1] = {TPA_CAP_SHORT};
     return tpa_enqueue(TPA_REC_ALLOC, &f, sizeof f, strs, caps, 1, NULL, 0, 0);
 }
 
@@ -208,6 +198,6 @@ int tpa_emit_api_call(uint32_t correlation, const char *api, int64_t ts_ns, cons
     if (n_ips < 0 || n_ips > TPA_MAX_STACK || (n_ips && !ips)) return TPAUDIT_EINVAL;
     struct tpa_fx_api_call f = {ts_ns, (int64_t)syscall(SYS_gettid), correlation, 0};
     const char *strs[1] = {api};
-    uint32_t caps[1] = {CAP_SHORT};
+    uint32_t caps[1] = {TPA_CAP_SHORT};
     return tpa_enqueue(TPA_REC_API_CALL, &f, sizeof f, strs, caps, 1, ips, n_ips, 0);
 }

@@ -2,7 +2,6 @@
  * cupti_translate.c - CUPTI memory / memory-pool activity record ->
  * tpa_alloc_rec.  Pure functions (see cupti_translate.h).
  */
-#include <string.h>
 
 #include "cupti_translate.h"
 
@@ -18,24 +17,33 @@ static int memkind_of(const tpa_cupti_memory_rec *r) {
     }
 }
 
+/* TPA_ALLOC or TPA_FREE when operation is the record's allocating or
+ * releasing value, else 0 (an operation tpaudit does not keep). */
+static int op_of(int operation, int allocating, int releasing) {
+    return operation == allocating ? TPA_ALLOC : operation == releasing ? TPA_FREE : 0;
+}
+
+/* Sets *out to the fields every allocation record has, the rest zero. */
+static void fill_common(struct tpa_alloc_rec *out, int op, uint64_t ts, int64_t offset_ns, uint64_t address,
+                        uint64_t bytes, uint32_t device, uint32_t correlation) {
+    *out = (struct tpa_alloc_rec){.op = op,
+                                  .ts_ns = tpa_cupti_ts(ts, offset_ns),
+                                  .address = address,
+                                  .bytes = bytes,
+                                  .device = (int)device,
+                                  .correlation = correlation};
+}
+
 int tpa_cupti_translate_memory(const tpa_cupti_memory_rec *r, int64_t offset_ns, struct tpa_alloc_rec *out) {
     if (!r || !out || r->kind != CUPTI_ACTIVITY_KIND_MEMORY2) return 0;
-    memset(out, 0, sizeof *out);
-    if (r->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION)
-        out->op = TPA_ALLOC;
-    else if (r->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
-        out->op = TPA_FREE;
-    else
-        return 0;
-    out->ts_ns = tpa_cupti_ts(r->timestamp, offset_ns);
+    int op = op_of(r->memoryOperationType, CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION,
+                   CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE);
+    if (!op) return 0;
+    fill_common(out, op, r->timestamp, offset_ns, r->address, r->bytes, r->deviceId, r->correlationId);
     out->memkind = memkind_of(r);
-    out->address = r->address;
-    out->bytes = r->bytes;
-    out->device = (int)r->deviceId;
     out->context = r->contextId;
     out->stream = r->streamId;
     out->pool = out->memkind == TPA_MEM_POOL ? r->memoryPoolConfig.address : 0;
-    out->correlation = r->correlationId;
 #if CUPTI_API_VERSION >= 130000
     out->label = r->source ? r->source : r->name;
 #else
@@ -46,23 +54,15 @@ int tpa_cupti_translate_memory(const tpa_cupti_memory_rec *r, int64_t offset_ns,
 
 int tpa_cupti_translate_pool(const tpa_cupti_pool_rec *r, int64_t offset_ns, struct tpa_alloc_rec *out) {
     if (!r || !out || r->kind != CUPTI_ACTIVITY_KIND_MEMORY_POOL) return 0;
-    memset(out, 0, sizeof *out);
-    if (r->memoryPoolOperationType == CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED)
-        out->op = TPA_ALLOC;
-    else if (r->memoryPoolOperationType == CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED)
-        out->op = TPA_FREE;
-    else
-        return 0;
+    int op = op_of(r->memoryPoolOperationType, CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED,
+                   CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED);
+    if (!op) return 0;
 #if CUPTI_API_VERSION >= 130000
     if (r->isManagedPool) return 0;
 #endif
-    out->ts_ns = tpa_cupti_ts(r->timestamp, offset_ns);
+    fill_common(out, op, r->timestamp, offset_ns, r->address, r->size, r->deviceId, r->correlationId);
     out->memkind = TPA_MEM_POOL;
-    out->address = r->address;
-    out->bytes = r->size;
-    out->device = (int)r->deviceId;
     out->pool = r->address;
-    out->correlation = r->correlationId;
     out->label = "memory pool";
     return 1;
 }

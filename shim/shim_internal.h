@@ -76,11 +76,34 @@ struct tpa_fx_api_call {
     uint32_t correlation, pad;
 };
 
+/* The longest string each kind of string slot keeps, in bytes; a longer
+ * one is cut and counted. */
+#define TPA_CAP_NAME    1024u
+#define TPA_CAP_SHORT   256u
+#define TPA_CAP_DETAIL  2048u
+#define TPA_CAP_PYSTACK 8192u
+
 /* The string slots of the records with more than one string (the others
- * have one, slot 0): api.c queues them and records.h reads them by name. */
-enum { TPA_TENSOR_S_NAME, TPA_TENSOR_S_DTYPE, TPA_TENSOR_S_DEVICE, TPA_TENSOR_S_TYPE, TPA_TENSOR_NSTR };
-enum { TPA_REF_S_HOLDER_CLASS, TPA_REF_S_PATH, TPA_REF_NSTR };
-enum { TPA_EVENT_S_NAME, TPA_EVENT_S_HOLDER_CLASS, TPA_EVENT_S_DETAIL, TPA_EVENT_S_PY_STACK, TPA_EVENT_NSTR };
+ * have one, slot 0, capped at TPA_CAP_SHORT), each with its cap: api.c
+ * queues them and records.h reads them by name. */
+#define TPA_TENSOR_SLOTS(X)               \
+    X(TPA_TENSOR_S_NAME, TPA_CAP_NAME)    \
+    X(TPA_TENSOR_S_DTYPE, TPA_CAP_SHORT)  \
+    X(TPA_TENSOR_S_DEVICE, TPA_CAP_SHORT) \
+    X(TPA_TENSOR_S_TYPE, TPA_CAP_SHORT)
+#define TPA_REF_SLOTS(X)                     \
+    X(TPA_REF_S_HOLDER_CLASS, TPA_CAP_SHORT) \
+    X(TPA_REF_S_PATH, TPA_CAP_NAME)
+#define TPA_EVENT_SLOTS(X)                     \
+    X(TPA_EVENT_S_NAME, TPA_CAP_NAME)          \
+    X(TPA_EVENT_S_HOLDER_CLASS, TPA_CAP_SHORT) \
+    X(TPA_EVENT_S_DETAIL, TPA_CAP_DETAIL)      \
+    X(TPA_EVENT_S_PY_STACK, TPA_CAP_PYSTACK)
+#define TPA_SLOT_ENUM(slot, cap) slot,
+#define TPA_SLOT_CAP(slot, cap)  [slot] = cap,
+enum { TPA_TENSOR_SLOTS(TPA_SLOT_ENUM) TPA_TENSOR_NSTR };
+enum { TPA_REF_SLOTS(TPA_SLOT_ENUM) TPA_REF_NSTR };
+enum { TPA_EVENT_SLOTS(TPA_SLOT_ENUM) TPA_EVENT_NSTR };
 
 #define TPA_REC_MAX_STR 6
 struct tpa_rec_view {

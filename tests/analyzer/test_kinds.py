@@ -17,7 +17,7 @@ TPAUDIT = pathlib.Path(os.environ["TPAUDIT_BUILD"]) / "bin" / "tpaudit"
 
 def table_kinds():
     text = (ROOT / "reports" / "finding_kinds.c").read_text()
-    kinds = re.findall(r'\.name = "(\w+)"', text)
+    kinds = re.findall(r'^\s*\{NAMED\("(\w+)"\)', text, re.M)
     assert kinds, "no kinds read from reports/finding_kinds.c"
     return kinds
 
