@@ -6,7 +6,7 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 
-#include "tpaudit.h"
+#include "probe_audit.h"
 
 #define CHECK(call)                                                                     \
     do {                                                                                \
@@ -53,29 +53,8 @@ int main(void) {
     printf("ALLOC pinned 0x%llx %d\n", (unsigned long long)(size_t)host, 2 << 20);
     /* An optimizer-held tensor in the 64 MiB buffer that no model holds:
      * the report must place it in that allocation, made in allocate_with_runtime. */
-    int64_t audit = tpaudit_audit_begin("probe", 1);
     int64_t shape[1] = {(int64_t)(sizes[2] / 4)};
-    tpaudit_tensor_t t = TPAUDIT_INIT_TENSOR;
-    t.key = 1;
-    t.name = "probe.table";
-    t.ndim = 1;
-    t.shape = shape;
-    t.dtype = "float32";
-    t.device = "cuda:0";
-    t.storage_ptr = (uint64_t)(size_t)ptrs[2];
-    t.storage_bytes = sizes[2];
-    t.nbytes = sizes[2];
-    t.requires_grad = 1;
-    tpaudit_record_tensor(&t);
-    tpaudit_ref_t r = TPAUDIT_INIT_REF;
-    r.holder_kind = TPAUDIT_HOLDER_OPTIMIZER;
-    r.holder_class = "probe.Optimizer";
-    r.holder_id = 1;
-    r.path = "param_groups[0].params[0]";
-    r.role = TPAUDIT_ROLE_GROUP_PARAM;
-    r.tensor_key = 1;
-    tpaudit_record_ref(&r);
-    tpaudit_audit_end(audit);
+    probe_audit_stale_table("probe", ptrs[2], sizes[2], 1, shape);
     for (int i = 0; i < 3; i++) CHECK(cudaFree(ptrs[i]));
     CHECK(cuMemFree(dptr));
     CHECK(cudaFreeAsync(async_ptr, stream));

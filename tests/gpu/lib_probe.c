@@ -10,7 +10,7 @@
 #include <nccl.h>
 #include <stdio.h>
 
-#include "tpaudit.h"
+#include "probe_audit.h"
 
 #define TABLE_BYTES (32 << 20)
 
@@ -20,29 +20,8 @@ __attribute__((noinline)) static float *allocate_model_table(void) {
 }
 
 static void audit_stale_table(const float *table) {
-    int64_t audit = tpaudit_audit_begin("lib_probe", 1);
     int64_t shape[2] = {TABLE_BYTES / 4 / 1024, 1024};
-    tpaudit_tensor_t t = TPAUDIT_INIT_TENSOR;
-    t.key = 1;
-    t.name = "probe.table";
-    t.ndim = 2;
-    t.shape = shape;
-    t.dtype = "float32";
-    t.device = "cuda:0";
-    t.storage_ptr = (uint64_t)(size_t)table;
-    t.storage_bytes = TABLE_BYTES;
-    t.nbytes = TABLE_BYTES;
-    t.requires_grad = 1;
-    tpaudit_record_tensor(&t);
-    tpaudit_ref_t r = TPAUDIT_INIT_REF;
-    r.holder_kind = TPAUDIT_HOLDER_OPTIMIZER;
-    r.holder_class = "probe.Optimizer";
-    r.holder_id = 1;
-    r.path = "param_groups[0].params[0]";
-    r.role = TPAUDIT_ROLE_GROUP_PARAM;
-    r.tensor_key = 1;
-    tpaudit_record_ref(&r);
-    tpaudit_audit_end(audit);
+    probe_audit_stale_table("lib_probe", table, TABLE_BYTES, 2, shape);
 }
 
 int main(void) {

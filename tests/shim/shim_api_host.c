@@ -6,14 +6,7 @@
 
 #include "tpaudit.h"
 
-static int fails;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            fails++;                                                                 \
-        }                                                                            \
-    } while (0)
+#include "../expect.h"
 
 static int emit_event(int depth_marker) {
     tpaudit_event_t e = TPAUDIT_INIT_EVENT;
@@ -32,11 +25,11 @@ int main(int argc, char **argv) {
     int loaded = argc > 1 && strcmp(argv[1], "loaded") == 0;
     int want = loaded ? TPAUDIT_OK : TPAUDIT_ENOTLOADED;
 
-    CHECK(tpaudit_abi_version() == (loaded ? 1 : 0));
-    CHECK(tpaudit_set_rank(1, 4) == want);
-    CHECK(tpaudit_set_run_info("note", "api host") == want);
+    EXPECT(tpaudit_abi_version() == (loaded ? 1 : 0));
+    EXPECT(tpaudit_set_rank(1, 4) == want);
+    EXPECT(tpaudit_set_run_info("note", "api host") == want);
     int64_t audit = tpaudit_audit_begin("step", 1);
-    CHECK(loaded ? audit == 1 : audit == TPAUDIT_ENOTLOADED);
+    EXPECT(loaded ? audit == 1 : audit == TPAUDIT_ENOTLOADED);
 
     int64_t shape[2] = {50257, 768}, local[2] = {12565, 768};
     for (int i = 0; i < 3; i++) {
@@ -54,7 +47,7 @@ int main(int argc, char **argv) {
         t.requires_grad = 1;
         t.type = "Parameter";
         t.storage_offset = 7 * i; /* views into one storage */
-        CHECK(tpaudit_record_tensor(&t) == want);
+        EXPECT(tpaudit_record_tensor(&t) == want);
     }
     for (int i = 0; i < 4; i++) {
         tpaudit_ref_t r = TPAUDIT_INIT_REF;
@@ -64,36 +57,36 @@ int main(int argc, char **argv) {
         r.path = "param_groups[0].params[0]";
         r.role = i < 2 ? TPAUDIT_ROLE_PARAM : TPAUDIT_ROLE_GROUP_PARAM;
         r.tensor_key = 100 + (uint64_t)i % 3;
-        CHECK(tpaudit_record_ref(&r) == want);
+        EXPECT(tpaudit_record_ref(&r) == want);
     }
     /* bad arguments are refused when loaded */
     tpaudit_ref_t bad = TPAUDIT_INIT_REF;
     bad.holder_kind = 99;
-    CHECK(tpaudit_record_ref(&bad) == (loaded ? TPAUDIT_EINVAL : TPAUDIT_ENOTLOADED));
-    CHECK(tpaudit_record_tensor(NULL) == (loaded ? TPAUDIT_EINVAL : TPAUDIT_ENOTLOADED));
-    CHECK(tpaudit_audit_end(audit) == want);
+    EXPECT(tpaudit_record_ref(&bad) == (loaded ? TPAUDIT_EINVAL : TPAUDIT_ENOTLOADED));
+    EXPECT(tpaudit_record_tensor(NULL) == (loaded ? TPAUDIT_EINVAL : TPAUDIT_ENOTLOADED));
+    EXPECT(tpaudit_audit_end(audit) == want);
     /* outside an audit */
     tpaudit_tensor_t late = TPAUDIT_INIT_TENSOR;
-    CHECK(tpaudit_record_tensor(&late) == (loaded ? TPAUDIT_ENOAUDIT : TPAUDIT_ENOTLOADED));
+    EXPECT(tpaudit_record_tensor(&late) == (loaded ? TPAUDIT_ENOAUDIT : TPAUDIT_ENOTLOADED));
 
     /* 5 events from one call site: one distinct stack; 1 from another */
-    for (int i = 0; i < 5; i++) CHECK(emit_event(0) == want);
+    for (int i = 0; i < 5; i++) EXPECT(emit_event(0) == want);
     tpaudit_event_t e = TPAUDIT_INIT_EVENT;
     e.kind = TPAUDIT_EVENT_OPTIMIZER_CREATED;
     e.holder_class = "AdamW";
     e.capture_native = 1;
-    CHECK(tpaudit_record_event(&e) == want);
+    EXPECT(tpaudit_record_event(&e) == want);
 
     tpaudit_region_t reg = TPAUDIT_INIT_REGION;
     reg.op = TPAUDIT_REGION_ALLOC;
     reg.address = 0x1000;
     reg.bytes = 1 << 20;
     reg.label = "tprt.params";
-    CHECK(tpaudit_record_region(&reg) == want);
+    EXPECT(tpaudit_record_region(&reg) == want);
     reg.op = TPAUDIT_REGION_FREE;
-    CHECK(tpaudit_record_region(&reg) == want);
-    CHECK(tpaudit_flush() == want);
-    if (fails) return 1;
+    EXPECT(tpaudit_record_region(&reg) == want);
+    EXPECT(tpaudit_flush() == want);
+    if (expect_failures) return 1;
     printf("api host ok (%s)\n", loaded ? "loaded" : "not loaded");
     return 0;
 }

@@ -8,15 +8,7 @@
 
 #include "cupti_policy.h"
 
-static int failures;
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                        \
-        }                                                                      \
-    } while (0)
+#include "../expect.h"
 
 static int other(const char *inj, const char *nvtx, const char *preload, char *why) {
     return tpa_cupti_other_tool(inj, "/opt/tpaudit/lib/libtpaudit.so", nvtx, preload, why, 200);
@@ -25,31 +17,31 @@ static int other(const char *inj, const char *nvtx, const char *preload, char *w
 int main(void) {
     char why[200];
     /* nothing else in the process */
-    CHECK(other(NULL, NULL, NULL, why) == 0);
-    CHECK(other("", "", "", why) == 0);
-    CHECK(other("/opt/tpaudit/lib/libtpaudit.so", NULL, "/opt/tpaudit/lib/libtpaudit.so", why) == 0);
-    CHECK(other(NULL, NULL, "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2:/opt/tpaudit/lib/libtpaudit.so", why) == 0);
+    EXPECT(other(NULL, NULL, NULL, why) == 0);
+    EXPECT(other("", "", "", why) == 0);
+    EXPECT(other("/opt/tpaudit/lib/libtpaudit.so", NULL, "/opt/tpaudit/lib/libtpaudit.so", why) == 0);
+    EXPECT(other(NULL, NULL, "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2:/opt/tpaudit/lib/libtpaudit.so", why) == 0);
     /* another injection library */
-    CHECK(other("/opt/nvidia/nsight-systems/target-linux-x64/libToolsInjection64.so", NULL, NULL, why) == 1);
-    CHECK(strstr(why, "CUDA_INJECTION64_PATH") && strstr(why, "libToolsInjection64.so"));
-    CHECK(other("/usr/local/cuda/compute-sanitizer/libsanitizer-collection.so", NULL, NULL, why) == 1);
+    EXPECT(other("/opt/nvidia/nsight-systems/target-linux-x64/libToolsInjection64.so", NULL, NULL, why) == 1);
+    EXPECT(strstr(why, "CUDA_INJECTION64_PATH") && strstr(why, "libToolsInjection64.so"));
+    EXPECT(other("/usr/local/cuda/compute-sanitizer/libsanitizer-collection.so", NULL, NULL, why) == 1);
     /* Nsight's NVTX injection */
-    CHECK(other(NULL, "/opt/nvidia/nsight-systems/target-linux-x64/libToolsInjection64.so", NULL, why) == 1);
-    CHECK(strstr(why, "NVTX_INJECTION64_PATH") != NULL);
+    EXPECT(other(NULL, "/opt/nvidia/nsight-systems/target-linux-x64/libToolsInjection64.so", NULL, why) == 1);
+    EXPECT(strstr(why, "NVTX_INJECTION64_PATH") != NULL);
     /* launchers' preloads, anywhere in the list, ':' or ' ' separated */
-    CHECK(other(NULL, NULL, "/opt/tpaudit/lib/libtpaudit.so:/opt/nsight/libToolsInjectionProxy64.so", why) == 1);
-    CHECK(strstr(why, "libToolsInjectionProxy64.so") != NULL);
-    CHECK(other(NULL, NULL, "/x/libTreeLauncherTargetInjection.so /opt/tpaudit/lib/libtpaudit.so", why) == 1);
-    CHECK(other(NULL, NULL, "libsanitizer-public.so", why) == 1);
-    CHECK(other(NULL, NULL, "/home/u/libToolsInjection_not_dir/libfoo.so", why) == 0); /* only base names count */
+    EXPECT(other(NULL, NULL, "/opt/tpaudit/lib/libtpaudit.so:/opt/nsight/libToolsInjectionProxy64.so", why) == 1);
+    EXPECT(strstr(why, "libToolsInjectionProxy64.so") != NULL);
+    EXPECT(other(NULL, NULL, "/x/libTreeLauncherTargetInjection.so /opt/tpaudit/lib/libtpaudit.so", why) == 1);
+    EXPECT(other(NULL, NULL, "libsanitizer-public.so", why) == 1);
+    EXPECT(other(NULL, NULL, "/home/u/libToolsInjection_not_dir/libfoo.so", why) == 0); /* only base names count */
 
     /* a later client: hand over when on, never start when idle, wait in transitions */
-    CHECK(tpa_cupti_yield_action(TPA_CUPTI_IDLE) == TPA_YIELD_FORBID);
-    CHECK(tpa_cupti_yield_action(TPA_CUPTI_ON) == TPA_YIELD_HAND_OVER);
-    CHECK(tpa_cupti_yield_action(TPA_CUPTI_STARTING) == TPA_YIELD_WAIT);
-    CHECK(tpa_cupti_yield_action(TPA_CUPTI_YIELDING) == TPA_YIELD_WAIT);
-    CHECK(tpa_cupti_yield_action(TPA_CUPTI_OFF) == TPA_YIELD_NOTHING);
-    CHECK(strncmp(TPA_CUPTI_YIELDED, "off: ", 5) == 0);
-    if (!failures) puts("cupti policy: all checks passed");
-    return failures != 0;
+    EXPECT(tpa_cupti_yield_action(TPA_CUPTI_IDLE) == TPA_YIELD_FORBID);
+    EXPECT(tpa_cupti_yield_action(TPA_CUPTI_ON) == TPA_YIELD_HAND_OVER);
+    EXPECT(tpa_cupti_yield_action(TPA_CUPTI_STARTING) == TPA_YIELD_WAIT);
+    EXPECT(tpa_cupti_yield_action(TPA_CUPTI_YIELDING) == TPA_YIELD_WAIT);
+    EXPECT(tpa_cupti_yield_action(TPA_CUPTI_OFF) == TPA_YIELD_NOTHING);
+    EXPECT(strncmp(TPA_CUPTI_YIELDED, "off: ", 5) == 0);
+    if (!expect_failures) puts("cupti policy: all checks passed");
+    return expect_failures != 0;
 }

@@ -6,14 +6,7 @@
 
 #include "cupti_translate.h"
 
-static int failures;
-#define EXPECT(cond)                                                            \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                         \
-        }                                                                       \
-    } while (0)
+#include "../expect.h"
 
 static tpa_cupti_memory_rec memory_record(CUpti_ActivityMemoryOperationType op, CUpti_ActivityMemoryKind kind) {
     tpa_cupti_memory_rec r;
@@ -79,8 +72,8 @@ int main(void) {
     pool.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED;
     EXPECT(tpa_cupti_translate_pool(&pool, 0, &row) == 0);
 
-    if (failures) {
-        fprintf(stderr, "%d checks failed\n", failures);
+    if (expect_failures) {
+        fprintf(stderr, "%d checks failed\n", expect_failures);
         return 1;
     }
     puts("cupti translation: all checks passed");
