@@ -20,8 +20,8 @@ void tpa_db_close(sqlite3 *db);
 /* Runs `sql`, statements that write only the connection's temporary
  * database (in memory), with query_only lifted for the call: the file
  * stays as it is (opened immutable and read-only, or a private copy).
- * 0, or -1 when a statement fails. */
-int tpa_db_scratch(sqlite3 *db, const char *sql);
+ * 0, or -1 when a statement fails, with SQLite's reason in `why`. */
+int tpa_db_scratch(sqlite3 *db, const char *sql, char *why, size_t why_len);
 
 /* Expands PATH arguments (files or directories of *.db) into a sorted list (paths.c). */
 int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *why, size_t why_len);

@@ -62,12 +62,11 @@ typedef struct gate_options {
 /* optarg, the value of `option`, as a flag: 0 for `off`, 1 for `on`; -1
  * when it was one of the two, else a usage error. */
 static int one_of_two(const char *option, const char *off, const char *on, int *flag) {
-    if (!strcmp(optarg, on))
-        *flag = 1;
-    else if (strcmp(optarg, off)) {
+    if (strcmp(optarg, on) && strcmp(optarg, off)) {
         fprintf(stderr, "tpaudit: %s takes %s or %s\n", option, off, on);
         return TPA_EXIT_USAGE;
     }
+    *flag = !strcmp(optarg, on); /* the last one given wins */
     return -1;
 }
 

@@ -43,7 +43,7 @@ static int counted_add(struct counted *c, int64_t ptr) {
  * param in no audit), never created or replaced as one, that had a gradient
  * at every closed step audit they were a group param in (the fp32 copies of
  * a wrapper tpaudit does not know).  The rule spans every audit but not the
- * audit judged, so it is found once per connection, into a table of its
+ * audit judged, so it is found once per database (tpa_findings_prepare), into a table of its
  * temporary database (in memory, tpa_db_scratch; the file stays as it is),
  * and each audit's stale_param query only looks its candidates up there:
  * judging every audit reads each audit's refs once, not every audit's refs
@@ -59,18 +59,8 @@ static const char GENERIC_MASTERS_SQL[] =
     "  AND k NOT IN (SELECT old_key FROM event WHERE kind='param_replaced');"
     "CREATE INDEX temp.generic_master_by_k ON generic_master(k);";
 
-/* Finds the generic masters once per connection: 0, or -1 when it cannot. */
-static int find_generic_masters(sqlite3 *db) {
-    sqlite3_stmt *st;
-    int known = 0;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM temp.sqlite_master WHERE name='generic_master'", -1, &st, NULL) ==
-        SQLITE_OK)
-        known = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    if (known) return 0;
-    if (tpa_db_scratch(db, GENERIC_MASTERS_SQL) == 0) return 0;
-    tpa_db_scratch(db, "DROP TABLE IF EXISTS temp.generic_master");
-    return -1;
+int tpa_findings_prepare(sqlite3 *db, char *why, size_t why_len) {
+    return tpa_db_scratch(db, GENERIC_MASTERS_SQL, why, why_len);
 }
 
 /* The query that finds each kind, by the kind's name, with the kind's rule
@@ -228,18 +218,17 @@ static void read_finding(sqlite3 *db, sqlite3_stmt *st, const tpa_kind_t *k, int
     f->device = tpa_column_text(st, 5);
     f->type = tpa_column_text(st, 6);
     *ptr = sqlite3_column_int64(st, 7);
-    int64_t bytes = sqlite3_column_int64(st, 8);
-    f->storage_bytes = tpa_sane_bytes(bytes);
+    f->storage_bytes = tpa_sane_bytes(sqlite3_column_int64(st, 8));
     f->nbytes = tpa_sane_bytes(sqlite3_column_int64(st, 14));
     f->has_grad = sqlite3_column_int(st, 9);
     f->holder_kind = tpa_column_text(st, 10);
     f->holder_class = tpa_column_text(st, 11);
     f->holder_path = tpa_column_text(st, 12);
     int live = *ptr && is_live_storage(&s->live, *ptr);
-    f->retained_bytes = (k->retains && *ptr && !live && counted_add(&s->counted, *ptr)) ? bytes : 0;
+    f->retained_bytes = (k->retains && *ptr && !live && counted_add(&s->counted, *ptr)) ? f->storage_bytes : 0;
     /* A stale working tensor that is a view into a buffer live params
      * share (a flat bf16 buffer) keeps its own bytes of it. */
-    if (k->view_keeps_own && live) f->retained_bytes = sqlite3_column_int64(st, 14);
+    if (k->view_keeps_own && live) f->retained_bytes = f->nbytes;
     if (k->has_successor) tpa_find_successor(db, audit, f);
     if (k->state == TPA_STATE_OWN) f->state_bytes = state_bytes_of(db, audit, f->key, &s->live, &s->counted);
     if (k->state == TPA_STATE_MASTER)
@@ -263,7 +252,6 @@ static void raise_successors(tpa_report_t *r, size_t first) {
 
 int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t rank, int64_t step, int with_details,
                         tpa_report_t *r) {
-    if (find_generic_masters(db)) return -1;
     storage_sets_t s = {{0}, {0}};
     collect_live_storage(db, audit, &s.live);
     size_t first = r->n_findings;

@@ -9,6 +9,10 @@
 #include "analyzer.h"
 #include "finding_kinds.h"
 
+/* What every audit of the database `db` shares, worked out once into its
+ * temporary database before the first tpa_findings_for_db: 0, or -1 with
+ * why (the kinds' queries then cannot run). */
+int tpa_findings_prepare(sqlite3 *db, char *why, size_t why_len);
 /* Adds the findings of audit `audit` (begun at `audit_begin`) of one
  * database to `r`, kinds in table order.  with_details 0: kinds and bytes
  * only (no stacks, allocations or messages).  0, or -1 when a query fails. */

@@ -59,6 +59,12 @@ static int load_one(const char *file, tpa_report_t *r, char *why, size_t why_len
         tpa_db_close(db);
         return -1;
     }
+    char sql_why[256];
+    if (tpa_findings_prepare(db, sql_why, sizeof sql_why)) {
+        snprintf(why, why_len, "%s: cannot query: %s", file, sql_why);
+        tpa_db_close(db);
+        return -1;
+    }
     tpa_judged_audit_t audit = tpa_judge_audit(db, run);
     tpa_judge_inconclusive(db, run, r);
     if (tpa_scan_allocations(db, audit.id ? audit.begin_ns : INT64_MAX, run)) {

@@ -46,7 +46,11 @@ const tpa_kind_t *tpa_kind_named(const char *name) {
 }
 
 const char *tpa_kind_severity_text(const tpa_kind_t *k) {
-    return k->severity == TPA_SEVERITY_ERROR ? "error" : "warning (error when it succeeds a stale tensor)";
+    switch (k->severity) { /* no default: a new rule must get its words here */
+    case TPA_SEVERITY_ERROR: return "error";
+    case TPA_SEVERITY_WARNING_UNLESS_SUCCESSOR: return "warning (error when it succeeds a stale tensor)";
+    }
+    return "error";
 }
 
 const char *tpa_kind_label(const char *name) {

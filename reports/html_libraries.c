@@ -30,18 +30,6 @@ static int64_t lib_bytes_in(const tpa_run_t *run, const char *lib, int64_t *allo
     return bytes;
 }
 
-/* 1 when entry k of shown run i names a library an earlier entry named. */
-static int lib_seen_before(const shown_t *s, size_t i, size_t k) {
-    const tpa_run_t *run = &s->r->runs[s->runs[i]];
-    const char *lib = lib_name(&run->by_library[k]);
-    for (size_t j = 0; j <= i; j++) {
-        const tpa_run_t *prev = &s->r->runs[s->runs[j]];
-        for (size_t m = 0; m < (j == i ? k : prev->n_by_library); m++)
-            if (!strcmp(lib_name(&prev->by_library[m]), lib)) return 1;
-    }
-    return 0;
-}
-
 /* The library names of the shown runs, each once, in the order of first
  * appearance: a malloc'd array (NULL when out of memory) of *n names. */
 static const char **unique_libraries(const shown_t *s, size_t *n) {
@@ -51,8 +39,12 @@ static const char **unique_libraries(const shown_t *s, size_t *n) {
     *n = 0;
     for (size_t i = 0; libs && i < s->n_shown; i++) {
         const tpa_run_t *run = &s->r->runs[s->runs[i]];
-        for (size_t k = 0; k < run->n_by_library; k++)
-            if (!lib_seen_before(s, i, k)) libs[(*n)++] = lib_name(&run->by_library[k]);
+        for (size_t k = 0; k < run->n_by_library; k++) {
+            const char *lib = lib_name(&run->by_library[k]);
+            size_t seen = 0;
+            while (seen < *n && strcmp(libs[seen], lib)) seen++;
+            if (seen == *n) libs[(*n)++] = lib;
+        }
     }
     return libs;
 }
@@ -78,7 +70,7 @@ static void put_lib_row(FILE *out, const shown_t *s, const char *lib, int per_ra
             (long long)allocations, total > 0 ? 1 + 200.0 * (double)total / (double)largest : 0.0);
 }
 
-void html_put_memory_by_library(FILE *out, const tpa_report_t *r, const size_t *runs, size_t n_runs) {
+int html_put_memory_by_library(FILE *out, const tpa_report_t *r, const size_t *runs, size_t n_runs) {
     const shown_t shown = {r, runs, n_runs}, *s = &shown;
     fputs("<h2 id=\"memory\">Device memory by library</h2>\n", out);
     size_t cols = 0;
@@ -87,8 +79,11 @@ void html_put_memory_by_library(FILE *out, const tpa_report_t *r, const size_t *
         fputs(
             "<p class=\"note\">No device allocations were recorded (CUPTI did not run), so there is nothing to attribute.</p>\n",
             out);
-        return;
+        return 0;
     }
+    size_t n_libs;
+    const char **libs = unique_libraries(s, &n_libs);
+    if (!libs) return -1;
     int per_rank = cols <= 8;
     int64_t largest = 1;
     fputs(
@@ -102,8 +97,6 @@ void html_put_memory_by_library(FILE *out, const tpa_report_t *r, const size_t *
         fputs("</th>", out);
     }
     fputs("<th class=\"num\">all ranks</th><th class=\"num\">allocations</th><th></th></tr></thead><tbody>\n", out);
-    size_t n_libs;
-    const char **libs = unique_libraries(s, &n_libs);
     for (size_t l = 0; l < n_libs; l++) {
         int64_t total = 0;
         for (size_t j = 0; j < s->n_shown; j++) total += lib_bytes_in(&r->runs[s->runs[j]], libs[l], NULL);
@@ -112,4 +105,5 @@ void html_put_memory_by_library(FILE *out, const tpa_report_t *r, const size_t *
     for (size_t l = 0; l < n_libs; l++) put_lib_row(out, s, libs[l], per_rank, largest);
     free(libs);
     fputs("</tbody></table>\n", out);
+    return 0;
 }

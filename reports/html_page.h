@@ -70,8 +70,8 @@ void html_put_memory_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run
 void html_put_stale_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run);
 
 /* The device-memory-by-library section over the runs shown (indices into
- * r->runs, in the page's order; html_libraries.c). */
-void html_put_memory_by_library(FILE *out, const tpa_report_t *r, const size_t *runs, size_t n_runs);
+ * r->runs, in the page's order; html_libraries.c): 0, or -1 out of memory. */
+int html_put_memory_by_library(FILE *out, const tpa_report_t *r, const size_t *runs, size_t n_runs);
 
 /* The stylesheet (reports/html/report.css, embedded at build time). */
 extern const char html_stylesheet[];

@@ -391,7 +391,7 @@ int tpa_render_html(const tpa_report_t *r, FILE *out) {
         fputs("<h2 id=\"details\">Details</h2>\n", out);
         for (size_t i = 0; i < r->n_findings; i++) put_finding_detail(out, &pg, i + 1, &r->findings[pg.order[i]]);
     }
-    html_put_memory_by_library(out, r, pg.runs, pg.n_shown);
+    int rc = html_put_memory_by_library(out, r, pg.runs, pg.n_shown);
     put_quiet(out, &pg);
     fputs("<footer>tpaudit report of ", out);
     for (size_t i = 0; i < r->n_runs; i++) {
@@ -400,5 +400,5 @@ int tpa_render_html(const tpa_report_t *r, FILE *out) {
     }
     fputs("</footer>\n</body></html>\n", out);
     page_free(&pg);
-    return ferror(out) ? -1 : 0;
+    return rc || ferror(out) ? -1 : 0;
 }

@@ -157,8 +157,11 @@ void tpa_format_view(const tpa_finding_t *f, char *buf, size_t len) {
     char own[32], whole[32];
     tpa_format_bytes(f->nbytes, own, sizeof own);
     tpa_format_bytes(f->storage_bytes, whole, sizeof whole);
-    snprintf(buf, len, "a view at element offset %" PRId64 " of a %s storage (%s of its own)", f->storage_offset, whole,
-             own);
+    if (f->storage_offset > 0) /* 0 is also what a file from before storage_offset, or a negative one, gives */
+        snprintf(buf, len, "a view at element offset %" PRId64 " of a %s storage (%s of its own)", f->storage_offset,
+                 whole, own);
+    else
+        snprintf(buf, len, "a view of a %s storage (%s of its own)", whole, own);
 }
 
 int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank) {

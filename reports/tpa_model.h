@@ -150,7 +150,8 @@ const char *tpa_severity(const tpa_finding_t *f);
 /* 1 when the finding's tensor is a view: at a nonzero offset into its
  * storage, or holding only part of it. */
 int tpa_finding_is_view(const tpa_finding_t *f);
-/* "a view at element offset N of a <size> storage (<size> of its own)". */
+/* "a view at element offset N of a <size> storage (<size> of its own)", without
+ * the offset part when it is 0 (also what a file from before storage_offset gives). */
 void tpa_format_view(const tpa_finding_t *f, char *buf, size_t len);
 int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank);
 

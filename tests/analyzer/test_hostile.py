@@ -154,7 +154,8 @@ def test_storage_offsets_out_of_range(tmp_path):
     text = run("report", db).stdout
     check_terminal(text)
     assert b"a view at element offset 9223372036854775807 of a 8 B storage (4 B of its own)" in text
-    assert b"a view at element offset 0 of a 8 B storage" in text  # part of its storage, offset unknown
+    assert b"a view of a 8 B storage (4 B of its own)" in text  # part of its storage, offset unknown
+    assert b"element offset 0 " not in text and b"element offset -" not in text
     assert run("report", "--format", "html", db).returncode == 0
 
 

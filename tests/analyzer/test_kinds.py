@@ -98,7 +98,9 @@ def test_report_schema_takes_any_kind_the_table_has():
     assert schema["$defs"]["finding"]["properties"]["kind"] == {"$ref": "#/$defs/kind"}
     assert schema["$defs"]["totals"]["properties"]["by_kind"]["propertyNames"] == {"$ref": "#/$defs/kind"}
     text = (ROOT / "reports" / "finding_kinds.c").read_text()
-    for key in set(re.findall(r'\.json_key = "(\w+)"', text)) | kinds:
+    json_keys = set(re.findall(r'(?:NAMED\(|\.json_key = )"(\w+)"', text))  # NAMED sets the key to the name
+    assert json_keys >= set(table_kinds()), json_keys
+    for key in json_keys | kinds:
         assert re.fullmatch(kind["pattern"], key), f"{key} does not match the schema's kind pattern"
 
 
