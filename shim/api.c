@@ -12,6 +12,8 @@
 
 #define TPA_CONTROL_WAIT_MS 1000
 
+/* The cap of the one string of the records that have one (slot 0). */
+static const uint32_t one_short_cap = TPA_CAP_SHORT;
 static _Atomic int64_t g_audit_next = 1;
 static _Atomic int64_t g_audit_open; /* 0: none */
 
@@ -56,8 +58,7 @@ TPA_API int64_t tpaudit_v1_audit_begin(const char *label, int64_t step) {
     }
     struct tpa_fx_audit_begin f = {id, step < 0 ? -1 : step, tpa_now_ns(), (int32_t)s.rank, (int32_t)s.world_size};
     const char *strs[1] = {label ? label : ""};
-    uint32_t caps[1] = {TPA_CAP_SHORT};
-    int rc = tpa_enqueue(TPA_REC_AUDIT_BEGIN, &f, sizeof f, strs, caps, 1, NULL, 0, TPA_CONTROL_WAIT_MS);
+    int rc = tpa_enqueue(TPA_REC_AUDIT_BEGIN, &f, sizeof f, strs, &one_short_cap, 1, NULL, 0, TPA_CONTROL_WAIT_MS);
     if (rc) {
         atomic_store(&g_audit_open, 0);
         return rc;
@@ -152,8 +153,7 @@ TPA_API int tpaudit_v1_record_region(const tpaudit_region_t *region) {
     f.device = r.device;
     f.source = 1;
     const char *strs[1] = {r.label};
-    uint32_t caps[1] = {TPA_CAP_SHORT};
-    return tpa_enqueue(TPA_REC_ALLOC, &f, sizeof f, strs, caps, 1, ips, n, 0);
+    return tpa_enqueue(TPA_REC_ALLOC, &f, sizeof f, strs, &one_short_cap, 1, ips, n, 0);
 }
 
 TPA_API int tpaudit_v1_set_run_info(const char *field, const char *value) {
@@ -189,8 +189,7 @@ int tpa_emit_alloc(const struct tpa_alloc_rec *rec) {
     f.stream = rec->stream;
     f.correlation = rec->correlation;
     const char *strs[1] = {rec->label};
-    uint32_t caps[1] = {TPA_CAP_SHORT};
-    return tpa_enqueue(TPA_REC_ALLOC, &f, sizeof f, strs, caps, 1, NULL, 0, 0);
+    return tpa_enqueue(TPA_REC_ALLOC, &f, sizeof f, strs, &one_short_cap, 1, NULL, 0, 0);
 }
 
 int tpa_emit_api_call(uint32_t correlation, const char *api, int64_t ts_ns, const uint64_t *ips, int n_ips) {
@@ -198,6 +197,5 @@ int tpa_emit_api_call(uint32_t correlation, const char *api, int64_t ts_ns, cons
     if (n_ips < 0 || n_ips > TPA_MAX_STACK || (n_ips && !ips)) return TPAUDIT_EINVAL;
     struct tpa_fx_api_call f = {ts_ns, (int64_t)syscall(SYS_gettid), correlation, 0};
     const char *strs[1] = {api};
-    uint32_t caps[1] = {TPA_CAP_SHORT};
-    return tpa_enqueue(TPA_REC_API_CALL, &f, sizeof f, strs, caps, 1, ips, n_ips, 0);
+    return tpa_enqueue(TPA_REC_API_CALL, &f, sizeof f, strs, &one_short_cap, 1, ips, n_ips, 0);
 }

@@ -15,7 +15,6 @@
 #include "common.cuh"
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define FA_TILE    64
 #define FA_THREADS 128
@@ -28,17 +27,6 @@ __device__ __forceinline__ float ex2(float x) {
     float y;
     asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
-}
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* .x (lo) in the low half */
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    return u;
-}
-__device__ __forceinline__ float2 unpack2(uint32_t u) {
-    __nv_bfloat162 v;
-    memcpy(&v, &u, 4);
-    return __bfloat1622float2(v);
 }
 __device__ __forceinline__ unsigned saddr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
@@ -121,8 +109,9 @@ template <int HS> __device__ __forceinline__ void load_tile(bf16 *dst, const bf1
 /* dst (two bf16 at an even column) += (x, y) */
 __device__ __forceinline__ void add2(bf16 *dst, float x, float y) {
     uint32_t *p = reinterpret_cast<uint32_t *>(dst);
-    float2 o = unpack2(*p);
-    *p = pack2(o.x + x, o.y + y);
+    float o[2];
+    unpack2(*p, o);
+    *p = pack2(o[0] + x, o[1] + y);
 }
 
 /* Forward: one block per (b*NH + h, query tile); grid y runs the heaviest (last) query tiles first. */

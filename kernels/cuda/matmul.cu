@@ -31,8 +31,10 @@ extern "C" int cuda_blas_init(void) {
     if (tune && *tune) g_tune = atoi(tune);
     if (cublasCreate(&g_blas) != CUBLAS_STATUS_SUCCESS) return -1;
     if (!g_lt_off &&
-        (cublasLtCreate(&g_lt) != CUBLAS_STATUS_SUCCESS || cudaMalloc(&g_lt_ws, LT_WORKSPACE_BYTES) != cudaSuccess))
-        g_lt_off = 1; /* plain cuBLAS still works */
+        (cublasLtCreate(&g_lt) != CUBLAS_STATUS_SUCCESS || cudaMalloc(&g_lt_ws, LT_WORKSPACE_BYTES) != cudaSuccess)) {
+        g_lt_off = 1;       /* plain cuBLAS still works */
+        cudaGetLastError(); /* a failed workspace cudaMalloc must not fail the next kernel's launch check */
+    }
     return 0;
 }
 extern "C" void cuda_blas_shutdown(void) {
@@ -332,21 +334,26 @@ static int weight_grad(float *dw, const tprt_bf16 *dout, const tprt_bf16 *inp, i
     return rc <= 0 ? rc : plain_gemm(&c);
 }
 
-extern "C" int cuda_matmul_backward(tprt_bf16 *dinp, float *dw, float *dbias, const tprt_bf16 *dout,
-                                    const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC, int ld) {
+/* The backward products: the input grad added into dinp (beta 1) or
+ * written over it (beta 0, GELU's gradient fused when pre_gelu is given),
+ * the weight and bias grads always added. */
+static int backward(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, float beta, float *dw, float *dbias,
+                    const tprt_bf16 *dout, const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC, int ld) {
     if (cuda_blas_init()) return -1;
-    if (dinp && input_grad(dinp, NULL, dout, w, BT, IC, OC, ld, 1.0f)) return -1;
+    if (dinp && input_grad(dinp, pre_gelu, dout, w, BT, IC, OC, ld, beta)) return -1;
     if (dw && weight_grad(dw, dout, inp, BT, IC, OC, ld)) return -1;
     return dbias ? cuda_bias_backward(dbias, dout, BT, OC, ld) : launch_ok();
+}
+
+extern "C" int cuda_matmul_backward(tprt_bf16 *dinp, float *dw, float *dbias, const tprt_bf16 *dout,
+                                    const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC, int ld) {
+    return backward(dinp, NULL, 1.0f, dw, dbias, dout, inp, w, BT, IC, OC, ld);
 }
 
 extern "C" int cuda_matmul_backward_set(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, float *dw, float *dbias,
                                         const tprt_bf16 *dout, const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC,
                                         int OC, int ld) {
-    if (cuda_blas_init()) return -1;
-    if (dinp && input_grad(dinp, pre_gelu, dout, w, BT, IC, OC, ld, 0.0f)) return -1;
-    if (dw && weight_grad(dw, dout, inp, BT, IC, OC, ld)) return -1;
-    return dbias ? cuda_bias_backward(dbias, dout, BT, OC, ld) : launch_ok();
+    return backward(dinp, pre_gelu, 0.0f, dw, dbias, dout, inp, w, BT, IC, OC, ld);
 }
 
 /* Strided batched product for attention.cu (same conventions). */
