@@ -20,7 +20,10 @@
  * Adding a column: one line here, and the field it comes from: for a
  * tensor, a field of tpaudit_tensor_t (include/tpaudit.h), which reaches
  * the row as f.t.<field> and the probe's ctypes struct (generated from the
- * header) with no other copy; docs/schema.md describes it. */
+ * header) with no other copy; docs/schema.md describes it.  A value field
+ * only: the caller's pointers are cleared before the record is queued
+ * (api.c), so a string field gets a slot in TPA_TENSOR_SLOTS
+ * (shim_internal.h) and is read with view_text, never through f.t. */
 #ifndef TPAUDIT_SHIM_RECORDS_H
 #define TPAUDIT_SHIM_RECORDS_H
 

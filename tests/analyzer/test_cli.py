@@ -108,6 +108,11 @@ def test_gate_exit_codes(tmp_path, seed_runs):
     assert tpaudit("gate", "--max-retained", "12MiB", "--max-findings", "5", seed_runs["buggy"]).returncode == 1
     bad = tpaudit("gate", "--max-retained", "lots", seed_runs["buggy"])
     assert bad.returncode == 2 and bad.stderr.startswith("tpaudit:")
+    # A two-word option given twice: the last one counts, as with every other option.
+    text = tpaudit("gate", "--format", "junit", "--format", "text", seed_runs["buggy"])
+    assert text.returncode == 1 and "FAIL" in text.stdout and "<testsuite" not in text.stdout, text.stdout
+    junit = tpaudit("gate", "--format", "text", "--format", "junit", seed_runs["buggy"])
+    assert junit.returncode == 1 and "<testsuite" in junit.stdout, junit.stdout
     killed = tmp_path / "killed"
     shutil.copytree(seed_runs["fixed"], killed)
     for db in killed.glob("*.db"):
