@@ -24,6 +24,11 @@ lock="$here/requirements.lock"
 key="$(sha256sum "$lock" | cut -c1-16)"
 cache="${TPAUDIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tpaudit}"
 venv="$cache/venv-$key"
+mkdir -p "$cache"
+# One setup at a time per cache: a second one waits here instead of removing
+# the venv the first is still installing into.
+exec 9>"$cache/.setup.lock"
+flock 9
 if [ ! -f "$venv/.complete" ]; then
   echo "setup: creating $venv (first run downloads torch, a few GB)" >&2
   rm -rf "$venv"
