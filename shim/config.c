@@ -1,5 +1,5 @@
 /* config.c - reads the TPAUDIT_* environment once (bad values: one warning
- * and the default), logging to stderr, and the monotonic clock.  The output
+ * and the default) and the monotonic clock (log.c writes to stderr).  The output
  * directory is made absolute here, so a child forked after chdir() writes
  * beside its parent. */
 #include <errno.h>
@@ -9,27 +9,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "host_guard.h"
 #include "shim_internal.h"
 
 static struct tpa_config g_cfg = {"./tpaudit-out", 1, 1, 32, TPA_LOG_WARN};
 
 const struct tpa_config *tpa_config(void) { return &g_cfg; }
-
-void tpa_log(int level, const char *fmt, ...) {
-    if (level > g_cfg.log_level) return;
-    char line[1024];
-    int n = snprintf(line, sizeof line, "tpaudit: ");
-    va_list ap;
-    va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    if (m < 0) m = 0;
-    n += m;
-    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
-    line[n++] = '\n';
-    ssize_t w = write(2, line, (size_t)n);
-    (void)w;
-}
 
 int64_t tpa_now_ns(void) {
     struct timespec ts;
@@ -154,6 +139,7 @@ TPA_API int64_t tpaudit_v1_audit_next(int64_t after) {
 }
 
 void tpa_config_load(void) {
+    tpa_log_note_stderr(); /* which file stderr is, before any line */
     static const char *const logs[] = {"warn", "info", "debug"};
     static const char *const onoff[] = {"auto", "off"};
     g_cfg.log_level = parse_choice("TPAUDIT_LOG", logs, 3, TPA_LOG_WARN);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "host_guard.h"
 #include "shim_internal.h"
 
 /* which bind kinds the insert writes (records.h) */
@@ -124,7 +125,13 @@ int tpa_db_fail(const char *what) {
     char why[4800];
     if (tpa_dbfd_lost())
         snprintf(why, sizeof why, "%s: its file descriptor was closed or replaced by the host (%s)", what, g_path);
-    else
+    else if (tpa_disk_full()) {
+        snprintf(why, sizeof why,
+                 "%s: the file system is down to the last %lld MiB the shim leaves to the host; %s is kept, "
+                 "marked incomplete",
+                 what, (long long)(tpa_disk_reserve() >> 20), g_path);
+        tpa_disk_release(); /* the end (rollback, checkpoint, WAL removed) may use the reserve */
+    } else
         snprintf(why, sizeof why, "%s: %s (%s)", what, g_db ? sqlite3_errmsg(g_db) : "no database", g_path);
     tpa_disable(why);
     return -1;
@@ -253,7 +260,7 @@ int tpa_db_open(void) {
                     "64, too low to keep a database open beside the host's files");
         return -1;
     }
-    if (tpa_dbfd_install() != 0) {
+    if (tpa_dbfd_install() != 0 || tpa_disk_guard_install() != 0) {
         tpa_disable("cannot set up the shim's SQLite");
         return -1;
     }
@@ -294,5 +301,6 @@ int tpa_db_forget_in_child(void) {
     for (int i = 0; i < TPA_ST_COUNT; i++) g_st[i] = NULL;
     g_path[0] = 0;
     tpa_dbfd_forget_in_child();
+    tpa_disk_forget_in_child();
     return unsafe;
 }
