@@ -271,7 +271,8 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
             f.rank = rank;
             f.step = step;
             read_finding(db, st, &tpa_kinds[k], audit, &s, &f, &ptr);
-            if (with_details) tpa_attach_details(db, audit, audit_begin, ptr, &f);
+            /* storage 0: no allocation is looked for */
+            if (with_details) tpa_attach_details(db, audit, audit_begin, with_details == TPA_DETAILS_ALL ? ptr : 0, &f);
             push_finding(r, &f);
         }
         sqlite3_finalize(st);

@@ -9,13 +9,25 @@
 #include "analyzer.h"
 #include "finding_kinds.h"
 
+/* The queries, the details and messages (findings.c, finding_details.c,
+ * finding_message.c, strings.c) are one static library used by the CLI and,
+ * built again without sanitizers, by the shim (shim/verdict_judge.c, which
+ * judges an audit in-process).  The program that links it supplies two
+ * functions: tpa_db_scratch and tpa_symbolize_stack (analyzer.h). */
+
 /* What every audit of the database `db` shares, worked out once into its
  * temporary database before the first tpa_findings_for_db: 0, or -1 with
  * why (the kinds' queries then cannot run). */
 int tpa_findings_prepare(sqlite3 *db, char *why, size_t why_len);
+/* How much a finding carries beside its kind and bytes. */
+enum tpa_details {
+    TPA_DETAILS_NONE = 0,  /* no stacks, allocations or messages */
+    TPA_DETAILS_ALL = 1,   /* everything a report shows */
+    TPA_DETAILS_EVENTS = 2 /* stacks, offset and message, not the allocation (the shim's in-process verdict) */
+};
 /* Adds the findings of audit `audit` (begun at `audit_begin`) of one
- * database to `r`, kinds in table order.  with_details 0: kinds and bytes
- * only (no stacks, allocations or messages).  0, or -1 when a query fails. */
+ * database to `r`, kinds in table order, with_details an enum tpa_details.
+ * 0, or -1 when a query fails. */
 int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t rank, int64_t step, int with_details,
                         tpa_report_t *r);
 

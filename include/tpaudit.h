@@ -56,6 +56,10 @@ extern "C" {
 #define TPAUDIT_EDISABLED  (-3) /* the shim turned itself off */
 #define TPAUDIT_EDROPPED   (-4) /* event ring full: the event was counted as lost */
 #define TPAUDIT_ENOAUDIT   (-5) /* tensor or ref recorded with no audit open */
+#define TPAUDIT_ETIMEOUT   (-6) /* the verdict was not ready in time */
+
+/* The exit status a run stopped by TPAUDIT_FAIL_FAST ends with. */
+#define TPAUDIT_FAIL_FAST_STATUS 4
 
 /* Who holds a tensor. */
 enum tpaudit_holder_kind {
@@ -145,6 +149,24 @@ typedef struct tpaudit_region {
     int capture_native;
 } tpaudit_region_t;
 
+/* The analyzer's verdict on one ended audit (tpaudit_audit_verdict). */
+typedef struct tpaudit_verdict {
+    size_t struct_size;
+    int64_t audit_id; /* in: the audit, ended (tpaudit_audit_begin's id) */
+    int timeout_ms;   /* in: the longest wait for its rows and for its judgement; <= 0: 30 s */
+    char *findings;   /* in: a buffer for the findings, or NULL; out: one line each, NUL-terminated
+                         (whole lines only), tab-separated: kind, severity ("error" or "warning"),
+                         tensor name, retained bytes, replaced at ("file:line in function", or
+                         empty), the report's message */
+    size_t findings_cap;    /* in: the buffer's size */
+    int n_findings;         /* out: the findings at the audit, listed or not */
+    int n_errors;           /* out: those that are errors */
+    int64_t retained_bytes; /* out: what the errors retain */
+    int stop;               /* out: 1 when TPAUDIT_FAIL_FAST is set and the audit has an error:
+                               the caller ends the run, with exit_status */
+    int exit_status;        /* out: TPAUDIT_FAIL_FAST_STATUS */
+} tpaudit_verdict_t;
+
 #define TPAUDIT_INIT_TENSOR \
     { sizeof(tpaudit_tensor_t), 0, NULL, 0, NULL, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, 0 }
 #define TPAUDIT_INIT_REF \
@@ -153,6 +175,8 @@ typedef struct tpaudit_region {
     { sizeof(tpaudit_event_t), 0, NULL, NULL, 0, 0, 0, NULL, NULL, 0 }
 #define TPAUDIT_INIT_REGION \
     { sizeof(tpaudit_region_t), 0, 0, 0, -1, NULL, 0 }
+#define TPAUDIT_INIT_VERDICT \
+    { sizeof(tpaudit_verdict_t), 0, 0, NULL, 0, 0, 0, 0, 0, 0 }
 
 /* ---- exported by libtpaudit.so (C ABI, also used through ctypes) ---- */
 typedef int (*tpaudit_v1_abi_version_fn)(void);
@@ -167,6 +191,7 @@ typedef int (*tpaudit_v1_set_run_info_fn)(const char *field, const char *value);
 typedef int (*tpaudit_v1_flush_fn)(void);
 typedef int (*tpaudit_v1_audit_wants_fn)(int64_t step);
 typedef int64_t (*tpaudit_v1_audit_next_fn)(int64_t after);
+typedef int (*tpaudit_v1_audit_verdict_fn)(tpaudit_verdict_t *verdict);
 
 /*
  * The lazy binding: each entry point is looked up once in the process's
@@ -279,6 +304,19 @@ static inline int tpaudit_audit_wants(int64_t step) {
 static inline int64_t tpaudit_audit_next(int64_t after) {
     TPAUDIT__BIND(audit_next)
     return fn ? fn(after) : TPAUDIT_ENOTLOADED;
+}
+
+/* The analyzer's verdict on ended audit verdict->audit_id: waits (up to
+ * timeout_ms) until its rows are committed and judged with the analyzer's
+ * own finding queries, then fills the out fields.  Without a call the shim
+ * still judges each audit after its commit, until one has an error, and
+ * prints one `tpaudit:` line on stderr for the first that does.  With
+ * TPAUDIT_FAIL_FAST set, `stop` asks the caller to end the run (the shim
+ * never ends its host).  0, TPAUDIT_ETIMEOUT, TPAUDIT_EINVAL (not an ended
+ * audit of this process), TPAUDIT_EDISABLED or TPAUDIT_ENOTLOADED. */
+static inline int tpaudit_audit_verdict(tpaudit_verdict_t *verdict) {
+    TPAUDIT__BIND(audit_verdict)
+    return fn ? fn(verdict) : TPAUDIT_ENOTLOADED;
 }
 
 #undef TPAUDIT__BIND

@@ -1,7 +1,7 @@
 /* api.c - the exported tpaudit_v1_* functions of tpaudit.h and the
  * producer side of the CUPTI contract: validate, copy into the ring,
- * never block, except flush (which waits for the writer's commit) and the
- * control records (audit begin/end, tensor, ref), which wait up to
+ * never block, except flush and audit_verdict (which wait for the writer's
+ * commit, and for its judgement: verdict.c) and the control records (audit begin/end, tensor, ref), which wait up to
  * TPA_CONTROL_WAIT_MS for room in a full ring. */
 #include <sched.h>
 #include <string.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "shim_internal.h"
+#include "verdict.h"
 
 #define TPA_CONTROL_WAIT_MS 1000
 
@@ -76,7 +77,19 @@ TPA_API int tpaudit_v1_audit_end(int64_t audit_id) {
      * host's next step; tpaudit_flush() is there for callers that need the
      * rows on disk now.  An audit whose end never reached the file (killed
      * first) has end_ns NULL and is not judged. */
-    return tpa_enqueue(TPA_REC_AUDIT_END, &f, sizeof f, NULL, NULL, 0, NULL, 0, TPA_CONTROL_WAIT_MS);
+    int rc = tpa_enqueue(TPA_REC_AUDIT_END, &f, sizeof f, NULL, NULL, 0, NULL, 0, TPA_CONTROL_WAIT_MS);
+    if (rc == 0) tpa_verdict_note_end(audit_id);
+    return rc;
+}
+
+/* Fills the caller's out fields, only the struct_size bytes it has. */
+TPA_API int tpaudit_v1_audit_verdict(tpaudit_verdict_t *verdict) {
+    tpaudit_verdict_t v;
+    if (take(&v, sizeof v, verdict)) return TPAUDIT_EINVAL;
+    if (live()) return TPAUDIT_EDISABLED;
+    int rc = tpa_verdict_wait(&v);
+    if (rc == 0) memcpy(verdict, &v, verdict->struct_size < sizeof v ? verdict->struct_size : sizeof v);
+    return rc;
 }
 
 TPA_API int tpaudit_v1_record_tensor(const tpaudit_tensor_t *tensor) {

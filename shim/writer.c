@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "shim_internal.h"
+#include "verdict.h"
 
 #define TPA_BATCH        8192
 #define TPA_BATCH_NS     5000000LL
@@ -83,6 +84,7 @@ static int maybe_commit(struct batch *b, int got, uint64_t tail) {
         return 0;
     if (tpa_rows_write_run(NULL) != 0 || step(TPA_ST_COMMIT) != 0) return tpa_db_fail("cannot commit (disk full?)");
     b->in_txn = 0;
+    tpa_verdict_writer_turn(); /* an audit just committed is judged before its flush waiters wake */
     atomic_store(&g_committed, tail);
     wake_waiters();
     return 0;
@@ -91,6 +93,7 @@ static int maybe_commit(struct batch *b, int got, uint64_t tail) {
 /* The ring is empty and nothing is open: the run row if it changed, the
  * flush waiters, then a short wait for more. */
 static int idle(uint64_t tail) {
+    tpa_verdict_writer_turn();
     if (tpa_run_generation() != tpa_rows_run_generation_written()) {
         if (step(TPA_ST_BEGIN) || tpa_rows_write_run(NULL) || step(TPA_ST_COMMIT))
             return tpa_db_fail("cannot update run row");
