@@ -78,8 +78,9 @@ static int is_database_file(const char *name) {
     return 0;
 }
 
-/* Creates DIR (and its parents). A DIR with entries is refused unless
- * `force`, which removes the earlier run's databases and keeps the rest. */
+/* Creates DIR (and its parents) and locks it (run_lock.c). A DIR with
+ * entries is refused unless `force`, which removes the earlier run's
+ * databases and keeps the rest. */
 static int prepare_output(const char *dir, int force) {
     char parents[PATH_MAX];
     if ((size_t)snprintf(parents, sizeof parents, "%s", dir) >= sizeof parents) {
@@ -92,8 +93,7 @@ static int prepare_output(const char *dir, int force) {
             mkdir(parents, 0777);
             *p = '/';
         }
-    if (mkdir(dir, 0777) == 0) return 0;
-    if (errno != EEXIST) {
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "tpaudit: run: cannot create output directory %s: %s\n", dir, strerror(errno));
         return -1;
     }
@@ -102,11 +102,15 @@ static int prepare_output(const char *dir, int force) {
         fprintf(stderr, "tpaudit: run: output %s is not a usable directory: %s\n", dir, strerror(errno));
         return -1;
     }
+    if (tpa_run_lock(dir)) { /* held until we exit: a second run at once is refused */
+        closedir(d);
+        return -1;
+    }
     size_t entries = 0, removed = 0;
     int failed = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || tpa_run_lock_is_name(e->d_name)) continue;
         entries++;
         if (!force || !is_database_file(e->d_name)) continue;
         if (unlinkat(dirfd(d), e->d_name, 0) == 0)

@@ -1,6 +1,7 @@
 /* run_parts.h - the pieces of `tpaudit run` (cmd_run.c): its signal
- * handling (run_signals.c) and the check that a target can take the shim
- * (run_target.c). Internal to the analyzer CLI. */
+ * handling (run_signals.c), the check that a target can take the shim
+ * (run_target.c) and the output directory's lock (run_lock.c). Internal to
+ * the analyzer CLI. */
 #ifndef TPA_RUN_PARTS_H
 #define TPA_RUN_PARTS_H
 
@@ -30,5 +31,12 @@ int tpa_run_resolve(const char *cmd, char *path, size_t len);
  * ("is statically linked", "is setuid", ...). Scripts are judged by their
  * interpreter. */
 int tpa_run_unpreloadable(const char *path, char *why, size_t len);
+
+/* The lock on an output directory (run_lock.c): takes an exclusive flock
+ * on DIR/TPA_RUN_LOCK_NAME, held until this process exits; 0, or -1 after
+ * one `tpaudit: run:` line (another run holds it, or it cannot be made). */
+#define TPA_RUN_LOCK_NAME ".tpaudit-run.lock"
+int tpa_run_lock(const char *dir);
+int tpa_run_lock_is_name(const char *name); /* the lock file is not one of a run's files */
 
 #endif

@@ -1,7 +1,7 @@
 """`tpaudit run` end to end: the child's signals (inherited ignores kept,
 each signal forwarded once, a terminal Ctrl-C not sent twice, death by the
 child's signal), the warning for programs the shim cannot be preloaded into,
-an absolute TPAUDIT_OUT, the output directory rules (--output, --force), the
+an absolute TPAUDIT_OUT, the output directory rules (--output, --force, the lock), the
 verdict and next command, -V and the suggestion on a mistyped command.
 Needs TPAUDIT_BUILD and TPAUDIT_SIG_HOST; TPAUDIT_STATIC_HOST when this
 machine can link statically."""
@@ -216,6 +216,67 @@ def test_non_empty_output_is_refused_unless_force(tmp_path):
     assert tpaudit("run", "--", SIG_HOST, "dispositions", env=env).returncode == 0
     assert tpaudit("run", "--", SIG_HOST, "dispositions", env=env).returncode == 2
     assert len(databases(tmp_path / "tpaudit-out")) == 1
+
+
+def held_run(out, marker):
+    """A `tpaudit run` into `out` whose command (a shell, which records
+    nothing) touches `marker`, then waits for a line on its stdin before it
+    execs the host: until then `out` stays empty."""
+    script = 'touch "$0" && read line && exec "$1" dispositions'
+    return subprocess.Popen([TPAUDIT, "run", "-o", out, "--", "sh", "-c", script, marker, SIG_HOST],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def settle(runs, markers, limit=20):
+    """Waits until every run has either started its command or ended."""
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if all(r.poll() is not None or m.exists() for r, m in zip(runs, markers)):
+            return
+        time.sleep(0.02)
+    raise AssertionError("the runs neither started nor ended")
+
+
+def release(runs):
+    results = []
+    for r in runs:
+        if r.poll() is None:
+            r.stdin.write("go\n")
+        out, err = r.communicate(timeout=60)
+        results.append((r.returncode, out, err))
+    return results
+
+
+def assert_one_accepted(results, out):
+    codes = sorted(rc for rc, _, _ in results)
+    assert codes == [0, 2], [(rc, err) for rc, _, err in results]
+    (refused,) = [err for rc, _, err in results if rc == 2]
+    lines = tpaudit_lines(refused)
+    assert len(lines) == 1 and "another tpaudit run" in lines[0] and str(out) in lines[0], refused
+    (accepted,) = [err for rc, _, err in results if rc == 0]
+    verdict = [l for l in tpaudit_lines(accepted) if "verdict:" in l]
+    assert len(verdict) == 1 and re.search(r"\b1 process\b", verdict[0]), accepted
+    assert len(databases(out)) == 1
+
+
+def test_second_run_into_a_busy_directory_is_refused(tmp_path):
+    # the first run has locked `out` but written nothing yet: the directory is
+    # still empty, and only the lock refuses the second
+    out = tmp_path / "o"
+    first = held_run(out, tmp_path / "m1")
+    settle([first], [tmp_path / "m1"])
+    second = held_run(out, tmp_path / "m2")
+    settle([first, second], [tmp_path / "m1", tmp_path / "m2"])
+    assert_one_accepted(release([first, second]), out)
+    assert release([held_run(out, tmp_path / "m3")])[0][0] == 2, "a later run still sees the databases"
+
+
+def test_two_runs_started_at_once_into_one_directory(tmp_path):
+    out = tmp_path / "o"
+    markers = [tmp_path / "a", tmp_path / "b"]
+    runs = [held_run(out, m) for m in markers]
+    settle(runs, markers)
+    assert_one_accepted(release(runs), out)
 
 
 def test_nested_run_joins_the_outer_directory(tmp_path):
