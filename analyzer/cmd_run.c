@@ -52,8 +52,11 @@ static void wait_for_descendants(int grace_s) {
     }
 }
 
-/* <dir of this program>/../lib/libtpaudit.so */
+/* The shim beside this program: <dir>/../lib/libtpaudit.so (a prefix, the
+ * build tree), then <dir>/../_lib/libtpaudit.so (the Python package, which
+ * holds tpaudit/_bin/tpaudit and tpaudit/_lib/libtpaudit.so). */
 static int find_shim(char *out, size_t len) {
+    static const char *const places[] = {"lib", "_lib"};
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) return -1;
@@ -61,11 +64,13 @@ static int find_shim(char *out, size_t len) {
     char *slash = strrchr(exe, '/');
     if (!slash) return -1;
     *slash = 0;
-    if ((size_t)snprintf(out, len, "%.*s/../lib/libtpaudit.so", (int)(len > 64 ? len - 64 : 1), exe) >= len) return -1;
-    char real[PATH_MAX];
-    if (!realpath(out, real)) return -1;
-    snprintf(out, len, "%s", real);
-    return 0;
+    for (size_t i = 0; i < sizeof places / sizeof *places; i++) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/../%s/libtpaudit.so", exe, places[i]);
+        char real[PATH_MAX];
+        if (realpath(path, real) && (size_t)snprintf(out, len, "%s", real) < len) return 0;
+    }
+    return -1;
 }
 
 static int is_database_file(const char *name) {
@@ -290,7 +295,7 @@ static int set_preload(const char *shim) {
 static int prepare_environment(const struct run_options *o, const char **out_dir, char *abs_out, int *nested) {
     char shim[PATH_MAX];
     if (find_shim(shim, sizeof shim)) {
-        fputs("tpaudit: cannot find libtpaudit.so beside this tpaudit (../lib)\n", stderr);
+        fputs("tpaudit: cannot find libtpaudit.so beside this tpaudit (../lib or ../_lib)\n", stderr);
         return -1;
     }
     const char *inherited = getenv("TPAUDIT_OUT"), *old_preload = getenv("LD_PRELOAD");

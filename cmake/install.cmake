@@ -1,12 +1,10 @@
 # What finds tpaudit in an installed prefix: tpaudit.pc (pkg-config) and the
 # CMake package config (tpauditConfig.cmake, its version file, the INTERFACE
 # target tpaudit::tpaudit). Both are relocatable: they locate the prefix from
-# their own directory, so `cmake --install --prefix P` and the Python wheel
-# (installed into a venv) get correct paths.
+# their own directory, so a moved prefix keeps correct paths.
 
-# libtpaudit.so's directory below the prefix (shim/CMakeLists.txt installs it
-# to lib: `tpaudit run` looks for <bindir>/../lib/libtpaudit.so).
-set(TPAUDIT_SHIM_INSTALL_DIR lib)
+# A prefix's files only (the Python package has its own layout,
+# cmake/layout.cmake): libtpaudit.so in TPAUDIT_SHIM_INSTALL_DIR (lib).
 
 set(TPAUDIT_PC_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 file(RELATIVE_PATH TPAUDIT_PC_TO_PREFIX /prefix/${TPAUDIT_PC_INSTALL_DIR} /prefix)

@@ -3,6 +3,11 @@
 Chains to the next sitecustomize on sys.path, then installs a lazy import
 hook that sets up the torch hooks right after the program imports torch.
 It never imports torch itself.  TPAUDIT_PYTHON=off leaves everything alone.
+In a prefix (and the build tree) the `tpaudit` package sits beside this file;
+in the Python package this file is tpaudit/_probe/sitecustomize.py, and the
+package around it is loaded from its own directory, so an interpreter of
+another environment audits with the shim's own probe and nothing else of
+that environment's site-packages.
 """
 import os
 import sys
@@ -22,8 +27,22 @@ def _chain():
     spec.loader.exec_module(module)
 
 
+def _load_package():
+    """Imports the package around tpaudit/_probe (the Python package's layout)."""
+    import importlib.util
+    package = os.path.dirname(_HERE)
+    if os.path.isdir(os.path.join(_HERE, "tpaudit")) or "tpaudit" in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location("tpaudit", os.path.join(package, "__init__.py"),
+                                                  submodule_search_locations=[package])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["tpaudit"] = module
+    spec.loader.exec_module(module)
+
+
 def _start():
     try:
+        _load_package()
         from tpaudit import _config, _native
         if not _config.python_enabled():
             return

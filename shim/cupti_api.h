@@ -25,8 +25,9 @@ struct tpa_cupti_api {
     CUptiResult (*get_result_string)(CUptiResult, const char **);
 };
 
-/* dlopen of libcupti: its soname first (the copy a framework loaded is
- * found by that name), then CUDA_HOME and the toolkit's usual folders. */
+/* dlopen of libcupti: one already loaded, the loader's search by soname,
+ * the CUDA toolkit (CUDA_HOME, /usr/local/cuda), then the nvidia CUPTI
+ * package beside the CUDA libraries loaded (torch's wheels); cupti_api.c. */
 TPA_HIDDEN void *tpa_cupti_open(void);
 
 /* Loads libcupti and resolves every entry point; 0 on success, else a

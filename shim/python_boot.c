@@ -35,6 +35,27 @@ static int ignores_pythonpath(const char *cmd, int n) {
     return 0;
 }
 
+/* The probe's directory beside the shim: <libdir>/../share/tpaudit/python
+ * (a prefix, the build tree), else <libdir>/../_probe (the Python package:
+ * tpaudit/_lib/libtpaudit.so and tpaudit/_probe/sitecustomize.py). 0, or -1
+ * after recording that the probe is off. */
+static int find_probe(char real[PATH_MAX]) {
+    static const char *const places[] = {"share/tpaudit/python", "_probe"};
+    char dir[PATH_MAX], probe[PATH_MAX + 64];
+    snprintf(dir, sizeof dir, "%s", tpa_self_path());
+    char *slash = strrchr(dir, '/');
+    if (!slash) return -1;
+    *slash = 0;
+    for (size_t i = 0; i < sizeof places / sizeof *places; i++) {
+        snprintf(probe, sizeof probe, "%s/../%s", dir, places[i]);
+        struct stat sb;
+        if (realpath(probe, real) && stat(real, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
+    }
+    tpa_run_set_text("python", "off: probe not installed");
+    tpa_log(TPA_LOG_WARN, "python ownership probe not found beside %s; allocation tracing continues", dir);
+    return -1;
+}
+
 void tpa_python_bootstrap(void) {
     if (!tpa_is_python()) return;
     if (!tpa_config()->python_enabled) {
@@ -50,20 +71,8 @@ void tpa_python_bootstrap(void) {
                 "python ownership probe off (python -I/-E ignores PYTHONPATH); allocation tracing continues");
         return;
     }
-    const char *self = tpa_self_path();
-    char dir[PATH_MAX], real[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", self);
-    char *slash = strrchr(dir, '/');
-    if (!slash) return;
-    *slash = 0;
-    char probe[PATH_MAX + 64];
-    snprintf(probe, sizeof probe, "%s/../share/tpaudit/python", dir);
-    struct stat sb;
-    if (!realpath(probe, real) || stat(real, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        tpa_run_set_text("python", "off: probe not installed");
-        tpa_log(TPA_LOG_WARN, "python ownership probe not found at %s; allocation tracing continues", probe);
-        return;
-    }
+    char real[PATH_MAX];
+    if (find_probe(real)) return;
     const char *old = getenv("PYTHONPATH");
     size_t rl = strlen(real);
     char path[3 * PATH_MAX];

@@ -14,13 +14,18 @@ from . import _config
 from . import _hooks
 from . import _native
 
-__all__ = ["audit", "enable", "cli_path"]
+__all__ = ["audit", "enable", "cli_path", "library_path"]
 
 
 def cli_path():
-    """The `tpaudit` CLI of this install: <bindir>/tpaudit beside <prefix>/lib/libtpaudit.so."""
-    lib_dir = os.path.dirname(_native.library_path())
-    return os.path.normpath(os.path.join(lib_dir, "..", "bin", "tpaudit"))
+    """The `tpaudit` program of this install (tpaudit/_bin/tpaudit in the
+    Python package, <prefix>/bin/tpaudit in a prefix)."""
+    return _native.cli_path()
+
+
+def library_path():
+    """libtpaudit.so of this install, the library `tpaudit run` preloads."""
+    return _native.library_path()
 
 
 def enable(recorder=None):

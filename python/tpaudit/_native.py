@@ -9,12 +9,15 @@ methods (begin, end, tensor, ref, event, set_rank, set_run_info) instead.
 import ctypes
 import os
 
-from ._structs import EventStruct, RefStruct, TensorStruct
+from ._structs import EventStruct, RefStruct, TensorStruct, VerdictStruct
 
 HOLDER_MODULE, HOLDER_OPTIMIZER, HOLDER_WRAPPER = 1, 2, 3
 ROLE_PARAM, ROLE_GROUP_PARAM, ROLE_STATE, ROLE_MAP_ENTRY = 1, 2, 3, 4
 EVENT_OPTIMIZER_CREATED, EVENT_PARAM_CREATED = 1, 2
 EVENT_PARAM_REPLACED, EVENT_MODULE_REPLACED = 3, 4
+# The fields of one line of a verdict's findings (include/tpaudit.h, tpaudit_verdict_t).
+VERDICT_FIELDS = ("kind", "severity", "name", "bytes", "replaced_at", "message")
+_VERDICT_TEXT = 1 << 16
 
 _str = ctypes.c_char_p
 # Fields the recorder fills itself rather than copying from the facts.
@@ -39,13 +42,25 @@ def _dims(shape):
     return (ctypes.c_int64 * max(len(shape), 1))(*shape)
 
 
-def library_path():
-    """TPAUDIT_LIBRARY, else the install layout share/tpaudit/python/tpaudit -> lib."""
-    env = os.environ.get("TPAUDIT_LIBRARY")
-    if env:
-        return env
+def _native_path(package_rel, prefix_rel):
+    """A native part of this install: in the Python package (tpaudit/_lib,
+    tpaudit/_bin) when it is there, else in the prefix around the probe
+    (<prefix>/share/tpaudit/python/tpaudit -> <prefix>/lib, <prefix>/bin)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.normpath(os.path.join(here, "..", "..", "..", "..", "lib", "libtpaudit.so"))
+    inside = os.path.join(here, package_rel)
+    if os.path.exists(inside):
+        return inside
+    return os.path.normpath(os.path.join(here, "..", "..", "..", "..", prefix_rel))
+
+
+def library_path():
+    """TPAUDIT_LIBRARY, else libtpaudit.so of this install."""
+    return os.environ.get("TPAUDIT_LIBRARY") or _native_path("_lib/libtpaudit.so", "lib/libtpaudit.so")
+
+
+def cli_path():
+    """The tpaudit program of this install."""
+    return _native_path("_bin/tpaudit", "bin/tpaudit")
 
 
 class NativeRecorder:
@@ -124,6 +139,29 @@ class NativeRecorder:
         s = EventStruct(ctypes.sizeof(EventStruct), kind, _b(name), _b(holder_class),
                         holder_id, old_key, new_key, _b(detail), _b(py_stack), 0)
         return self.lib.tpaudit_v1_record_event(ctypes.byref(s))
+
+    def verdict(self, audit_id, timeout_ms=0):
+        """The analyzer's verdict on ended audit audit_id, judged in the shim
+        (tpaudit_v1_audit_verdict): a dict with n_findings, n_errors,
+        retained_bytes, stop, exit_status and findings (one dict each, keyed
+        by VERDICT_FIELDS, bytes an int); None when there is none."""
+        fn = getattr(self.lib, "tpaudit_v1_audit_verdict", None)
+        if fn is None:
+            return None
+        buf = ctypes.create_string_buffer(_VERDICT_TEXT)
+        v = VerdictStruct()
+        v.struct_size, v.audit_id, v.timeout_ms = ctypes.sizeof(VerdictStruct), int(audit_id), int(timeout_ms)
+        v.findings, v.findings_cap = ctypes.cast(buf, ctypes.POINTER(ctypes.c_char)), _VERDICT_TEXT
+        fn.argtypes = [ctypes.POINTER(VerdictStruct)]
+        if fn(ctypes.byref(v)) != 0:
+            return None
+        findings = []
+        for line in buf.value.decode("utf-8", "replace").splitlines():
+            f = dict(zip(VERDICT_FIELDS, line.split("\t")))
+            f["bytes"] = int(f.get("bytes") or 0)
+            findings.append(f)
+        return {"n_findings": v.n_findings, "n_errors": v.n_errors, "retained_bytes": v.retained_bytes,
+                "stop": bool(v.stop), "exit_status": v.exit_status, "findings": findings}
 
     def set_rank(self, rank, world_size):
         return self.lib.tpaudit_v1_set_rank(rank, world_size)
