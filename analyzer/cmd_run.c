@@ -1,10 +1,12 @@
-/* cmd_run.c - `tpaudit run [-o DIR] [--force] [--] CMD...`: runs CMD with
+/* cmd_run.c - `tpaudit run [-o DIR] [--force] [--fail-fast] [--] CMD...`: runs CMD with
  * the shim preloaded and an absolute TPAUDIT_OUT, returns its exit status
  * (or ends by the signal that ended it) after waiting up to 20 s for
  * descendants that outlived it (it is their subreaper), then prints the
  * verdict of the run and the command that shows the report. One run per
  * output directory: a directory that is not empty is refused unless
- * --force, which removes the databases of the earlier run. Signals:
+ * --force, which removes the databases of the earlier run.  --fail-fast sets
+ * TPAUDIT_FAIL_FAST=1 for CMD (the probe ends the run at the first audit
+ * with an error, exit status 4: docs/RUN.md).  Signals:
  * run_signals.c; the preload check: run_target.c. */
 #define _GNU_SOURCE
 #include "analyzer.h"
@@ -25,11 +27,13 @@
 
 enum { DESCENDANT_GRACE_S = 20 };
 
-static const char USAGE[] = "usage: tpaudit run [-o|--output DIR] [--force] [--] CMD...\n"
+static const char USAGE[] = "usage: tpaudit run [-o|--output DIR] [--force] [--fail-fast] [--] CMD...\n"
                             "  Runs CMD with libtpaudit.so preloaded; every process it starts writes its own\n"
                             "  database into DIR (default ./tpaudit-out, or $TPAUDIT_OUT). DIR must be empty or\n"
                             "  new: --force removes the databases an earlier run left there. Ends with the\n"
-                            "  verdict on stderr; returns CMD's exit status (or ends by CMD's signal).\n";
+                            "  verdict on stderr; returns CMD's exit status (or ends by CMD's signal).\n"
+                            "  --fail-fast: a Python program stops at the first audit that finds an error\n"
+                            "  (exit status 4), its database complete.\n";
 
 /* Reaps descendants that outlived the main child, for at most grace_s
  * seconds (or until a signal asks to stop), so every process has closed
@@ -225,6 +229,7 @@ static void print_verdict(const char *shown_dir, const char *abs_dir) {
 struct run_options {
     const char *out_dir;
     int force;
+    int fail_fast;
     int first_arg; /* index of CMD in argv */
 };
 
@@ -241,8 +246,9 @@ static int parse_options(int argc, char **argv, struct run_options *o) {
             fputs(USAGE, stdout);
             return 1;
         }
-        if (!strcmp(a, "--force")) {
-            o->force = 1;
+        int *flag = !strcmp(a, "--force") ? &o->force : !strcmp(a, "--fail-fast") ? &o->fail_fast : NULL;
+        if (flag) {
+            *flag = 1;
             continue;
         }
         if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
@@ -304,6 +310,7 @@ static int prepare_environment(const struct run_options *o, const char **out_dir
     if (!*nested && prepare_output(*out_dir, o->force)) return -1;
     absolute_path(*out_dir, abs_out, PATH_MAX);
     setenv("TPAUDIT_OUT", abs_out, 1);
+    if (o->fail_fast) setenv("TPAUDIT_FAIL_FAST", "1", 1);
     return set_preload(shim) ? -1 : 0;
 }
 

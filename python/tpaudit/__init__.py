@@ -42,10 +42,15 @@ def enable(recorder=None):
 
 
 def audit(label="user", models=None, optimizers=None, step=-1):
-    """Records one audit point; returns its id, or None when the shim is absent."""
+    """Records one audit point, labelled `label`, and returns what the analyzer
+    finds at it: a list of dicts (kind, severity, name, bytes retained,
+    replaced_at, message), [] when clean; None when the shim is absent or the
+    audit could not be taken or judged.  Under TPAUDIT_FAIL_FAST (`tpaudit run
+    --fail-fast`) an audit with an error ends the run: SystemExit(4)."""
     if _hooks.state.recorder is None and not enable():
         return None
     import torch  # noqa: F401  (the caller already uses torch)
     if not _hooks.state.installed:
         _hooks.install(_hooks.state.recorder)
-    return _hooks.run_audit(label, step, models, optimizers)
+    verdict = _hooks.judge(_hooks.run_audit(label, step, models, optimizers))
+    return None if verdict is None else verdict["findings"]

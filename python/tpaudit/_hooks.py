@@ -1,7 +1,8 @@
 """Torch hooks of the probe, installed once torch has been imported.
 
 Optimizer construction, the global optimizer step pre-hook (audits at the
-steps TPAUDIT_AUDIT names), a global forward pre-hook (remembers modules
+steps TPAUDIT_AUDIT names; under TPAUDIT_FAIL_FAST it waits for each audit's
+verdict and ends the run at one with an error), a global forward pre-hook (remembers modules
 that ran), and register_parameter / __setattr__ / add_module patches that
 record parent links and replacement events.  Any exception turns the probe
 off after one "tpaudit:" line on stderr.
@@ -25,6 +26,7 @@ class _State:
     recorder = None
     plan = None
     reported = False
+    fail_fast = False  # TPAUDIT_FAIL_FAST: step audits wait for their verdict
 
 
 state = _State()
@@ -62,6 +64,28 @@ def run_audit(label, step, models=None, optimizers=None):
     except Exception as exc:  # never break the user's program
         fail(exc)
         return None
+
+
+def judge(audit_id, may_stop=True):
+    """The analyzer's verdict on ended audit audit_id, judged in the shim with
+    the analyzer's own queries (_native.NativeRecorder.verdict), or None.
+    When the shim says stop (TPAUDIT_FAIL_FAST and an error at the audit,
+    whose rows are on disk by now) and may_stop, the probe goes off and the
+    run ends here: SystemExit with the shim's status, so the program's
+    finally blocks and atexit handlers run and the database is finished by
+    the normal exit."""
+    verdict = getattr(state.recorder, "verdict", None)
+    if audit_id is None or verdict is None or not state.enabled:
+        return None
+    try:
+        v = verdict(audit_id)
+    except Exception as exc:  # never break the user's program
+        fail(exc)
+        return None
+    if v is not None and v["stop"] and may_stop:
+        state.enabled = False
+        raise SystemExit(v["exit_status"])
+    return v
 
 
 def _describe(module):
@@ -151,7 +175,9 @@ def exit_audit():
     audit (or none was taken): an unchanged run keeps its step verdicts."""
     if _track.changes.at_last_step_audit == _track.changes.count:
         return None
-    return run_audit("exit", -1)
+    audit_id = run_audit("exit", -1)
+    judge(audit_id, may_stop=False)  # its line, if it is the first with an error, before the shim ends
+    return audit_id
 
 
 def _patch(torch):
@@ -227,8 +253,11 @@ def _patch(torch):
             except Exception as exc:
                 fail(exc)
                 return
-            if run_audit("step", n) is not None:
+            audit_id = run_audit("step", n)
+            if audit_id is not None:
                 _track.changes.at_last_step_audit = _track.changes.count
+                if state.fail_fast:
+                    judge(audit_id)
 
     import torch.nn.modules.module as module_mod
     import torch.optim.optimizer as optimizer_mod
@@ -246,6 +275,7 @@ def install(recorder):
     state.installed = True
     state.recorder = recorder
     state.plan = _config.audit_plan()
+    state.fail_fast = os.environ.get("TPAUDIT_FAIL_FAST", "0") not in ("", "0")
     try:
         import torch
         _patch(torch)
