@@ -108,11 +108,15 @@ tpa_judged_audit_t tpa_judge_audit(sqlite3 *db, tpa_run_t *run) {
     }
     sqlite3_finalize(st);
     if (a.id > 0 &&
-        sqlite3_prepare_v2(db, "SELECT step, begin_ns FROM audit WHERE id=?1", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_prepare_v2(db, "SELECT step, begin_ns, label FROM audit WHERE id=?1", -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, a.id);
         if (sqlite3_step(st) == SQLITE_ROW) {
             run->headline_step = sqlite3_column_int64(st, 0);
             a.begin_ns = sqlite3_column_int64(st, 1);
+            /* a label the program gave its audit (tpaudit.audit(label=...)) goes to every report */
+            const char *label = (const char *)sqlite3_column_text(st, 2);
+            if (label && *label && strcmp(label, "step") && strcmp(label, "exit"))
+                run->headline_label = tpa_strdup(label);
         }
         sqlite3_finalize(st);
     }
@@ -127,6 +131,9 @@ int tpa_judge_headline(sqlite3 *db, const tpa_judged_audit_t *audit, size_t run_
     int rc =
         tpa_findings_for_db(db, audit->id, audit->begin_ns, run->has_rank ? run->rank : -1, run->headline_step, 1, r);
     sanitize_findings(r, first);
-    for (size_t i = first; i < r->n_findings; i++) r->findings[i].run_index = run_index;
+    for (size_t i = first; i < r->n_findings; i++) {
+        r->findings[i].run_index = run_index;
+        r->findings[i].label = tpa_strdup(run->headline_label);
+    }
     return rc;
 }

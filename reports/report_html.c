@@ -274,8 +274,10 @@ static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const
         html_put_bytes(out, f->state_bytes);
         fputs(" kept for it as well</dd>\n", out);
     }
-    put_fact(out, "audit step");
-    if (f->step < 0)
+    put_fact(out, f->label ? "audit" : "audit step");
+    if (f->label)
+        html_fmt(out, "&ldquo;%s&rdquo;", f->label);
+    else if (f->step < 0)
         fputs("exit", out);
     else
         fprintf(out, "%lld", (long long)f->step);
@@ -301,7 +303,9 @@ static void put_run_facts(FILE *out, const page_t *pg, size_t index) {
     if (run->has_world_size) fprintf(out, ", world size %lld", (long long)run->world_size);
     fprintf(out, " &middot; %d audit%s", run->n_audits, run->n_audits == 1 ? "" : "s");
     if (run->n_audits) {
-        if (run->headline_step < 0)
+        if (run->headline_label)
+            html_fmt(out, ", judged at audit &ldquo;%s&rdquo;", run->headline_label);
+        else if (run->headline_step < 0)
             fputs(", judged at exit", out);
         else
             fprintf(out, ", judged at step %lld", (long long)run->headline_step);

@@ -145,7 +145,9 @@ static void put_finding(FILE *out, const tpa_finding_t *f) {
     tpa_put_json_string(out, f->kind);
     fprintf(out, ",\"severity\":\"%s\",\"rank\":", tpa_severity(f));
     put_rank(out, f->rank >= 0, f->rank);
-    fprintf(out, ",\"step\":%" PRId64 ",\"holder\":{\"kind\":", f->step);
+    fprintf(out, ",\"step\":%" PRId64, f->step);
+    if (f->label) put_key_string(out, ",\"label\":", f->label); /* only a label the program gave its audit */
+    fputs(",\"holder\":{\"kind\":", out);
     put_opt_string(out, f->holder_kind);
     put_key_string(out, ",\"class\":", f->holder_class);
     put_key_string(out, ",\"path\":", f->holder_path);

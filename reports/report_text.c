@@ -64,13 +64,15 @@ static void put_summary(const tpa_report_t *r, FILE *out) {
 static void put_run(const tpa_report_t *r, size_t i, FILE *out) {
     const tpa_run_t *run = &r->runs[i];
     int64_t retained = 0;
-    char rank[32], bytes[32], step[48];
+    char rank[32], bytes[32], step[320];
     for (size_t j = 0; j < r->n_findings; j++)
         if (r->findings[j].run_index == i && r->findings[j].is_error)
             retained = tpa_add_bytes(retained, r->findings[j].retained_bytes);
     tpa_format_bytes(retained, bytes, sizeof bytes);
     if (!run->n_audits)
         snprintf(step, sizeof step, "never audited");
+    else if (run->headline_label)
+        snprintf(step, sizeof step, "audited at \"%s\"", T(run->headline_label, ""));
     else if (run->headline_step < 0)
         snprintf(step, sizeof step, "audited at exit");
     else
@@ -89,9 +91,13 @@ static void put_run(const tpa_report_t *r, size_t i, FILE *out) {
 }
 
 static void put_details(const tpa_finding_t *f, size_t number, FILE *out) {
-    char rank[32], bytes[32];
-    fprintf(out, "  [%zu] %s (%s), %s, step %lld\n      %s\n", number, T(tpa_kind_label(f->kind), "?"), tpa_severity(f),
-            rank_label(f->rank >= 0, f->rank, rank, sizeof rank), (long long)f->step, T(f->message, ""));
+    char rank[32], bytes[32], where[320];
+    if (f->label)
+        snprintf(where, sizeof where, "audit \"%s\"", T(f->label, ""));
+    else
+        snprintf(where, sizeof where, "step %lld", (long long)f->step);
+    fprintf(out, "  [%zu] %s (%s), %s, %s\n      %s\n", number, T(tpa_kind_label(f->kind), "?"), tpa_severity(f),
+            rank_label(f->rank >= 0, f->rank, rank, sizeof rank), where, T(f->message, ""));
     fprintf(out, "      tensor: %s %s local %s %s on %s (%s), grad %s; held at %s %s\n", T(f->name, "(unnamed)"),
             T(f->shape, ""), T(f->local_shape, ""), T(f->dtype, ""), T(f->device, "?"), T(f->type, "?"),
             f->has_grad ? "yes" : "never", T(f->holder_class, ""), T(f->holder_path, ""));

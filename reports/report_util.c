@@ -198,7 +198,8 @@ void tpa_finding_free(tpa_finding_t *f) {
                      &f->succ_shape,
                      &f->succ_local_shape,
                      &f->relation,
-                     &f->message};
+                     &f->message,
+                     &f->label};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         free(*strs[i]);
         *strs[i] = NULL;
@@ -217,6 +218,7 @@ void tpa_report_free(tpa_report_t *r) {
         free(run->cupti);
         free(run->python);
         free(run->why_inconclusive);
+        free(run->headline_label);
         free(run->points);
         free(run->marks);
         for (size_t j = 0; j < run->n_by_library; j++) free(run->by_library[j].library);

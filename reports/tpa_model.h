@@ -48,6 +48,7 @@ typedef struct tpa_finding {
     int64_t alloc_bytes;
     tpa_frames_t alloc_stack;
     char *message;
+    char *label; /* the label a program gave its audit (tpaudit.audit(label=...)); NULL for step and exit audits */
     int is_new; /* gate with --baseline: new or grown vs the baseline */
 } tpa_finding_t;
 
@@ -86,6 +87,7 @@ typedef struct tpa_run {
     char *cupti, *python;
     int n_audits;          /* complete audits */
     int64_t headline_step; /* step of the latest complete audit, -1 */
+    char *headline_label;  /* that audit's label when a program gave it one, else NULL */
     int inconclusive;
     char *why_inconclusive;
     tpa_point_t *points;

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "shim_internal.h"
 #include "verdict.h"
@@ -75,18 +74,10 @@ static int end_committed(sqlite3 *db, int64_t audit) {
     return tpa_ring_tail() >= atomic_load(&g_end_pos) ? -1 : 0;
 }
 
-/* The one line, written whole on fd 2. */
+/* The one line (through tpa_log, the shim's one way to stderr). */
 static void say(const char *line) {
-    char buf[TPA_VERDICT_LINE + 160];
-    int n = snprintf(buf, sizeof buf, "tpaudit: %s%s\n", line,
-                     atomic_load(&g_fail_fast) ? "; stopping the run (fail-fast, exit status 4)" : "");
-    if (n <= 0) return;
-    if ((size_t)n >= sizeof buf) {
-        n = (int)sizeof buf - 1;
-        buf[n - 1] = '\n';
-    }
-    ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
-    (void)w;
+    tpa_log(TPA_LOG_WARN, "%s%s", line,
+            atomic_load(&g_fail_fast) ? "; stopping the run (fail-fast, exit status 4)" : "");
 }
 
 void tpa_verdict_writer_turn(void) {
@@ -99,8 +90,12 @@ void tpa_verdict_writer_turn(void) {
     int rc = ready > 0 ? tpa_verdict_judge(db, target, &g_scratch) : -1;
     if (rc == 0 && g_scratch.line[0] && !atomic_exchange(&g_said, 1)) say(g_scratch.line);
     pthread_mutex_lock(&g_mu);
-    memcpy(&g_result, &g_scratch, offsetof(struct tpa_verdict_result, text) + g_scratch.text_len + 1);
-    memcpy(g_result.line, g_scratch.line, sizeof g_result.line);
+    g_result.n_findings = g_scratch.n_findings;
+    g_result.n_errors = g_scratch.n_errors;
+    g_result.retained_bytes = g_scratch.retained_bytes;
+    g_result.text_len = rc == 0 ? g_scratch.text_len : 0;
+    memcpy(g_result.text, g_scratch.text, g_result.text_len);
+    g_result.text[g_result.text_len] = 0;
     g_result.audit_id = target;
     g_result_rc = rc;
     raise_to(&g_judged, target);

@@ -13,6 +13,7 @@ import sys
 from . import _config
 from . import _hooks
 from . import _native
+from . import _track
 
 __all__ = ["audit", "enable", "cli_path", "library_path"]
 
@@ -52,5 +53,8 @@ def audit(label="user", models=None, optimizers=None, step=-1):
     import torch  # noqa: F401  (the caller already uses torch)
     if not _hooks.state.installed:
         _hooks.install(_hooks.state.recorder)
-    verdict = _hooks.judge(_hooks.run_audit(label, step, models, optimizers))
+    audit_id = _hooks.run_audit(label, step, models, optimizers)
+    if audit_id is not None:  # like a step audit: an unchanged run takes no exit audit after it
+        _track.changes.at_last_step_audit = _track.changes.count
+    verdict = _hooks.judge(audit_id)
     return None if verdict is None else verdict["findings"]
