@@ -1,20 +1,37 @@
 /* cmd_report.c - `tpaudit report`: renders databases as text, JSON, HTML or
- * JUnit. Exit 0 when it rendered (an incomplete run is said in the report),
- * 2 on bad usage or unreadable input. */
+ * JUnit, the format given by --format, else by the -o file's suffix (.json,
+ * .html/.htm, .xml), else text. Exit 0 when it rendered (an incomplete run
+ * is said in the report), 2 on bad usage or unreadable input. */
 #include "analyzer.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static void usage(FILE *out) {
     fputs("usage: tpaudit report [--format text|json|html|junit] [-o FILE] PATH...\n"
           "  PATH is a database or a directory of them (all ranks are merged).\n"
-          "  -f, --format   output format (default text)\n"
+          "  -f, --format   output format (default: from the -o suffix .json, .html, .xml\n"
+          "                 (junit), else text)\n"
           "  -o, --output   write to FILE instead of stdout (a regular file is replaced only\n"
           "                 when rendering succeeded; a device or FIFO is written in place)\n",
           out);
+}
+
+/* The format an output file's name asks for: .json, .html/.htm, .xml
+ * (JUnit), else text (no file, .txt, any other name, a bare ".json"). */
+static const char *format_of_name(const char *output) {
+    static const char *const by_suffix[][2] = {
+        {".json", "json"}, {".html", "html"}, {".htm", "html"}, {".xml", "junit"}};
+    size_t len = output ? strlen(output) : 0;
+    for (size_t i = 0; i < sizeof by_suffix / sizeof by_suffix[0]; i++) {
+        size_t sl = strlen(by_suffix[i][0]);
+        if (len > sl && output[len - sl - 1] != '/' && !strcasecmp(output + len - sl, by_suffix[i][0]))
+            return by_suffix[i][1];
+    }
+    return "text";
 }
 
 int tpa_cmd_report(int argc, char **argv) {
@@ -22,7 +39,7 @@ int tpa_cmd_report(int argc, char **argv) {
                                          {"output", required_argument, 0, 'o'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *format = "text", *output = NULL;
+    const char *format = NULL, *output = NULL;
     int c;
     optind = 1;
     opterr = 0;
@@ -34,6 +51,7 @@ int tpa_cmd_report(int argc, char **argv) {
         else
             return tpa_option_help_or_error("report", c, argv, usage);
     }
+    if (!format) format = format_of_name(output);
     int (*render)(const tpa_report_t *, FILE *) = NULL;
     if (!strcmp(format, "text"))
         render = tpa_render_text;

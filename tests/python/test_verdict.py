@@ -1,0 +1,143 @@
+"""The verdict before the run ends (shim/verdict.c): one `tpaudit:` line at
+the first audit with an error, judged in the process with the analyzer's own
+queries; TPAUDIT_FAIL_FAST ends the run there with exit status 4 and a
+complete database; tpaudit.audit(label=...) returns the findings and its
+label reaches the text, JSON and HTML reports.  Real torch, real SQLite
+files, the built shim and CLI; each must-find case has a clean twin that
+asserts an audit happened."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LIB = os.environ["TPAUDIT_TEST_LIB"]
+CLI = str(Path(LIB).resolve().parent.parent / "bin" / "tpaudit")
+PROBE = str(Path(LIB).resolve().parent.parent / "share" / "tpaudit" / "python")
+SEED = HERE / "scenarios" / "seed_embedding.py"
+
+LABELLED = r'''
+import sys
+import torch
+from torch import nn
+import tpaudit
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+if sys.argv[1] == "buggy":
+    model[2] = nn.Linear(8, 4)  # a policy replaces a layer after the optimizer
+found = tpaudit.audit(label="after-policy")
+print("FOUND", repr(found))
+print("still running")
+'''
+
+
+def run_py(tmp_path, args, extra_env=None, preload=True):
+    env = dict(os.environ, TPAUDIT_OUT=str(tmp_path), PYTHONUNBUFFERED="1")
+    env.pop("TPAUDIT_FAIL_FAST", None)
+    if preload:
+        env["LD_PRELOAD"] = LIB
+    env.update(extra_env or {})
+    return subprocess.run([sys.executable, *map(str, args)], env=env, capture_output=True, text=True, timeout=300)
+
+
+def tpaudit_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("tpaudit:")]
+
+
+def database(out):
+    (db,) = Path(out).glob("*.db")
+    return sqlite3.connect(str(db))
+
+
+def cli(*args):
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def test_seed_line_at_step_1(tmp_path):
+    r = run_py(tmp_path, [SEED, "--order", "buggy", "--steps", "3"])
+    assert r.returncode == 0, r.stderr
+    (line,) = tpaudit_lines(r.stderr)
+    assert line.startswith("tpaudit: at step 1: stale_param: AdamW param_groups[0].params[0] holds wte.weight "
+                           "[50257,16], which is no longer a model parameter (3.1 MiB retained"), line
+    assert "replaced at " in line and "seed_embedding.py:" in line and "stopping" not in line
+    con = database(tmp_path)
+    assert con.execute("select count(*) from audit where end_ns is not null").fetchone()[0] >= 2  # the run went on
+
+
+def test_seed_fixed_says_nothing(tmp_path):
+    r = run_py(tmp_path, [SEED, "--order", "fixed", "--steps", "3"])
+    plain = run_py(tmp_path / "plain", [SEED, "--order", "fixed", "--steps", "3"], preload=False)
+    assert r.returncode == plain.returncode == 0, r.stderr
+    assert tpaudit_lines(r.stderr) == [] and r.stdout == plain.stdout
+    con = database(tmp_path)
+    assert con.execute("select label, step from audit where id=1").fetchone() == ("step", 1)  # an audit happened
+
+
+def test_fail_fast_stops_at_step_1_with_a_complete_database(tmp_path):
+    r = run_py(tmp_path, [SEED, "--order", "buggy", "--steps", "3"], {"TPAUDIT_FAIL_FAST": "1"})
+    assert r.returncode == 4, r.stderr
+    (line,) = tpaudit_lines(r.stderr)
+    assert line.startswith("tpaudit: at step 1: stale_param:") and line.endswith(
+        "; stopping the run (fail-fast, exit status 4)"), line
+    con = database(tmp_path)
+    assert con.execute("select complete, exit_status, ended_by from run").fetchone() == (1, 4, "exit")
+    assert con.execute("select label, step, end_ns is not null from audit").fetchall() == [("step", 1, 1)]
+    report = cli("report", "--format", "json", tmp_path)
+    assert report.returncode == 0, report.stderr
+    doc = json.loads(report.stdout)
+    assert [(f["kind"], f["tensor"]["name"]) for f in doc["findings"]][0] == ("stale_param", "wte.weight")
+    assert cli("gate", "--max-retained", "0", tmp_path).returncode == 1
+
+
+def test_fail_fast_leaves_a_correct_run_alone(tmp_path):
+    r = run_py(tmp_path, [SEED, "--order", "fixed", "--steps", "3"], {"TPAUDIT_FAIL_FAST": "1"})
+    assert r.returncode == 0 and tpaudit_lines(r.stderr) == [], r.stderr
+    assert database(tmp_path).execute("select count(*) from audit").fetchone()[0] >= 2
+
+
+def test_labelled_audit_returns_findings_and_keeps_its_label(tmp_path):
+    script = tmp_path / "labelled.py"
+    script.write_text(LABELLED)
+    r = run_py(tmp_path / "out", [script, "buggy"], {"PYTHONPATH": PROBE})
+    assert r.returncode == 0, r.stderr
+    found = eval(r.stdout.split("FOUND ", 1)[1].splitlines()[0])  # a list of plain dicts
+    stale = sorted((f["kind"], f["name"], f["bytes"]) for f in found if f["kind"] == "stale_param")
+    assert stale == [("stale_param", "2.bias", 16), ("stale_param", "2.weight", 128)]
+    assert all(set(f) == {"kind", "severity", "name", "bytes", "replaced_at", "message"} for f in found)
+    assert all(f["severity"] == "error" and f["replaced_at"] for f in found)
+    assert [line.split(":")[1] for line in tpaudit_lines(r.stderr)] == [' at audit "after-policy"']
+    doc = json.loads(cli("report", "--format", "json", tmp_path / "out").stdout)
+    assert {f.get("label") for f in doc["findings"]} == {"after-policy"}
+    text = cli("report", tmp_path / "out").stdout
+    assert 'audited at "after-policy"' in text and 'audit "after-policy"' in text and "at exit" not in text
+    html = cli("report", "--format", "html", tmp_path / "out").stdout
+    assert "judged at audit &ldquo;after-policy&rdquo;" in html
+
+
+def test_labelled_audit_of_a_clean_model_returns_nothing(tmp_path):
+    script = tmp_path / "labelled.py"
+    script.write_text(LABELLED)
+    r = run_py(tmp_path / "out", [script, "fixed"], {"PYTHONPATH": PROBE})
+    assert r.returncode == 0, r.stderr
+    assert "FOUND []" in r.stdout and tpaudit_lines(r.stderr) == []
+    con = database(tmp_path / "out")
+    assert con.execute("select label from audit").fetchall() == [("after-policy",)]
+
+
+def test_labelled_audit_under_fail_fast_ends_the_run(tmp_path):
+    script = tmp_path / "labelled.py"
+    script.write_text(LABELLED)
+    r = run_py(tmp_path / "out", [script, "buggy"], {"PYTHONPATH": PROBE, "TPAUDIT_FAIL_FAST": "1"})
+    assert r.returncode == 4 and "still running" not in r.stdout, r.stderr
+    assert database(tmp_path / "out").execute("select complete, exit_status from run").fetchone() == (1, 4)
+
+
+def test_verdict_of_an_audit_never_ended_is_refused(tmp_path):
+    code = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]);"
+            "from tpaudit._structs import VerdictStruct as V;"
+            "v = V(); v.struct_size = ctypes.sizeof(V); v.audit_id = 7;"
+            "print(lib.tpaudit_v1_audit_verdict(ctypes.byref(v)))")
+    r = run_py(tmp_path, ["-c", code, LIB], {"PYTHONPATH": PROBE})
+    assert r.stdout.strip() == "-2", r.stderr  # TPAUDIT_EINVAL
