@@ -18,11 +18,7 @@ static const uint32_t one_short_cap = TPA_CAP_SHORT;
 static _Atomic int64_t g_audit_next = 1;
 static _Atomic int64_t g_audit_open; /* 0: none */
 
-static int live(void) {
-    int s = atomic_load_explicit(&tpa_state, memory_order_acquire);
-    if (s == TPA_CLOSED) sched_yield(); /* the process is ending: leave the CPU to the writer */
-    return s == TPA_RUNNING ? 0 : TPAUDIT_EDISABLED;
-}
+static int live(void) { return tpa_live(); }
 
 /* Copies a caller struct of struct_size bytes into a zeroed full one. */
 static int take(void *dst, size_t full, const void *src) {
@@ -175,7 +171,7 @@ TPA_API int tpaudit_v1_set_run_info(const char *field, const char *value) {
     int rc = tpa_run_set_text(field, value);
     /* A process whose probe ran or went off has a database even if it
      * records nothing else; one that never imported torch ("idle") has none. */
-    if (rc == 0 && tpa_run_python_is_worth_a_file()) rc = tpa_writer_ensure();
+    if (rc == 0 && tpa_run_python_is_worth_a_file()) rc = tpa_life_begin_recording();
     return rc;
 }
 

@@ -1,16 +1,18 @@
-/* exec_exit.c - the exec family and _exit/_Exit, interposed so that a
- * process image that ends through them still ends its database: before an
- * exec that can succeed (the file exists and is executable) the database is
- * drained, gets its final run row with ended_by = 'exec' (or is removed when
- * the process recorded nothing) and is closed; if the exec fails anyway it
- * is reopened and recording goes on.  _exit/_Exit end it like exit() does,
- * with ended_by = '_exit'.  A vfork child (it shares the parent's memory)
- * and a fork child that recorded nothing go straight to the real call.
- * glibc's exit() reaches _exit internally, not through these. */
+/* entry.c - where the host's and libc's events reach the shim: the
+ * constructor (and InitializeInjection), the destructor, on_exit (which
+ * sees the exit status), the fork handler, and the interposed exec family
+ * and _exit/_Exit.  Each hands its event to process_life.c's transition;
+ * CUPTI is flushed here first, since process_life.c sits below the CUPTI
+ * part.  Before an exec that can succeed (the file exists and is
+ * executable) the database is ended (ended_by = 'exec', or removed when the
+ * process recorded nothing); if the exec fails anyway it is reopened.
+ * _exit/_Exit end it like exit() does, with ended_by = '_exit'.  glibc's
+ * exit() reaches _exit internally, not through these. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,8 @@
 #include <unistd.h>
 
 #include "shim_internal.h"
+
+#define TPA_DESTRUCTOR_FLUSH_MS 100
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
@@ -41,7 +45,7 @@ static exit_fn r__exit, r__Exit;
         }                                      \
     } while (0)
 
-void tpa_exec_resolve(void) {
+static void exec_resolve(void) {
     RESOLVE(r_execve, "execve");
     RESOLVE(r_execvpe, "execvpe");
     RESOLVE(r_execv, "execv");
@@ -74,45 +78,51 @@ static int runnable_on_path(const char *file) {
     }
 }
 
-/* The real call between tpa_before_exec and tpa_after_failed_exec; errno kept. */
-#define AROUND_EXEC(likely, call)                      \
-    do {                                               \
-        int ended_ = (likely) ? tpa_before_exec() : 0; \
-        int rc_ = (call);                              \
-        int err_ = errno;                              \
-        tpa_after_failed_exec(ended_);                 \
-        errno = err_;                                  \
-        return rc_;                                    \
+/* 1 when the database was ended for the exec. */
+static int before_exec(void) {
+    if (tpa_life_running_here(1)) tpa_cupti_flush();
+    return tpa_life_exec();
+}
+
+/* The real call between before_exec and tpa_life_exec_failed; errno kept. */
+#define AROUND_EXEC(likely, call)                  \
+    do {                                           \
+        int ended_ = (likely) ? before_exec() : 0; \
+        int rc_ = (call);                          \
+        int err_ = errno;                          \
+        tpa_life_exec_failed(ended_);              \
+        errno = err_;                              \
+        return rc_;                                \
     } while (0)
 
 TPA_API int execve(const char *path, char *const argv[], char *const envp[]) {
-    tpa_exec_resolve();
+    exec_resolve();
     if (!r_execve) return (int)syscall(SYS_execve, path, argv, envp);
     AROUND_EXEC(runnable(path), r_execve(path, argv, envp));
 }
 
 TPA_API int execv(const char *path, char *const argv[]) {
-    tpa_exec_resolve();
+    exec_resolve();
     AROUND_EXEC(runnable(path), r_execv(path, argv));
 }
 
 TPA_API int execvp(const char *file, char *const argv[]) {
-    tpa_exec_resolve();
+    exec_resolve();
     AROUND_EXEC(runnable_on_path(file), r_execvp(file, argv));
 }
 
 TPA_API int execvpe(const char *file, char *const argv[], char *const envp[]) {
-    tpa_exec_resolve();
+    exec_resolve();
     AROUND_EXEC(runnable_on_path(file), r_execvpe(file, argv, envp));
 }
 
 TPA_API int fexecve(int fd, char *const argv[], char *const envp[]) {
-    tpa_exec_resolve();
+    exec_resolve();
     AROUND_EXEC(fcntl(fd, F_GETFD) >= 0, r_fexecve(fd, argv, envp));
 }
 
 TPA_API int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
-    tpa_exec_resolve();
+    exec_resolve();
     AROUND_EXEC(1, r_execveat(dirfd, path, argv, envp, flags));
 }
 
@@ -152,16 +162,63 @@ TPA_API int execle(const char *path, const char *arg, ...) {
               return execve(path, argv, envp););
 }
 
+/* exit, _exit: CUPTI's last records, then the database's end. */
+static void end_process(int status, const char *ended_by) {
+    if (tpa_life_notice_copy()) tpa_cupti_after_fork_child();
+    if (tpa_life_running_here(0)) {
+        tpa_cupti_flush();
+        tpa_cupti_shutdown();
+    }
+    tpa_life_exit(status, ended_by);
+}
+
 TPA_API void _exit(int status) {
-    tpa_before__exit(status);
+    end_process(status, "_exit");
     if (r__exit) r__exit(status);
     syscall(SYS_exit_group, status);
     __builtin_unreachable();
 }
 
 TPA_API void _Exit(int status) {
-    tpa_before__exit(status);
+    end_process(status, "_exit");
     if (r__Exit) r__Exit(status);
     syscall(SYS_exit_group, status);
     __builtin_unreachable();
+}
+
+static void on_exit_cb(int status, void *arg) {
+    (void)arg;
+    end_process(status, "exit");
+}
+
+/* Runs from _dl_fini, before on_exit_cb (registered earlier, so it runs
+ * later): commit what is queued, briefly; the final run row comes from
+ * on_exit_cb.  The library is linked -z nodelete, so on_exit_cb stays mapped. */
+__attribute__((destructor)) static void tpa_destructor(void) {
+    if (atomic_load(&tpa_state) == TPA_RUNNING && tpa_writer_has_db()) tpa_writer_flush(TPA_DESTRUCTOR_FLUSH_MS);
+}
+
+static void atfork_child(void) {
+    tpa_life_fork_child();
+    tpa_cupti_after_fork_child();
+}
+
+static void start(void) {
+    if (!tpa_life_start()) return;
+    exec_resolve();
+    on_exit(on_exit_cb, NULL);
+    pthread_atfork(NULL, NULL, atfork_child);
+    if (tpa_config()->cupti_enabled)
+        tpa_cupti_on_load();
+    else
+        tpa_run_set_cupti_status("off: TPAUDIT_CUPTI=off");
+}
+
+__attribute__((constructor)) static void tpa_constructor(void) { start(); }
+
+TPA_API int InitializeInjection(void) {
+    start();
+    if (atomic_load(&tpa_state) != TPA_RUNNING || !tpa_config()->cupti_enabled) return 1;
+    tpa_cupti_on_injection();
+    return 1;
 }

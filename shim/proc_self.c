@@ -1,12 +1,14 @@
 /* proc_self.c - facts about the host process the shim's files share: the
- * shim's own path, whether the program is a Python interpreter, and its
- * command line (raw, and as the run row's JSON argv). */
+ * shim's own path, whether the program is a Python interpreter, its
+ * command line (raw, and as the run row's JSON argv), and whether the
+ * calling thread is the last one alive. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shim_internal.h"
@@ -14,6 +16,14 @@
 static char g_self[PATH_MAX];
 
 const char *tpa_self_path(void) { return g_self; }
+
+/* /proc/PID/task links 2 + the process's threads, and a main thread that
+ * left by pthread_exit stays counted (a zombie) until the process ends: 4
+ * is the main thread and the caller alone.  No descriptor is opened. */
+int tpa_self_alone(void) {
+    struct stat sb;
+    return stat("/proc/self/task", &sb) == 0 && sb.st_nlink == 4;
+}
 
 void tpa_self_find(void) {
     Dl_info info;

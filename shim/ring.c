@@ -5,7 +5,8 @@
  * slots by advancing `tail`.  A full ring drops the event (counted).
  * The ring is mapped on the first record, not at load (a process that
  * records nothing reserves nothing), at TPA_RING_SLOTS slots or less under a
- * finite RLIMIT_AS, and MADV_WIPEONFORK so a fork copies none of it. */
+ * finite RLIMIT_AS, and MADV_WIPEONFORK so a fork copies none of it.  It
+ * calls no other file of the shim but run_state.c (counters, tpa_disable). */
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -134,8 +135,8 @@ static int reserve(uint32_t k, uint64_t *pos, int wait_ms) {
     }
 }
 
-int tpa_enqueue(int type, const void *fixed, uint32_t fixed_len, const char *const *strs, const uint32_t *caps,
-                int nstr, const uint64_t *ips, int nips, int wait_ms) {
+int tpa_ring_put(int type, const void *fixed, uint32_t fixed_len, const char *const *strs, const uint32_t *caps,
+                 int nstr, const uint64_t *ips, int nips, int wait_ms) {
     uint32_t lens[TPA_REC_MAX_STR];
     uint32_t total = (uint32_t)sizeof(struct tpa_rec_hdr) + fixed_len + 8u * (uint32_t)nips;
     for (int i = 0; i < nstr; i++) {
@@ -153,11 +154,8 @@ int tpa_enqueue(int type, const void *fixed, uint32_t fixed_len, const char *con
         total += 4 + (uint32_t)l;
     }
     if (total > TPA_REC_MAX) return TPAUDIT_EINVAL;
-    if (atomic_load_explicit(&g_ring_state, memory_order_acquire) != RING_READY && tpa_ring_ensure() != 0)
-        return TPAUDIT_EDISABLED;
-    if (tpa_writer_ensure() != 0) return TPAUDIT_EDISABLED;
-    if (!atomic_load_explicit(&g_enqueued, memory_order_relaxed) && !atomic_exchange(&g_enqueued, 1))
-        tpa_signals_install_lazily();
+    if (atomic_load_explicit(&g_ring_state, memory_order_acquire) != RING_READY) return TPAUDIT_EDISABLED;
+    if (!atomic_load_explicit(&g_enqueued, memory_order_relaxed)) atomic_store(&g_enqueued, 1);
     uint32_t k = (total + TPA_SLOT - 1) / TPA_SLOT;
     uint64_t pos;
     if (reserve(k, &pos, wait_ms) != 0) {

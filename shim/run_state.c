@@ -1,6 +1,10 @@
-/* run_state.c - counters and text fields of the run row, written by any
+/* run_state.c - the shim's state word (tpa_state) with the one transition
+ * any file may take, tpa_disable (a failure is found where it happens: a
+ * SQLite call, a descriptor check, a full disk; process_life.c takes all the
+ * others), and the counters and text fields of the run row, written by any
  * thread and copied into the database by the writer at each commit. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +17,21 @@ static _Atomic unsigned g_gen = 1;
 static _Atomic int64_t g_rank = -1, g_world = -1, g_local = -1;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static char g_cupti[256] = "off: not started", g_python[256] = "n/a", g_note[1024];
+
+_Atomic int tpa_state;
+
+void tpa_disable(const char *why) {
+    int expect = TPA_RUNNING;
+    if (atomic_compare_exchange_strong(&tpa_state, &expect, TPA_DISABLED))
+        tpa_log(TPA_LOG_WARN, "disabled: %s; the host continues without auditing", why);
+    tpa_run_mark_incomplete();
+}
+
+int tpa_live(void) {
+    int s = atomic_load_explicit(&tpa_state, memory_order_acquire);
+    if (s == TPA_CLOSED) sched_yield(); /* the process is ending: leave the CPU to the writer */
+    return s == TPA_RUNNING ? 0 : TPAUDIT_EDISABLED;
+}
 
 static int64_t env_int(const char *name) {
     const char *v = getenv(name);

@@ -1,7 +1,7 @@
 /* shim_internal.h - every internal interface between the shim's files (not
  * installed): the event ring and its record layouts, run state, shim
  * state, the database (db.c), record -> row (rows.c), the writer thread,
- * the database's descriptors, exec/_exit, stacks, modules and process
+ * the database's descriptors, the process's life, stacks, modules and process
  * facts.  cupti_contract.h is the narrower part the CUPTI files see. */
 #ifndef TPAUDIT_SHIM_INTERNAL_H
 #define TPAUDIT_SHIM_INTERNAL_H
@@ -116,9 +116,13 @@ struct tpa_rec_view {
 };
 
 /* Queues one record; strs[i] NULL is stored as NULL, strings longer than
- * caps[i] are cut and counted.  wait_ms > 0 waits that long for room. */
+ * caps[i] are cut and counted.  wait_ms > 0 waits that long for room.
+ * tpa_enqueue (process_life.c) is every producer's way in: it starts the
+ * process's database on its first record, then calls tpa_ring_put. */
 TPA_HIDDEN int tpa_enqueue(int type, const void *fixed, uint32_t fixed_len, const char *const *strs,
                            const uint32_t *caps, int nstr, const uint64_t *ips, int nips, int wait_ms);
+TPA_HIDDEN int tpa_ring_put(int type, const void *fixed, uint32_t fixed_len, const char *const *strs,
+                            const uint32_t *caps, int nstr, const uint64_t *ips, int nips, int wait_ms);
 /* Writer side: copies the oldest published record out; 1 got, 0 empty. */
 TPA_HIDDEN int tpa_ring_pop(void *buf, struct tpa_rec_view *view);
 TPA_HIDDEN uint64_t tpa_ring_head(void);
@@ -153,7 +157,10 @@ TPA_HIDDEN void tpa_run_reset_counters(void);
 /* ---- shim state ---- */
 enum tpa_state { TPA_OFF = 0, TPA_RUNNING = 1, TPA_DISABLED = 2, TPA_CLOSED = 3 };
 TPA_HIDDEN extern _Atomic int tpa_state;
+/* The one transition any file may take (run_state.c): RUNNING -> DISABLED,
+ * one line, the run marked incomplete. */
 TPA_HIDDEN void tpa_disable(const char *why);
+TPA_HIDDEN int tpa_live(void); /* 0 while RUNNING, else TPAUDIT_EDISABLED (yields while CLOSED) */
 
 /* ---- config parsing and TPAUDIT_AUDIT ---- */
 TPA_HIDDEN void tpa_config_load(void);
@@ -194,24 +201,32 @@ TPA_HIDDEN int tpa_rows_write_run(const struct tpa_run_end *end);
 TPA_HIDDEN unsigned tpa_rows_run_generation_written(void);
 TPA_HIDDEN void tpa_rows_reset(void);
 
-/* ---- writer thread ---- */
+/* ---- the writer (writer.c): what its thread does; process_life.c starts it ---- */
 /* How long an exit, _exit or exec may spend draining the ring before the
- * rest is discarded and counted, and then closing the file. */
+ * rest is discarded and counted; how long without any progress of the
+ * writer the end waits for the final run row; then how long for the close. */
 #define TPA_END_DRAIN_MS 450
+#define TPA_END_STALL_MS 5000
 #define TPA_END_CLOSE_MS 300
-TPA_HIDDEN int tpa_writer_ensure(void);          /* on the first record: opens the file, starts the thread */
+#define TPA_WRITER_ALONE 1
+TPA_HIDDEN int tpa_writer_open(void);   /* the first record's thread: the file; then the thread is made */
+TPA_HIDDEN void tpa_writer_abandon(void); /* the thread could not be made: the file goes */
+TPA_HIDDEN int tpa_writer_run(void);    /* the thread's loop; TPA_WRITER_ALONE when no host thread is left */
+TPA_HIDDEN void tpa_writer_end(void);   /* the thread's last step: final run row, close */
+TPA_HIDDEN void tpa_writer_watch_alone(void); /* the main thread left: idle, look for the last host thread */
 TPA_HIDDEN int tpa_writer_flush(int timeout_ms); /* waits for everything queued */
 TPA_HIDDEN int tpa_writer_flush_signal_safe(int timeout_ms);
-/* Ends the database: drains (bounded), writes the final run row with
- * ended_by ("exit", "_exit", "exec") and closes.  discard_if_empty: a
- * process that recorded nothing removes its file instead.  Only atomics and
- * nanosleep on the caller's side (the writer thread does the work), so it
- * may run in a signal handler that calls _exit. */
-TPA_HIDDEN void tpa_writer_finish(int has_status, int exit_status, const char *ended_by, int discard_if_empty);
-/* After an exec that failed: reopen the same database and go on recording. */
-TPA_HIDDEN void tpa_writer_resume_after_exec(void);
-TPA_HIDDEN void tpa_writer_reset_in_child(void);
+/* Asks the writer to end the database: drain (bounded), the final run row
+ * with ended_by ("exit", "_exit", "exec") and close.  discard_if_empty: a
+ * process that recorded nothing removes its file instead.  -1: no writer. */
+TPA_HIDDEN int tpa_writer_stop(const struct tpa_run_end *end, int discard_if_empty);
+/* Waits for that end with atomics and nanosleep only (the writer does the
+ * work), so it may run in a signal handler that calls _exit. */
+TPA_HIDDEN void tpa_writer_wait_end(void);
+TPA_HIDDEN int tpa_writer_after_failed_exec(void); /* 1 reopen the file, 0 none was kept, -1 still running */
+TPA_HIDDEN int tpa_writer_reset_in_child(void);    /* 1: forked mid open/close, SQLite unusable */
 TPA_HIDDEN int tpa_writer_has_db(void);
+TPA_HIDDEN int tpa_writer_live(void);
 
 /* ---- the database's file descriptors (db_fds.c) ---- */
 #define TPA_MIN_NOFILE 64              /* below this RLIMIT_NOFILE the shim stays off */
@@ -224,12 +239,15 @@ TPA_HIDDEN void tpa_dbfd_note_created(uint64_t dev, uint64_t ino);
 TPA_HIDDEN int tpa_dbfd_created(uint64_t dev, uint64_t ino);
 TPA_HIDDEN void tpa_dbfd_forget_in_child(void);
 
-/* ---- exec and _exit (exec_exit.c, lifecycle.c) ---- */
-TPA_HIDDEN void tpa_exec_resolve(void); /* looks up the real exec/_exit functions */
-TPA_HIDDEN int tpa_before_exec(void);   /* 1 when the database was ended for the exec */
-TPA_HIDDEN void tpa_after_failed_exec(int ended);
-TPA_HIDDEN void tpa_before__exit(int status);
-TPA_HIDDEN void tpa_signals_install_lazily(void); /* on the first record */
+/* ---- the process's life (process_life.c), called by entry.c and api.c ---- */
+TPA_HIDDEN int tpa_life_start(void); /* 1 the first time */
+TPA_HIDDEN int tpa_life_begin_recording(void);
+TPA_HIDDEN void tpa_life_fork_child(void);
+TPA_HIDDEN int tpa_life_notice_copy(void); /* 1: a clone child, just reset */
+TPA_HIDDEN int tpa_life_running_here(int need_db);
+TPA_HIDDEN void tpa_life_exit(int status, const char *ended_by);
+TPA_HIDDEN int tpa_life_exec(void); /* 1 when the database was ended for the exec */
+TPA_HIDDEN void tpa_life_exec_failed(int ended);
 
 /* ---- stacks and modules (writer side) ---- */
 TPA_HIDDEN void tpa_stack_reset(void);
@@ -244,6 +262,7 @@ TPA_HIDDEN const char *tpa_self_path(void);           /* absolute path of libtpa
 TPA_HIDDEN int tpa_is_python(void);                   /* basename of /proc/self/exe starts with python */
 TPA_HIDDEN int tpa_read_cmdline(char *buf, int cap);  /* NUL-separated, returns length */
 TPA_HIDDEN void tpa_argv_json(char *out, size_t cap); /* the command line as a JSON array */
+TPA_HIDDEN int tpa_self_alone(void); /* after the main thread left: 1 when the caller is the last thread */
 
 /* ---- Python bootstrap (python_boot.c) ---- */
 TPA_HIDDEN void tpa_python_bootstrap(void);

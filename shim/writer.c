@@ -1,9 +1,13 @@
-/* writer.c - the one writer thread: drains the ring into the database in
+/* writer.c - what the writer thread does; process_life.c starts the thread
+ * and decides when it ends.  It drains the ring into the database in
  * batched transactions (commit after TPA_BATCH records, TPA_BATCH_NS, an
- * empty ring or a flush request), turns the shim off on any failure, ends
- * a database within a bounded time (exit, _exit, exec), and starts over in
- * a fork child.  The database and the thread start on the process's first
- * record.  SQL lives in db.c, the record -> row mapping in rows.c. */
+ * empty ring or a flush request), turns the shim off on any failure, and
+ * ends the database when asked: the drain bounded in time (what is left is
+ * dropped and counted), then always the final run row, then close.  Idle,
+ * and once told that the main thread left, it watches for the last host
+ * thread to be gone.  It opens the database on the first record's thread
+ * (tpa_writer_open) and forgets the parent's in a child.  SQL lives in
+ * db.c, the record -> row mapping in rows.c. */
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -13,29 +17,31 @@
 #include "shim_internal.h"
 #include "verdict.h"
 
-#define TPA_BATCH        8192
-#define TPA_BATCH_NS     5000000LL
-#define TPA_WRITER_STACK (256u * 1024u)
+#define TPA_BATCH    8192
+#define TPA_BATCH_NS 5000000LL
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* flush waiters */
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
-static pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER; /* starting the writer */
 static _Atomic uint64_t g_flush_req, g_committed;
-static _Atomic int g_stop, g_thread_live, g_ready;
+static _Atomic uint64_t g_beat; /* advances while the writer makes progress */
+static _Atomic int g_stop, g_thread_live, g_has_db, g_final_done, g_watch_alone;
 static _Atomic int64_t g_drain_deadline;
 static _Atomic int g_discard_if_empty, g_removed, g_reopen;
 static struct tpa_run_end g_end; /* set before g_stop */
 static unsigned char g_buf[TPA_REC_MAX] __attribute__((aligned(16)));
 
 /* the writer thread's loop state */
-struct batch {
+static struct batch {
     int in_txn, n, ok;
     int64_t start;
-};
+} g_batch;
 
-int tpa_writer_has_db(void) { return atomic_load(&g_ready); }
+int tpa_writer_has_db(void) { return atomic_load(&g_has_db); }
+int tpa_writer_live(void) { return atomic_load(&g_thread_live); }
 
 static int step(enum tpa_stmt which) { return tpa_db_step(tpa_db_stmt(which)); }
+
+static void beat(void) { atomic_fetch_add_explicit(&g_beat, 1, memory_order_relaxed); }
 
 static void wake_waiters(void) {
     pthread_mutex_lock(&g_mu);
@@ -51,7 +57,10 @@ static void drain_discarding(void) {
 /* At the end's deadline: what is left is dropped and counted. */
 static void drop_rest_counting(void) {
     struct tpa_rec_view v;
-    while (tpa_ring_pop(g_buf, &v)) tpa_run_count_dropped();
+    while (tpa_ring_pop(g_buf, &v)) {
+        tpa_run_count_dropped();
+        beat();
+    }
     if (tpa_ring_tail() < tpa_ring_head()) tpa_run_count_dropped(); /* reserved, never published */
 }
 
@@ -90,8 +99,22 @@ static int maybe_commit(struct batch *b, int got, uint64_t tail) {
     return 0;
 }
 
+static void wait_1ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&g_mu);
+    if (!atomic_load(&g_stop)) pthread_cond_timedwait(&g_cv, &g_mu, &ts);
+    pthread_mutex_unlock(&g_mu);
+}
+
 /* The ring is empty and nothing is open: the run row if it changed, the
- * flush waiters, then a short wait for more. */
+ * flush waiters, then a short wait for more.  -1 on failure, 1 when no
+ * thread of the host is left (watched only after the main thread left). */
 static int idle(uint64_t tail) {
     tpa_verdict_writer_turn();
     if (tpa_run_generation() != tpa_rows_run_generation_written()) {
@@ -107,45 +130,44 @@ static int idle(uint64_t tail) {
         sched_yield();
         return 0;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
-    pthread_mutex_lock(&g_mu);
-    if (!atomic_load(&g_stop)) pthread_cond_timedwait(&g_cv, &g_mu, &ts);
-    pthread_mutex_unlock(&g_mu);
+    if (atomic_load(&g_watch_alone) && tpa_self_alone()) return 1;
+    wait_1ms();
     return 0;
 }
 
-static void drain(struct batch *b) {
+/* Until asked to stop (and drained, or past the deadline), disabled, or
+ * alone: TPA_WRITER_ALONE then, else 0. */
+static int drain(struct batch *b) {
     struct tpa_rec_view v;
-    for (;;) {
+    for (;; beat()) {
         if (atomic_load(&tpa_state) == TPA_DISABLED) {
             b->ok = 0;
-            return;
+            return 0;
         }
-        if (past_deadline()) return;
-        if (!b->in_txn && stopping_and_empty()) return;
+        if (past_deadline()) return 0;
+        if (!b->in_txn && stopping_and_empty()) return 0;
         if (!b->in_txn &&
             tpa_modules_refresh(tpa_db_stmt(TPA_ST_INSERT_module), tpa_db_stmt(TPA_ST_MODULE_UNLOAD), 0) != 0) {
             b->ok = tpa_db_fail("cannot update module table") == 0;
-            return;
+            return 0;
         }
         int got = tpa_ring_pop(g_buf, &v);
         if (got && write_record(b, &v) != 0) {
             b->ok = 0;
-            return;
+            return 0;
         }
         uint64_t tail = tpa_ring_tail();
-        if (maybe_commit(b, got, tail) != 0 || (!got && !b->in_txn && idle(tail) != 0)) {
+        if (maybe_commit(b, got, tail) != 0) {
             b->ok = 0;
-            return;
+            return 0;
         }
+        int rc = (!got && !b->in_txn) ? idle(tail) : 0;
+        if (rc < 0) b->ok = 0;
+        if (rc != 0) return rc > 0 ? TPA_WRITER_ALONE : 0;
     }
 }
+
+int tpa_writer_run(void) { return drain(&g_batch); }
 
 /* The end: what could not be written in time is counted, then the final
  * run row, then close (which checkpoints the WAL); an empty database of a
@@ -160,6 +182,7 @@ static void end_database(struct batch *b) {
             tpa_db_fail("cannot write final run row");
         b->in_txn = 0;
     }
+    atomic_store(&g_final_done, 1);
     if (atomic_load(&tpa_state) == TPA_DISABLED) {
         if (b->in_txn) tpa_db_rollback();
         drain_discarding();
@@ -171,63 +194,44 @@ static void end_database(struct batch *b) {
     }
 }
 
-static void *writer_main(void *arg) {
-    (void)arg;
-    struct batch b = {0, 0, 1, 0};
-    drain(&b);
-    end_database(&b);
+void tpa_writer_end(void) {
+    end_database(&g_batch);
     atomic_store(&g_committed, tpa_ring_tail());
     pthread_mutex_lock(&g_mu);
     atomic_store(&g_thread_live, 0);
     pthread_cond_broadcast(&g_cv);
     pthread_mutex_unlock(&g_mu);
-    return NULL;
 }
 
-/* The thread blocks every signal: the host's handlers never run on it. */
-static int start_thread(void) {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, TPA_WRITER_STACK);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    atomic_store(&g_stop, 0);
-    atomic_store(&g_thread_live, 1);
-    pthread_t th;
-    int rc = pthread_create(&th, &attr, writer_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) atomic_store(&g_thread_live, 0);
-    return rc;
-}
-
-static int start_locked(void) {
-    if (atomic_load(&g_ready)) return 0;
-    if (atomic_load(&tpa_state) != TPA_RUNNING) return TPAUDIT_EDISABLED;
-    int rc = atomic_load(&g_reopen) ? tpa_db_reopen() : tpa_db_open();
-    atomic_store(&g_reopen, 0);
-    if (rc == 0 && start_thread() != 0) {
-        tpa_disable("cannot start the writer thread (memory limit?)");
-        rc = -1;
-    }
+/* On the first record's thread, under process_life's start lock: the file
+ * (or, after a failed exec, the same file again).  On failure what was
+ * made is closed and removed. */
+int tpa_writer_open(void) {
+    int rc = atomic_exchange(&g_reopen, 0) ? tpa_db_reopen() : tpa_db_open();
     if (rc != 0) {
         tpa_db_close();
         tpa_db_remove_files();
         return -1;
     }
-    atomic_store(&g_ready, 1);
+    g_batch = (struct batch){0, 0, 1, 0};
+    atomic_store(&g_stop, 0);
+    atomic_store(&g_final_done, 0);
+    atomic_store(&g_has_db, 1);
+    atomic_store(&g_thread_live, 1); /* the thread is created next */
     return 0;
 }
 
-int tpa_writer_ensure(void) {
-    if (atomic_load_explicit(&g_ready, memory_order_acquire)) return 0;
-    if (atomic_load(&tpa_state) != TPA_RUNNING) return TPAUDIT_EDISABLED;
-    pthread_mutex_lock(&g_start_mu);
-    int rc = start_locked();
-    pthread_mutex_unlock(&g_start_mu);
-    return rc;
+/* The thread could not be created: the file goes. */
+void tpa_writer_abandon(void) {
+    atomic_store(&g_thread_live, 0);
+    atomic_store(&g_has_db, 0);
+    tpa_db_close();
+    tpa_db_remove_files();
+}
+
+void tpa_writer_watch_alone(void) {
+    atomic_store(&g_watch_alone, 1);
+    wake_waiters();
 }
 
 static void request_flush(uint64_t target) {
@@ -237,7 +241,7 @@ static void request_flush(uint64_t target) {
 
 int tpa_writer_flush(int timeout_ms) {
     if (atomic_load(&tpa_state) != TPA_RUNNING) return TPAUDIT_EDISABLED;
-    if (!atomic_load(&g_ready)) return 0; /* a fork child that recorded nothing */
+    if (!atomic_load(&g_has_db)) return 0; /* a fork child that recorded nothing */
     uint64_t target = tpa_ring_head();
     unsigned gen = tpa_run_generation();
     request_flush(target);
@@ -278,48 +282,63 @@ int tpa_writer_flush_signal_safe(int timeout_ms) {
     return TPAUDIT_EDISABLED;
 }
 
-void tpa_writer_finish(int has_status, int exit_status, const char *ended_by, int discard_if_empty) {
-    int expect = TPA_RUNNING;
-    atomic_compare_exchange_strong(&tpa_state, &expect, TPA_CLOSED); /* producers stop here */
-    if (!atomic_load(&g_ready) || !atomic_load(&g_thread_live)) return;
-    g_end.has_status = has_status;
-    g_end.status = exit_status;
-    g_end.ended_by = ended_by;
+int tpa_writer_stop(const struct tpa_run_end *end, int discard_if_empty) {
+    if (!atomic_load(&g_has_db) || !atomic_load(&g_thread_live)) return -1;
+    g_end = *end;
     atomic_store(&g_discard_if_empty, discard_if_empty);
-    int64_t now = tpa_now_ns();
-    atomic_store(&g_drain_deadline, now + TPA_END_DRAIN_MS * 1000000LL);
+    atomic_store(&g_drain_deadline, tpa_now_ns() + TPA_END_DRAIN_MS * 1000000LL);
     atomic_store(&g_stop, 1);
-    int64_t end = now + (TPA_END_DRAIN_MS + TPA_END_CLOSE_MS) * 1000000LL;
+    return 0;
+}
+
+/* Waits, with atomics and nanosleep only, for the final run row however
+ * long the writer takes to get the CPU, leaving only when it has made no
+ * progress at all for TPA_END_STALL_MS (stuck in a system call); then at
+ * most TPA_END_CLOSE_MS for the close. */
+void tpa_writer_wait_end(void) {
+    uint64_t seen = atomic_load(&g_beat);
+    int64_t since = tpa_now_ns();
+    while (atomic_load(&g_thread_live) && !atomic_load(&g_final_done)) {
+        nap_100us();
+        uint64_t now_beat = atomic_load(&g_beat);
+        if (now_beat != seen) {
+            seen = now_beat;
+            since = tpa_now_ns();
+        } else if (tpa_now_ns() - since > TPA_END_STALL_MS * 1000000LL) {
+            return;
+        }
+    }
+    int64_t end = tpa_now_ns() + TPA_END_CLOSE_MS * 1000000LL;
     while (atomic_load(&g_thread_live) && tpa_now_ns() < end) nap_100us();
 }
 
-void tpa_writer_resume_after_exec(void) {
-    if (atomic_load(&g_thread_live)) return; /* never stopped (timed out): it still runs */
-    int expect = TPA_CLOSED;
-    if (!atomic_compare_exchange_strong(&tpa_state, &expect, TPA_RUNNING)) return;
-    atomic_store(&g_ready, 0);
+/* After an exec that failed: 1 when the same file is to be reopened, 0
+ * when nothing had been recorded (the next record starts a new file), -1
+ * when the writer never stopped (it still runs). */
+int tpa_writer_after_failed_exec(void) {
+    if (atomic_load(&g_thread_live)) return -1;
+    atomic_store(&g_has_db, 0);
     atomic_store(&g_stop, 0);
     atomic_store(&g_discard_if_empty, 0);
-    if (atomic_load(&g_removed)) {
-        atomic_store(&g_removed, 0); /* nothing was recorded: the next record starts a new file */
-        return;
-    }
+    if (atomic_exchange(&g_removed, 0)) return 0;
     atomic_store(&g_reopen, 1);
-    tpa_writer_ensure();
+    return 1;
 }
 
 /* In the child: the parent's connection, statements and tables are
  * forgotten, never closed or freed (that would run SQLite's cleanup on the
  * parent's file, and touch pages the child shares with the parent); the
- * child's own database starts on its first record. */
-void tpa_writer_reset_in_child(void) {
+ * child's own database starts on its first record.  Returns 1 when the
+ * child must not use SQLite (forked while SQLite changed its lists). */
+int tpa_writer_reset_in_child(void) {
     pthread_mutex_init(&g_mu, NULL);
     pthread_cond_init(&g_cv, NULL);
-    pthread_mutex_init(&g_start_mu, NULL);
     int sqlite_unsafe = tpa_db_forget_in_child();
     atomic_store(&g_stop, 0);
     atomic_store(&g_thread_live, 0);
-    atomic_store(&g_ready, 0);
+    atomic_store(&g_has_db, 0);
+    atomic_store(&g_final_done, 0);
+    atomic_store(&g_watch_alone, 0);
     atomic_store(&g_flush_req, 0);
     atomic_store(&g_committed, 0);
     atomic_store(&g_discard_if_empty, 0);
@@ -329,8 +348,5 @@ void tpa_writer_reset_in_child(void) {
     tpa_ring_reset_in_child();
     tpa_stack_reset();
     tpa_modules_reset();
-    if (sqlite_unsafe && atomic_load(&tpa_state) == TPA_RUNNING) {
-        atomic_store(&tpa_state, TPA_DISABLED); /* forked while SQLite changed its lists */
-        tpa_log(TPA_LOG_INFO, "fork child: not recording (forked while the database was being opened)");
-    }
+    return sqlite_unsafe;
 }

@@ -1,0 +1,289 @@
+/* process_life.c - the process's life as the shim sees it: one state
+ * machine, every transition a named function here.  entry.c (constructor,
+ * on_exit, fork handler, exec family, _exit) and api.c call in; this file
+ * calls down into the writer, the ring and the run state, never up.
+ *
+ *   state (tpa_state, page)      transition                  next state
+ *   OFF                          start                       RUNNING, no database
+ *   RUNNING, no database         first_record                RUNNING, recording
+ *   RUNNING, recording           exit (any thread), _exit    CLOSED (final run row)
+ *   RUNNING, recording           hostless (the last host     CLOSED, then glibc's exit(0)
+ *                                thread left by pthread_exit)
+ *   RUNNING, recording           exec                        CLOSED (ended_by 'exec')
+ *   CLOSED after exec            exec_failed                 RUNNING, recording (same file)
+ *   any, in a fork child         fork_child                  RUNNING, no database
+ *   any, in a clone child        clone_child (seen on the    RUNNING, no database
+ *                                next record or end)
+ *   RUNNING, recording           signal (SIGTERM/SIGINT      unchanged (flushed), then the
+ *                                over SIG_DFL)               default action
+ *   RUNNING                      disabled (tpa_disable in    DISABLED (any file may take it:
+ *                                run_state.c)                a failure, a full disk)
+ *
+ * A copy of the process that ran no fork handler (a raw clone) is noticed
+ * through a page mapped MADV_WIPEONFORK: the copy finds it zeroed. */
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shim_internal.h"
+
+#define TPA_SIGNAL_FLUSH_MS 1000
+#define TPA_OPENING_WAIT_MS 10000
+#define TPA_WRITER_STACK    (256u * 1024u)
+
+/* Zeroed in every copy of the process (MADV_WIPEONFORK). */
+struct life_page {
+    _Atomic int admitted; /* records go straight to the ring */
+    _Atomic pid_t owner;  /* the process this page belongs to; 0 in a copy */
+};
+static struct life_page g_fallback; /* no page: copies are seen only through fork handlers */
+static struct life_page *g_page = &g_fallback;
+
+static pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int g_started, g_finished, g_signals_done, g_opening, g_writer_up, g_main_left, g_hostless;
+static __thread int t_opening __attribute__((tls_model("initial-exec")));
+static pthread_key_t g_main_key;
+static int g_main_key_made;
+static sigset_t g_host_mask; /* the signal mask of the thread that started the writer */
+
+static void close_state(void) {
+    int expect = TPA_RUNNING;
+    atomic_compare_exchange_strong(&tpa_state, &expect, TPA_CLOSED); /* producers stop here */
+}
+
+/* The main thread's key: its destructor runs when the main thread leaves
+ * by pthread_exit, never at exit(). */
+static void main_left(void *value) {
+    (void)value;
+    atomic_store(&g_main_left, 1);
+    tpa_writer_watch_alone();
+}
+
+static void mark_main_thread(void) {
+    if (g_main_key_made) pthread_setspecific(g_main_key, (void *)1);
+}
+
+static void map_page(void) {
+    void *p = mmap(NULL, sizeof(struct life_page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;
+    if (madvise(p, sizeof(struct life_page), MADV_WIPEONFORK) != 0) {
+        munmap(p, sizeof(struct life_page));
+        return;
+    }
+    g_page = p;
+}
+
+/* ---- start ---- */
+int tpa_life_start(void) {
+    if (atomic_exchange(&g_started, 1)) return 0;
+    map_page();
+    atomic_store(&g_page->owner, getpid());
+    if (gettid() == getpid() && pthread_key_create(&g_main_key, main_left) == 0) {
+        g_main_key_made = 1;
+        mark_main_thread();
+    }
+    tpa_self_find();
+    if (tpa_self_path()[0]) setenv("TPAUDIT_LIBRARY", tpa_self_path(), 1);
+    tpa_config_load();
+    tpa_run_init();
+    tpa_python_bootstrap();
+    atomic_store(&tpa_state, TPA_RUNNING);                            /* the database starts with the first record */
+    if (tpa_run_python_is_worth_a_file()) tpa_life_begin_recording(); /* the probe is off: say so in a file */
+    return 1;
+}
+
+/* ---- fork_child and clone_child: the parent's database is forgotten ---- */
+static int child_reset(void) {
+    atomic_store(&g_page->owner, getpid());
+    atomic_store(&g_page->admitted, 0);
+    pthread_mutex_init(&g_start_mu, NULL);
+    atomic_store(&g_opening, 0);
+    atomic_store(&g_writer_up, 0);
+    atomic_store(&g_main_left, 0);
+    mark_main_thread(); /* the child's one thread is its main thread */
+    if (atomic_load(&tpa_state) == TPA_CLOSED) atomic_store(&tpa_state, TPA_RUNNING);
+    int sqlite_unsafe = tpa_writer_reset_in_child();
+    tpa_run_reset_counters();
+    atomic_store(&g_finished, 0);
+    if (sqlite_unsafe && atomic_load(&tpa_state) == TPA_RUNNING) {
+        atomic_store(&tpa_state, TPA_DISABLED); /* forked while SQLite changed its lists */
+        tpa_log(TPA_LOG_INFO, "fork child: not recording (forked while the database was being opened)");
+    }
+    return 1;
+}
+
+void tpa_life_fork_child(void) { child_reset(); }
+
+/* 1 when this process turned out to be a copy made without fork handlers
+ * (it is then reset as a fork child is). */
+int tpa_life_notice_copy(void) {
+    if (atomic_load_explicit(&g_page->owner, memory_order_relaxed) || !atomic_load(&g_started)) return 0;
+    tpa_log(TPA_LOG_INFO, "a copy of process made without fork handlers (clone): recording into its own database");
+    return child_reset();
+}
+
+/* ---- first_record: the database, the writer thread, the signals ---- */
+static void *writer_thread(void *arg);
+
+static int start_writer_thread(void) {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, TPA_WRITER_STACK);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_sigmask(SIG_SETMASK, &all, &g_host_mask); /* the host's handlers never run on it */
+    pthread_t th;
+    int rc = pthread_create(&th, &attr, writer_thread, NULL);
+    pthread_sigmask(SIG_SETMASK, &g_host_mask, NULL);
+    pthread_attr_destroy(&attr);
+    return rc;
+}
+
+static int open_locked(void) {
+    if (atomic_load(&g_writer_up)) return 0;
+    if (atomic_load(&tpa_state) != TPA_RUNNING || tpa_ring_ensure() != 0) return TPAUDIT_EDISABLED;
+    if (tpa_writer_open() != 0) return TPAUDIT_EDISABLED;
+    if (start_writer_thread() != 0) {
+        tpa_disable("cannot start the writer thread (memory limit?)");
+        tpa_writer_abandon();
+        return TPAUDIT_EDISABLED;
+    }
+    if (atomic_load(&g_main_left)) tpa_writer_watch_alone();
+    atomic_store(&g_writer_up, 1);
+    return 0;
+}
+
+int tpa_life_begin_recording(void) {
+    tpa_life_notice_copy();
+    if (atomic_load_explicit(&g_writer_up, memory_order_acquire)) return 0;
+    if (!atomic_load(&g_started)) return TPAUDIT_EDISABLED;
+    pthread_mutex_lock(&g_start_mu);
+    t_opening = 1;
+    atomic_store(&g_opening, 1); /* before the state check: an exit now waits for the open */
+    int rc = open_locked();
+    atomic_store(&g_opening, 0);
+    t_opening = 0;
+    pthread_mutex_unlock(&g_start_mu);
+    return rc;
+}
+
+/* ---- signal: commit what is queued, then die of it the same way ---- */
+static void on_signal(int sig) {
+    tpa_run_mark_incomplete();
+    tpa_writer_flush_signal_safe(TPA_SIGNAL_FLUSH_MS);
+    signal(sig, SIG_DFL);
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, sig);
+    pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+    raise(sig);
+}
+
+static void install_over_default(int sig) {
+    struct sigaction cur;
+    if (sigaction(sig, NULL, &cur) != 0) return;
+    if ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL) return; /* the host's, or ignored */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, NULL);
+}
+
+/* On the first record, not at load: an interpreter (CPython installs its
+ * SIGINT handler only over SIG_DFL) has set up its own handlers by then.
+ * SIGINT is never taken in a Python interpreter. */
+static void install_signals_once(void) {
+    if (atomic_exchange(&g_signals_done, 1)) return;
+    install_over_default(SIGTERM);
+    if (!tpa_is_python()) install_over_default(SIGINT);
+}
+
+/* Every record passes here: one load while this process records. */
+int tpa_enqueue(int type, const void *fixed, uint32_t fixed_len, const char *const *strs, const uint32_t *caps,
+                int nstr, const uint64_t *ips, int nips, int wait_ms) {
+    if (__builtin_expect(!atomic_load_explicit(&g_page->admitted, memory_order_acquire), 0)) {
+        int rc = tpa_life_begin_recording();
+        if (rc != 0) return rc;
+        install_signals_once();
+        atomic_store(&g_page->admitted, 1);
+    }
+    return tpa_ring_put(type, fixed, fixed_len, strs, caps, nstr, ips, nips, wait_ms);
+}
+
+/* ---- exit, _exit, exec: the end of the database ---- */
+static void nap_1ms(void) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* A first record still creating the database is let finish (unless it is
+ * this very thread, interrupted by a signal), so the end finds it whole. */
+static void wait_opening(void) {
+    for (int ms = 0; atomic_load(&g_opening) && !t_opening && ms < TPA_OPENING_WAIT_MS; ms++) nap_1ms();
+}
+
+static void end_database(int has_status, int status, const char *ended_by, int discard_if_empty) {
+    struct tpa_run_end end = {0, has_status, status, ended_by};
+    if (atomic_load(&g_writer_up) && tpa_writer_stop(&end, discard_if_empty) == 0) tpa_writer_wait_end();
+}
+
+/* 1 when this process (not a vfork child sharing its memory) is running
+ * and, with need_db, has its database. */
+int tpa_life_running_here(int need_db) {
+    tpa_life_notice_copy();
+    return atomic_load(&g_page->owner) == getpid() && atomic_load(&tpa_state) == TPA_RUNNING &&
+           (!need_db || atomic_load(&g_writer_up));
+}
+
+void tpa_life_exit(int status, const char *ended_by) {
+    tpa_life_notice_copy();
+    if (atomic_load(&g_page->owner) != getpid()) return; /* a vfork child shares our memory: hands off */
+    if (atomic_exchange(&g_finished, 1)) return;
+    close_state();
+    wait_opening();
+    end_database(1, status, ended_by, 0);
+}
+
+int tpa_life_exec(void) {
+    if (!tpa_life_running_here(1)) return 0;
+    if (atomic_exchange(&g_finished, 1)) return 0;
+    close_state();
+    end_database(0, 0, "exec", 1);
+    return 1;
+}
+
+void tpa_life_exec_failed(int ended) {
+    if (!ended) return;
+    atomic_store(&g_finished, 0);
+    int reopen = tpa_writer_after_failed_exec();
+    if (reopen < 0) return; /* the writer never stopped (timed out): the shim stays closed */
+    int expect = TPA_CLOSED;
+    if (!atomic_compare_exchange_strong(&tpa_state, &expect, TPA_RUNNING)) return;
+    atomic_store(&g_writer_up, 0);
+    atomic_store(&g_page->admitted, 0);
+    if (reopen) tpa_life_begin_recording(); /* nothing recorded: the next record makes a new file */
+}
+
+/* ---- hostless: the writer is the last thread.  It ends the database and
+ * returns; glibc then calls exit(0) on it, as on the last host thread. ---- */
+static void life_hostless(void) {
+    if (atomic_exchange(&g_finished, 1)) return;
+    close_state();
+    struct tpa_run_end end = {0, 1, 0, "exit"};
+    if (tpa_writer_stop(&end, 0) == 0) tpa_writer_run();
+    atomic_store(&g_hostless, 1);
+}
+
+static void *writer_thread(void *arg) {
+    (void)arg;
+    if (tpa_writer_run() == TPA_WRITER_ALONE) life_hostless();
+    tpa_writer_end();
+    if (atomic_load(&g_hostless)) pthread_sigmask(SIG_SETMASK, &g_host_mask, NULL); /* the exit handlers run here */
+    return NULL;
+}
