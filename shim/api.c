@@ -1,11 +1,11 @@
-/* api.c - the exported tpaudit_v1_* functions of tpaudit.h and the
- * producer side of the CUPTI contract: validate, copy into the ring,
- * never block, except flush and audit_verdict (which wait for the writer's
- * commit, and for its judgement: verdict.c) and the control records (audit begin/end, tensor, ref), which wait up to
- * TPA_CONTROL_WAIT_MS for room in a full ring. */
-#include <sched.h>
+/* api.c - the exported tpaudit_v1_* functions of tpaudit.h: validate the
+ * caller's struct, copy it into the ring (through process_life.c's
+ * tpa_enqueue), never block, except flush and audit_verdict (which wait for
+ * the writer's commit, and for its judgement: verdict.c) and the control
+ * records (audit begin/end, tensor, ref), which wait up to
+ * TPA_CONTROL_WAIT_MS for room in a full ring.  The CUPTI part's rows go
+ * through emit.c. */
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "shim_internal.h"
@@ -179,32 +179,4 @@ TPA_API int tpaudit_v1_flush(void) {
     if (live()) return TPAUDIT_EDISABLED;
     tpa_cupti_flush();
     return tpa_writer_flush(30000);
-}
-
-int tpa_emit_alloc(const struct tpa_alloc_rec *rec) {
-    if (!rec) return TPAUDIT_EINVAL;
-    if (live()) return TPAUDIT_EDISABLED;
-    struct tpa_fx_alloc f;
-    memset(&f, 0, sizeof f);
-    f.ts = rec->ts_ns;
-    f.address = rec->address;
-    f.bytes = rec->bytes;
-    f.pool = rec->pool;
-    f.op = rec->op;
-    f.memkind = rec->memkind;
-    f.device = rec->device;
-    f.source = 0;
-    f.context = rec->context;
-    f.stream = rec->stream;
-    f.correlation = rec->correlation;
-    const char *strs[1] = {rec->label};
-    return tpa_enqueue(TPA_REC_ALLOC, &f, sizeof f, strs, &one_short_cap, 1, NULL, 0, 0);
-}
-
-int tpa_emit_api_call(uint32_t correlation, const char *api, int64_t ts_ns, const uint64_t *ips, int n_ips) {
-    if (live()) return TPAUDIT_EDISABLED;
-    if (n_ips < 0 || n_ips > TPA_MAX_STACK || (n_ips && !ips)) return TPAUDIT_EINVAL;
-    struct tpa_fx_api_call f = {ts_ns, (int64_t)syscall(SYS_gettid), correlation, 0};
-    const char *strs[1] = {api};
-    return tpa_enqueue(TPA_REC_API_CALL, &f, sizeof f, strs, &one_short_cap, 1, ips, n_ips, 0);
 }

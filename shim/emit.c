@@ -1,0 +1,39 @@
+/* emit.c - the producer side of the CUPTI contract (cupti_contract.h):
+ * the CUPTI part's allocation and API-call rows, queued like api.c's
+ * records.  Apart from api.c, which calls into the CUPTI part (a flush at
+ * each audit end), so that the two never call each other. */
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shim_internal.h"
+
+static const uint32_t one_short_cap = TPA_CAP_SHORT;
+
+int tpa_emit_alloc(const struct tpa_alloc_rec *rec) {
+    if (!rec) return TPAUDIT_EINVAL;
+    if (tpa_live()) return TPAUDIT_EDISABLED;
+    struct tpa_fx_alloc f;
+    memset(&f, 0, sizeof f);
+    f.ts = rec->ts_ns;
+    f.address = rec->address;
+    f.bytes = rec->bytes;
+    f.pool = rec->pool;
+    f.op = rec->op;
+    f.memkind = rec->memkind;
+    f.device = rec->device;
+    f.source = 0;
+    f.context = rec->context;
+    f.stream = rec->stream;
+    f.correlation = rec->correlation;
+    const char *strs[1] = {rec->label};
+    return tpa_enqueue(TPA_REC_ALLOC, &f, sizeof f, strs, &one_short_cap, 1, NULL, 0, 0);
+}
+
+int tpa_emit_api_call(uint32_t correlation, const char *api, int64_t ts_ns, const uint64_t *ips, int n_ips) {
+    if (tpa_live()) return TPAUDIT_EDISABLED;
+    if (n_ips < 0 || n_ips > TPA_MAX_STACK || (n_ips && !ips)) return TPAUDIT_EINVAL;
+    struct tpa_fx_api_call f = {ts_ns, (int64_t)syscall(SYS_gettid), correlation, 0};
+    const char *strs[1] = {api};
+    return tpa_enqueue(TPA_REC_API_CALL, &f, sizeof f, strs, &one_short_cap, 1, ips, n_ips, 0);
+}
