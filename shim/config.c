@@ -143,6 +143,7 @@ void tpa_config_load(void) {
     static const char *const logs[] = {"warn", "info", "debug"};
     static const char *const onoff[] = {"auto", "off"};
     g_cfg.log_level = parse_choice("TPAUDIT_LOG", logs, 3, TPA_LOG_WARN);
+    tpa_log_set_level(g_cfg.log_level);
     g_cfg.cupti_enabled = parse_choice("TPAUDIT_CUPTI", onoff, 2, 0) == 0;
     g_cfg.python_enabled = parse_choice("TPAUDIT_PYTHON", onoff, 2, 0) == 0;
 

@@ -11,6 +11,7 @@
 /* log.c: notes which file fd 2 is (device, inode, rdev, type) at load;
  * tpa_log() writes only while fd 2 is still that file. */
 TPA_HIDDEN void tpa_log_note_stderr(void);
+TPA_HIDDEN void tpa_log_set_level(int level); /* lines above it are not written */
 
 /* disk_guard.c: the shim's SQLite writes only while more than the reserve
  * stays free on the output's file system. */

@@ -24,6 +24,9 @@ struct file_id {
 
 static struct file_id g_stderr; /* fd 2 at load; !valid: there was none */
 static _Atomic int g_noted;
+static _Atomic int g_level = TPA_LOG_WARN; /* TPAUDIT_LOG, set by config.c */
+
+void tpa_log_set_level(int level) { atomic_store(&g_level, level); }
 
 static int fd2_identity(struct file_id *id) {
     struct stat sb;
@@ -46,7 +49,7 @@ static int stderr_is_ours(void) {
 }
 
 void tpa_log(int level, const char *fmt, ...) {
-    if (level > tpa_config()->log_level) return;
+    if (level > atomic_load_explicit(&g_level, memory_order_relaxed)) return;
     char line[1024];
     int n = snprintf(line, sizeof line, "tpaudit: ");
     va_list ap;
