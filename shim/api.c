@@ -83,7 +83,10 @@ TPA_API int tpaudit_v1_audit_verdict(tpaudit_verdict_t *verdict) {
     tpaudit_verdict_t v;
     if (take(&v, sizeof v, verdict)) return TPAUDIT_EINVAL;
     if (live()) return TPAUDIT_EDISABLED;
-    int rc = tpa_verdict_wait(&v);
+    int ms = tpa_verdict_ask(&v);
+    if (ms < 0) return ms;
+    int rc = tpa_writer_flush(ms); /* the audit's rows committed; the writer judges them next */
+    if (rc == 0) rc = tpa_verdict_wait(&v, ms);
     if (rc == 0) memcpy(verdict, &v, verdict->struct_size < sizeof v ? verdict->struct_size : sizeof v);
     return rc;
 }

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "shim_internal.h"
+#include "verdict.h"
 
 #define TPA_SIGNAL_FLUSH_MS 1000
 #define TPA_OPENING_WAIT_MS 10000
@@ -106,6 +107,7 @@ static int child_reset(void) {
     mark_main_thread(); /* the child's one thread is its main thread */
     if (atomic_load(&tpa_state) == TPA_CLOSED) atomic_store(&tpa_state, TPA_RUNNING);
     int sqlite_unsafe = tpa_writer_reset_in_child();
+    tpa_verdict_reset_in_child();
     tpa_run_reset_counters();
     atomic_store(&g_finished, 0);
     if (sqlite_unsafe && atomic_load(&tpa_state) == TPA_RUNNING) {

@@ -32,8 +32,8 @@ static struct tpa_verdict_result g_result; /* the latest judged, under g_mu */
 static int g_result_rc;
 static struct tpa_verdict_result g_scratch; /* the writer's */
 
-/* A fork child judges its own audits in its own database. */
-static void reset_in_child(void) {
+/* A fork or clone child judges its own audits in its own database. */
+void tpa_verdict_reset_in_child(void) {
     pthread_mutex_init(&g_mu, NULL);
     pthread_cond_init(&g_cv, NULL);
     atomic_store(&g_closed, 0);
@@ -46,7 +46,6 @@ static void reset_in_child(void) {
 static void init_once(void) {
     const char *v = getenv("TPAUDIT_FAIL_FAST");
     atomic_store(&g_fail_fast, v && *v && strcmp(v, "0") != 0);
-    pthread_atfork(NULL, NULL, reset_in_child);
 }
 
 static void raise_to(_Atomic int64_t *slot, int64_t v) {
@@ -126,15 +125,17 @@ static void copy_lines(char *dst, size_t cap, const char *text, size_t len) {
     dst[n] = 0;
 }
 
-int tpa_verdict_wait(struct tpaudit_verdict *v) {
+int tpa_verdict_ask(const struct tpaudit_verdict *v) {
     int64_t audit = v->audit_id;
     if (audit <= 0 || audit > atomic_load(&g_closed)) return TPAUDIT_EINVAL;
-    int ms = v->timeout_ms > 0 ? v->timeout_ms : TPA_VERDICT_WAIT_MS;
     raise_to(&g_wanted, audit);
-    int rc = tpa_writer_flush(ms); /* the audit's rows committed; the writer judges them next */
-    if (rc) return rc;
+    return v->timeout_ms > 0 ? v->timeout_ms : TPA_VERDICT_WAIT_MS;
+}
+
+int tpa_verdict_wait(struct tpaudit_verdict *v, int ms) {
+    int64_t audit = v->audit_id;
     pthread_mutex_lock(&g_mu);
-    rc = wait_judged(audit, ms);
+    int rc = wait_judged(audit, ms);
     if (rc == 0 && (g_result.audit_id != audit || g_result_rc != 0)) rc = TPAUDIT_EINVAL; /* a later one, or failed */
     if (rc == 0) {
         v->n_findings = g_result.n_findings;

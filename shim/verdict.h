@@ -39,8 +39,14 @@ void tpa_verdict_note_end(int64_t audit_id);
  * audit a caller waits for, or the latest ended one while none has had an
  * error yet, once its rows are committed.  One atomic load when idle. */
 void tpa_verdict_writer_turn(void);
-/* tpaudit_v1_audit_verdict's work on a zero-extended copy of the caller's struct. */
-int tpa_verdict_wait(struct tpaudit_verdict *v);
+/* tpaudit_v1_audit_verdict's work on a zero-extended copy of the caller's
+ * struct, in two steps around the writer's flush (api.c): ask checks the
+ * audit and asks for its judgement (returns the wait in ms, or a negative
+ * TPAUDIT_E*), wait then waits for the judgement and fills v. */
+int tpa_verdict_ask(const struct tpaudit_verdict *v);
+int tpa_verdict_wait(struct tpaudit_verdict *v, int ms);
+/* A fork or clone child starts over (process_life.c). */
+void tpa_verdict_reset_in_child(void);
 
 /* ---- the analyzer's side (verdict_judge.c) ---- */
 /* Judges closed audit `audit` of the database `db` (the writer's

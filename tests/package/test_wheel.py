@@ -68,6 +68,7 @@ class Install:
     def __init__(self, cli, env, python, package, importer=None, demo=True):
         self.cli, self.env, self.python, self.package = cli, env, python, package
         self.importer, self.demo = importer or python, demo
+        self.kind = None
 
 
 def install_venv(root):
@@ -115,7 +116,9 @@ KINDS = {"venv": install_venv, "target": install_target, "user": install_user, "
 
 @pytest.fixture(scope="module", params=sorted(KINDS))
 def installed(request, tmp_path_factory):
-    return KINDS[request.param](str(tmp_path_factory.mktemp(request.param)))
+    install = KINDS[request.param](str(tmp_path_factory.mktemp(request.param)))
+    install.kind = request.param
+    return install
 
 
 def test_the_build_packages_are_hidden():
@@ -175,3 +178,32 @@ def test_demo_buggy_then_fixed_through_run_and_gate(installed, tmp_path):
         run(installed.cli + ["gate", "--max-retained", "0", out], installed.env, str(tmp_path), expect=gate_status)
     assert ("stale_param", "wte.weight", [50257, 64]) in verdicts["buggy"]
     assert verdicts["fixed"] == []
+
+
+# With the CUDA runtime of torch's nvidia package loaded but not its CUPTI
+# (torch itself is not imported, which would load it), the shim's libcupti
+# search reaches the package beside the runtime; the toolkit is hidden.
+FIND_CUPTI = """
+import ctypes, sys
+ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+handle = ctypes.c_void_p()
+ctypes.CDLL(None).cuptiSubscribe(ctypes.byref(handle), None, None)
+print([line.split()[-1] for line in open("/proc/self/maps") if "libcupti" in line][:1])
+"""
+
+
+def test_cupti_found_in_torchs_nvidia_package(installed, tmp_path):
+    if installed.kind != "venv":
+        pytest.skip("once, through the venv install")
+    names = zipfile.ZipFile(WHEEL).read("tpaudit/_lib/libtpaudit.so")
+    if b"cuptiSubscribe" not in names:
+        pytest.skip("this wheel was built without the CUDA toolkit's cupti.h: no CUPTI part")
+    if os.environ.get("TPA_DEV_HIDDEN") != "1":
+        pytest.skip("the CUDA toolkit cannot be hidden here (no mount namespace)")
+    runtimes = glob.glob(os.path.join(sysconfig.get_paths()["purelib"], "nvidia", "*", "lib", "libcudart.so.*"))
+    if not runtimes:
+        pytest.skip("torch's nvidia CUDA runtime package is not in the project venv")
+    env = dict(installed.env, LD_PRELOAD=os.path.join(installed.package, "_lib", "libtpaudit.so"),
+               TPAUDIT_OUT=str(tmp_path / "out"), TPAUDIT_PYTHON="off")
+    said = run([installed.python, "-c", FIND_CUPTI, runtimes[0]], env, str(tmp_path))
+    assert os.path.join(os.path.dirname(runtimes[0]), "libcupti.so") in said, said
