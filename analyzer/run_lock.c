@@ -46,8 +46,8 @@ int tpa_run_lock(const char *dir) {
             char who[40] = "";
             if (pid > 0) snprintf(who, sizeof who, " (pid %ld)", pid);
             fprintf(stderr,
-                    "tpaudit: run: another tpaudit run%s is writing into %s; wait for it, or -o a new directory\n",
-                    who, dir);
+                    "tpaudit: run: another tpaudit run%s is writing into %s; wait for it, or -o a new directory\n", who,
+                    dir);
         } else
             fprintf(stderr, "tpaudit: run: cannot lock output directory %s: %s\n", dir, strerror(err));
         return -1;
@@ -56,5 +56,5 @@ int tpa_run_lock(const char *dir) {
     int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     int noted = ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) == n;
     (void)noted; /* the pid is only for another run's message */
-    return 0; /* fd stays open, and locked, until this process ends */
+    return 0;    /* fd stays open, and locked, until this process ends */
 }

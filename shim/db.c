@@ -52,6 +52,7 @@ static char g_sql[TPA_ST_COUNT][768];
 static sqlite3 *g_db;
 static sqlite3_stmt *g_st[TPA_ST_COUNT];
 static char g_path[4200];
+static int g_whole; /* the file has its schema and run row: a failure later leaves it, incomplete */
 /* Set while SQLite changes its process-wide lists (open, close): a fork
  * child that sees it set never uses SQLite. */
 static _Atomic int g_sqlite_global_busy;
@@ -126,10 +127,9 @@ int tpa_db_fail(const char *what) {
     if (tpa_dbfd_lost())
         snprintf(why, sizeof why, "%s: its file descriptor was closed or replaced by the host (%s)", what, g_path);
     else if (tpa_disk_full()) {
-        snprintf(why, sizeof why,
-                 "%s: the file system is down to the last %lld MiB the shim leaves to the host; %s is kept, "
-                 "marked incomplete",
-                 what, (long long)(tpa_disk_reserve() >> 20), g_path);
+        snprintf(why, sizeof why, "%s: the file system is down to the last %lld MiB the shim leaves to the host; %s %s",
+                 what, (long long)(tpa_disk_reserve() >> 20), g_path,
+                 g_whole ? "is kept, marked incomplete" : "is not made");
         tpa_disk_release(); /* the end (rollback, checkpoint, WAL removed) may use the reserve */
     } else
         snprintf(why, sizeof why, "%s: %s (%s)", what, g_db ? sqlite3_errmsg(g_db) : "no database", g_path);
@@ -146,13 +146,6 @@ int tpa_db_step(sqlite3_stmt *st) {
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
-/* BEGIN, the module table and the run row, COMMIT. */
-static int write_state(int modules) {
-    return tpa_db_step(g_st[TPA_ST_BEGIN]) ||
-           (modules && tpa_modules_refresh(g_st[TPA_ST_INSERT_module], g_st[TPA_ST_MODULE_UNLOAD], 1)) ||
-           tpa_rows_write_run(NULL) || tpa_db_step(g_st[TPA_ST_COMMIT]);
-}
-
 void tpa_db_close(void) {
     for (int i = 0; i < TPA_ST_COUNT; i++) {
         if (g_st[i]) sqlite3_finalize(g_st[i]);
@@ -162,6 +155,7 @@ void tpa_db_close(void) {
     if (g_db) sqlite3_close(g_db);
     atomic_store(&g_sqlite_global_busy, 0);
     g_db = NULL;
+    g_whole = 0;
 }
 
 void tpa_db_rollback(void) {
@@ -252,8 +246,9 @@ static int prepare_all(void) {
     return 0;
 }
 
-/* Creates the file and the schema; on failure the caller closes and
- * removes what was made. */
+/* Creates the file and the schema and prepares the statements (the run
+ * row and the module table are the writer's); on failure the caller closes
+ * and removes what was made. */
 int tpa_db_open(void) {
     if (tpa_dbfd_floor() < 0) {
         tpa_disable("RLIMIT_NOFILE is below "
@@ -273,9 +268,6 @@ int tpa_db_open(void) {
         return tpa_db_fail("cannot create schema");
     }
     if (prepare_all() != 0) return -1;
-    if (tpa_rows_insert_run(g_st[TPA_ST_INSERT_run]) != 0) return tpa_db_fail("cannot write run row");
-    if (write_state(1)) return tpa_db_fail("cannot write module table");
-    tpa_log(TPA_LOG_INFO, "writing %s", g_path);
     return 0;
 }
 
@@ -287,9 +279,14 @@ int tpa_db_reopen(void) {
         return -1;
     }
     if (connect_db("cannot reopen database") != 0 || prepare_all() != 0) return -1;
-    tpa_rows_reset();
-    if (write_state(0)) return tpa_db_fail("cannot reopen the run row");
     return 0;
+}
+
+/* The run row and the module table are in (writer.c): from now on a
+ * failure keeps the file, marked incomplete. */
+void tpa_db_made_whole(int reopened) {
+    if (!reopened) tpa_log(TPA_LOG_INFO, "writing %s", g_path);
+    g_whole = 1;
 }
 
 /* In a fork child: the parent's connection and statements are forgotten,
@@ -300,6 +297,7 @@ int tpa_db_forget_in_child(void) {
     g_db = NULL;
     for (int i = 0; i < TPA_ST_COUNT; i++) g_st[i] = NULL;
     g_path[0] = 0;
+    g_whole = 0;
     tpa_dbfd_forget_in_child();
     tpa_disk_forget_in_child();
     return unsafe;

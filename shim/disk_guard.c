@@ -28,7 +28,7 @@ typedef ssize_t (*pwrite_fn)(int, const void *, size_t, off_t);
 static write_fn n_write;
 static pwrite_fn n_pwrite, n_pwrite64;
 static int g_installed;
-static int64_t g_budget;              /* bytes that may be written before the next fstatvfs */
+static int64_t g_budget; /* bytes that may be written before the next fstatvfs */
 static _Atomic int64_t g_reserve = TPA_DISK_RESERVE_MIN;
 static _Atomic int g_full, g_released;
 

@@ -44,8 +44,7 @@ void tpa_log_note_stderr(void) {
 static int stderr_is_ours(void) {
     struct file_id now;
     if (!g_stderr.valid || fd2_identity(&now) != 0) return 0;
-    return now.type == g_stderr.type && now.dev == g_stderr.dev && now.ino == g_stderr.ino &&
-           now.rdev == g_stderr.rdev;
+    return now.type == g_stderr.type && now.dev == g_stderr.dev && now.ino == g_stderr.ino && now.rdev == g_stderr.rdev;
 }
 
 void tpa_log(int level, const char *fmt, ...) {
