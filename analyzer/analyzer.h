@@ -17,6 +17,10 @@ enum tpa_exit { TPA_EXIT_OK = 0, TPA_EXIT_GATE = 1, TPA_EXIT_USAGE = 2, TPA_EXIT
  * beside it; close it with tpa_db_close (db_open.c). */
 int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len);
 void tpa_db_close(sqlite3 *db);
+/* Removes the private copies ($TMPDIR/tpaudit-read-PID-*) whose analyzer
+ * is gone (killed while it read); each copy is otherwise removed as soon
+ * as it is open. */
+void tpa_db_clean_stale(void);
 /* Runs `sql`, statements that write only the connection's temporary
  * database (in memory), with query_only lifted for the call: the file
  * stays as it is (opened immutable and read-only, or a private copy).
@@ -26,14 +30,32 @@ int tpa_db_scratch(sqlite3 *db, const char *sql, char *why, size_t why_len);
 /* Expands PATH arguments (files or directories of *.db) into a sorted list (paths.c). */
 int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *why, size_t why_len);
 
-/* Loads every database into one report (runs + findings). 0, or -1 with why. */
-int tpa_analyze(char **files, size_t n_files, tpa_report_t *report, char *why, size_t why_len);
+/* What a verb reads of each database (load.c): the findings' kinds and
+ * bytes always; their names, stacks, allocations and messages (DETAILS),
+ * or those only of the findings that stand for their group of the same
+ * finding on several ranks, as the text report shows them (LEAD_DETAILS);
+ * the allocation scan and the stale bytes of every audit (MEMORY). */
+enum tpa_need {
+    TPA_NEED_FINDINGS = 0,
+    TPA_NEED_DETAILS = 1,
+    TPA_NEED_MEMORY = 2,
+    TPA_NEED_ALL = 3,
+    TPA_NEED_LEAD_DETAILS = 4
+};
+/* Loads every database into one report (runs + findings), read in
+ * parallel, merged in the order given. 0, or -1 with why. */
+int tpa_analyze_for(char **files, size_t n_files, int needs, tpa_report_t *report, char *why, size_t why_len);
+int tpa_analyze(char **files, size_t n_files, tpa_report_t *report, char *why, size_t why_len); /* TPA_NEED_ALL */
+/* Marks the runs that are helper processes of another run (load.c). */
+void tpa_mark_helpers(tpa_report_t *r);
 
 /* PATH arguments into one report: databases and directories, or (json_ok,
  * one path) a JSON report read back by report_read.c. 0, or -1 with why. */
-int tpa_load_inputs(int n, char **paths, int json_ok, tpa_report_t *r, char *why, size_t why_len);
-/* The same, saying why on stderr in one `tpaudit:` line when it fails. */
+int tpa_load_inputs(int n, char **paths, int json_ok, int needs, tpa_report_t *r, char *why, size_t why_len);
+/* The same, saying why on stderr in one `tpaudit:` line when it fails
+ * (everything read, or what `needs` asks for). */
 int tpa_load_or_say(int n, char **paths, int json_ok, tpa_report_t *r);
+int tpa_load_or_say_for(int n, char **paths, int json_ok, int needs, tpa_report_t *r);
 int tpa_is_json_report(const char *path);
 int tpa_read_json_report(const char *path, tpa_report_t *r, char *why, size_t why_len);
 

@@ -124,27 +124,21 @@ static int parse_options(int argc, char **argv, gate_options_t *o) {
 }
 
 /* The rules into the report model: retained bytes per rank (a process
- * without a rank is its own group), then the finding count. */
+ * without a rank is its own group, a helper process is in none), then the
+ * finding count. */
 static void judge_rules(tpa_report_t *r, const gate_options_t *o) {
     r->has_gate = 1;
     int passed = 1;
-    for (size_t i = 0; i < r->n_runs && o->gave_retained; i++) {
-        int ranked = r->runs[i].has_rank;
-        int64_t rank = ranked ? r->runs[i].rank : -1, retained = 0;
-        int seen = 0;
-        for (size_t k = 0; k < i && ranked; k++)
-            if (r->runs[k].has_rank && r->runs[k].rank == rank) seen = 1;
-        if (seen) continue;
-        for (size_t j = 0; j < r->n_findings; j++) {
-            const tpa_finding_t *f = &r->findings[j];
-            int mine = ranked ? f->rank == rank : f->run_index == i;
-            if (mine && f->is_error && f->is_new) retained = tpa_add_bytes(retained, f->retained_bytes);
-        }
-        int ok = retained <= o->max_retained;
+    tpa_rank_group_t *groups = NULL;
+    size_t n_groups = 0;
+    if (o->gave_retained && tpa_rank_groups(r, 1, &groups, &n_groups)) passed = 0; /* out of memory: fail */
+    for (size_t i = 0; i < n_groups; i++) {
+        int ok = groups[i].retained <= o->max_retained;
         passed &= ok;
-        add_rule(r, "max-retained", o->max_retained, retained, rank, ok);
-        if (!ranked) r->rules[r->n_rules - 1].pid = r->runs[i].pid;
+        add_rule(r, "max-retained", o->max_retained, groups[i].retained, groups[i].rank, ok);
+        if (groups[i].rank < 0) r->rules[r->n_rules - 1].pid = groups[i].pid;
     }
+    free(groups);
     int64_t counted = 0;
     for (size_t j = 0; j < r->n_findings; j++)
         if (r->findings[j].is_new && (r->findings[j].is_error || o->fail_on_warning)) counted++;
@@ -164,13 +158,16 @@ int tpa_cmd_gate(int argc, char **argv) {
     if (rc >= 0) return rc;
     tpa_report_t r, base;
     memset(&base, 0, sizeof base);
-    if (tpa_load_or_say(argc - optind, argv + optind, 0, &r)) {
+    /* The text verdict needs each finding's kind and bytes, a baseline its
+     * name as the report gives it, JUnit its message too. */
+    int needs = o.junit ? TPA_NEED_ALL : o.baseline ? TPA_NEED_DETAILS : TPA_NEED_FINDINGS;
+    if (tpa_load_or_say_for(argc - optind, argv + optind, 0, needs, &r)) {
         tpa_report_free(&r);
         return TPA_EXIT_USAGE;
     }
     if (o.baseline) {
         char *bp[1] = {(char *)o.baseline};
-        if (tpa_load_or_say(1, bp, 1, &base)) {
+        if (tpa_load_or_say_for(1, bp, 1, TPA_NEED_FINDINGS, &base)) {
             tpa_report_free(&r);
             tpa_report_free(&base);
             return TPA_EXIT_USAGE;

@@ -8,28 +8,25 @@
  *   or another process's lock does not matter);
  * - a database with a non-empty -wal or -journal beside it (a run still
  *   being written, or one that was killed) is copied, with that file, into
- *   a private temporary directory and read there, so the committed
- *   transactions in its WAL are seen and the copy is one snapshot.
+ *   a private temporary directory ($TMPDIR/tpaudit-read-PID-XXXXXX) and
+ *   read there, so the committed transactions in its WAL are seen and the
+ *   copy is one snapshot.  Its files are removed as soon as the read
+ *   transaction holds them open; one left by an analyzer killed before that
+ *   is removed by the next one (tpa_db_clean_stale: its PID is gone).
  * Everything is read inside one read transaction, with query_only set;
  * what the analysis works out once per database goes into the connection's
  * temporary database, kept in memory (tpa_db_scratch). */
 #include "analyzer.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* Private copies in use: closed databases remove theirs. */
-typedef struct snapshot_dir {
-    sqlite3 *db;
-    char *dir;
-} snapshot_dir_t;
-static snapshot_dir_t *g_snapshots;
-static size_t g_n_snapshots;
 
 /* Opens `path` only if it is a regular file (never blocks on a FIFO or
  * opens a device); returns the fd, or -1 with why. */
@@ -115,6 +112,32 @@ static void remove_snapshot_dir(const char *dir) {
     rmdir(dir);
 }
 
+#define SNAPSHOT_PREFIX "tpaudit-read-"
+
+static const char *tmp_dir(void) {
+    const char *tmp = getenv("TMPDIR");
+    return tmp && *tmp ? tmp : "/tmp";
+}
+
+void tpa_db_clean_stale(void) {
+    DIR *d = opendir(tmp_dir());
+    if (!d) return;
+    struct dirent *e;
+    size_t plen = strlen(SNAPSHOT_PREFIX);
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, SNAPSHOT_PREFIX, plen)) continue;
+        char *end;
+        long pid = strtol(e->d_name + plen, &end, 10);
+        if (end == e->d_name + plen || *end != '-' || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its analyzer still runs (or is not ours) */
+        char dir[4200];
+        struct stat sb;
+        snprintf(dir, sizeof dir, "%s/%s", tmp_dir(), e->d_name);
+        if (lstat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) && sb.st_uid == geteuid()) remove_snapshot_dir(dir);
+    }
+    closedir(d);
+}
+
 static int same_file_state(const struct stat *a, const struct stat *b) {
     return a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
            a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
@@ -123,9 +146,8 @@ static int same_file_state(const struct stat *a, const struct stat *b) {
 /* Copies the database and its pending side files into a new private
  * directory; retries while a writer changes them under the copy. */
 static char *make_snapshot(const char *path) {
-    const char *tmp = getenv("TMPDIR");
     char dir[4096];
-    if ((size_t)snprintf(dir, sizeof dir, "%s/tpaudit-read-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= sizeof dir)
+    if ((size_t)snprintf(dir, sizeof dir, "%s/" SNAPSHOT_PREFIX "%ld-XXXXXX", tmp_dir(), (long)getpid()) >= sizeof dir)
         return NULL;
     if (strlen(path) > 4096 || !mkdtemp(dir)) return NULL;
     static const char *SIDES[] = {"-wal", "-journal"};
@@ -173,13 +195,6 @@ void tpa_db_close(sqlite3 *db) {
     tpa_symbolize_forget(db);
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     sqlite3_close(db);
-    for (size_t i = 0; i < g_n_snapshots; i++)
-        if (g_snapshots[i].db == db) {
-            remove_snapshot_dir(g_snapshots[i].dir);
-            free(g_snapshots[i].dir);
-            g_snapshots[i] = g_snapshots[--g_n_snapshots];
-            break;
-        }
 }
 
 static int fail(sqlite3 *db, int code) {
@@ -203,8 +218,9 @@ static int check_magic(const char *path, char *why, size_t why_len) {
 }
 
 /* Opens `path` read-only and immutable, or a private copy of it when it
- * has a pending journal; 0, or -1 with why. */
-static int open_sqlite(const char *path, sqlite3 **out, char *why, size_t why_len) {
+ * has a pending journal (its directory in *snap, to remove once the
+ * copy is held open); 0, or -1 with why. */
+static int open_sqlite(const char *path, sqlite3 **out, char **snap_out, char *why, size_t why_len) {
     char *snap = NULL;
     if (has_pending(path, "-wal") || has_pending(path, "-journal")) {
         snap = make_snapshot(path);
@@ -220,18 +236,7 @@ static int open_sqlite(const char *path, sqlite3 **out, char *why, size_t why_le
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(
         uri, &db, (snap ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY) | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
-    if (snap) {
-        snapshot_dir_t *v = realloc(g_snapshots, (g_n_snapshots + 1) * sizeof *v);
-        if (!v) {
-            remove_snapshot_dir(snap);
-            free(snap);
-            sqlite3_close(db);
-            snprintf(why, why_len, "out of memory");
-            return -1;
-        }
-        g_snapshots = v;
-        g_snapshots[g_n_snapshots++] = (snapshot_dir_t){db, snap};
-    }
+    *snap_out = snap;
     if (rc != SQLITE_OK) {
         snprintf(why, why_len, "cannot open %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
         return fail(db, -1);
@@ -305,9 +310,14 @@ int tpa_db_scratch(sqlite3 *db, const char *sql, char *why, size_t why_len) {
 
 int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len) {
     *out = NULL;
-    sqlite3 *db;
-    if (check_magic(path, why, why_len) || open_sqlite(path, &db, why, why_len)) return -1;
-    if (check_contents(db, path, why, why_len)) return fail(db, -1);
+    sqlite3 *db = NULL;
+    char *snap = NULL;
+    int rc = check_magic(path, why, why_len) || open_sqlite(path, &db, &snap, why, why_len) ||
+             check_contents(db, path, why, why_len);
+    /* The read transaction holds the copy (and its WAL) open: its names can go. */
+    if (snap) remove_snapshot_dir(snap);
+    free(snap);
+    if (rc) return fail(db, -1);
     *out = db;
     return 0;
 }

@@ -52,9 +52,11 @@ typedef struct tpa_judged_audit {
 tpa_judged_audit_t tpa_judge_audit(sqlite3 *db, tpa_run_t *run);
 /* Marks `run` (and `r`) inconclusive when it cannot be judged. */
 void tpa_judge_inconclusive(sqlite3 *db, tpa_run_t *run, tpa_report_t *r);
-/* Stale bytes at every closed audit, for the plot. */
-void tpa_judge_marks(sqlite3 *db, tpa_run_t *run);
-/* The headline findings of run `run_index`, from its judged audit. 0 or -1. */
-int tpa_judge_headline(sqlite3 *db, const tpa_judged_audit_t *audit, size_t run_index, tpa_report_t *r);
+/* Stale bytes at every closed audit, for the plot; audit `known_audit`'s
+ * are `known_bytes` (the judged audit's, from its headline findings). */
+void tpa_judge_marks(sqlite3 *db, tpa_run_t *run, int64_t known_audit, int64_t known_bytes);
+/* The headline findings of run `run_index`, from its judged audit, with
+ * `details` an enum tpa_details. 0 or -1. */
+int tpa_judge_headline(sqlite3 *db, const tpa_judged_audit_t *audit, int details, size_t run_index, tpa_report_t *r);
 
 #endif

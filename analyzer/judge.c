@@ -28,7 +28,7 @@ static int64_t query_int(sqlite3 *db, const char *sql) {
 
 /* Stale bytes at every closed audit, for the plot; grows with the rows it
  * reads (never sized by an earlier count). */
-void tpa_judge_marks(sqlite3 *db, tpa_run_t *run) {
+void tpa_judge_marks(sqlite3 *db, tpa_run_t *run, int64_t known_audit, int64_t known_bytes) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "SELECT id, begin_ns, step FROM audit a WHERE end_ns IS NOT NULL ORDER BY id", -1, &st,
                            NULL) != SQLITE_OK)
@@ -46,6 +46,10 @@ void tpa_judge_marks(sqlite3 *db, tpa_run_t *run) {
         m->ts_ns = tpa_clamp_ts(sqlite3_column_int64(st, 1));
         m->step = sqlite3_column_int64(st, 2);
         m->stale_bytes = 0;
+        if (sqlite3_column_int64(st, 0) == known_audit) { /* the judged audit: its findings are already read */
+            m->stale_bytes = known_bytes;
+            continue;
+        }
         tpa_report_t scratch;
         memset(&scratch, 0, sizeof scratch);
         if (tpa_findings_for_db(db, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), -1, m->step, 0,
@@ -124,12 +128,12 @@ tpa_judged_audit_t tpa_judge_audit(sqlite3 *db, tpa_run_t *run) {
     return a;
 }
 
-int tpa_judge_headline(sqlite3 *db, const tpa_judged_audit_t *audit, size_t run_index, tpa_report_t *r) {
+int tpa_judge_headline(sqlite3 *db, const tpa_judged_audit_t *audit, int details, size_t run_index, tpa_report_t *r) {
     if (!audit->id) return 0;
     const tpa_run_t *run = &r->runs[run_index];
     size_t first = r->n_findings;
-    int rc =
-        tpa_findings_for_db(db, audit->id, audit->begin_ns, run->has_rank ? run->rank : -1, run->headline_step, 1, r);
+    int rc = tpa_findings_for_db(db, audit->id, audit->begin_ns, run->has_rank ? run->rank : -1, run->headline_step,
+                                 details, r);
     sanitize_findings(r, first);
     for (size_t i = first; i < r->n_findings; i++) {
         r->findings[i].run_index = run_index;

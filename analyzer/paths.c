@@ -71,21 +71,25 @@ int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *
     return 0;
 }
 
-int tpa_load_inputs(int n, char **paths, int json_ok, tpa_report_t *r, char *why, size_t why_len) {
+int tpa_load_inputs(int n, char **paths, int json_ok, int needs, tpa_report_t *r, char *why, size_t why_len) {
     memset(r, 0, sizeof *r);
     if (json_ok && n == 1 && tpa_is_json_report(paths[0])) return tpa_read_json_report(paths[0], r, why, why_len);
     char **files;
     size_t n_files;
     if (tpa_collect_paths(n, paths, &files, &n_files, why, why_len)) return -1;
-    int rc = tpa_analyze(files, n_files, r, why, why_len);
+    int rc = tpa_analyze_for(files, n_files, needs, r, why, why_len);
     for (size_t i = 0; i < n_files; i++) free(files[i]);
     free(files);
     return rc;
 }
 
-int tpa_load_or_say(int n, char **paths, int json_ok, tpa_report_t *r) {
+int tpa_load_or_say_for(int n, char **paths, int json_ok, int needs, tpa_report_t *r) {
     char why[8400] = "";
-    int rc = tpa_load_inputs(n, paths, json_ok, r, why, sizeof why);
+    int rc = tpa_load_inputs(n, paths, json_ok, needs, r, why, sizeof why);
     if (rc) fprintf(stderr, "tpaudit: %s\n", tpa_term(why));
     return rc;
+}
+
+int tpa_load_or_say(int n, char **paths, int json_ok, tpa_report_t *r) {
+    return tpa_load_or_say_for(n, paths, json_ok, TPA_NEED_ALL, r);
 }

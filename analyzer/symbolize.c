@@ -5,12 +5,16 @@
  * names are demangled through libstdc++'s __cxa_demangle when that library
  * can be loaded (it is looked up at run time, so the analyzer stays C).
  * Bounded: at most TPA_MAX_FRAMES frames of a stack are read, each module
- * file is opened once per analysis, and the module table of a database is
- * read once into memory. */
+ * file is opened once per analysis, each (module, offset) resolved once
+ * (databases of one job share their code), and the module table of a
+ * database is read once into memory.  Safe across the loading threads:
+ * the module table is the thread's own, the sessions and what they
+ * resolved are shared under one lock. */
 #include "analyzer.h"
 
 #include <dlfcn.h>
 #include <elfutils/libdwfl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -57,6 +61,40 @@ typedef struct session {
 } session_t;
 static session_t g_sessions[MAX_SESSIONS];
 static size_t g_n_sessions;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* What (session, offset) resolved to: an open hash table, grown at 3/4. */
+typedef struct resolved {
+    const session_t *s; /* NULL: empty slot */
+    uint64_t offset;
+    char *function, *file;
+    long line;
+} resolved_t;
+static struct {
+    resolved_t *v;
+    size_t cap, n;
+} g_resolved;
+
+static size_t slot_of(const resolved_t *v, size_t cap, const session_t *s, uint64_t offset) {
+    size_t h = (size_t)((offset ^ (uint64_t)(uintptr_t)s) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+    while (v[h].s && (v[h].s != s || v[h].offset != offset)) h = (h + 1) & (cap - 1);
+    return h;
+}
+
+/* The slot for (s, offset), found or new (s NULL in it); NULL when out of memory. */
+static resolved_t *resolved_slot(const session_t *s, uint64_t offset) {
+    if ((g_resolved.n + 1) * 4 > g_resolved.cap * 3) {
+        size_t cap = g_resolved.cap ? g_resolved.cap * 2 : 1024;
+        resolved_t *v = calloc(cap, sizeof *v);
+        if (!v) return NULL;
+        for (size_t i = 0; i < g_resolved.cap; i++)
+            if (g_resolved.v[i].s) v[slot_of(v, cap, g_resolved.v[i].s, g_resolved.v[i].offset)] = g_resolved.v[i];
+        free(g_resolved.v);
+        g_resolved.v = v;
+        g_resolved.cap = cap;
+    }
+    return &g_resolved.v[slot_of(g_resolved.v, g_resolved.cap, s, offset)];
+}
 
 static const session_t *session_for(const char *path) {
     for (size_t i = 0; i < g_n_sessions; i++)
@@ -82,23 +120,39 @@ static const session_t *session_for(const char *path) {
     return s;
 }
 
-/* Resolves `offset` (address - module base) inside the module at `path`. */
-static void resolve_in_file(const char *path, uint64_t offset, tpa_frame_t *frame) {
-    const session_t *s = session_for(path);
-    if (!s || !s->dwfl) return;
+/* Looks `offset` up in session `s`'s module (function, file, line). */
+static void lookup(const session_t *s, uint64_t offset, resolved_t *out) {
     /* Return addresses point after the call: look up the byte before. */
     Dwarf_Addr pc = s->base + offset - (offset ? 1 : 0);
     const char *name = dwfl_module_addrname(s->mod, pc);
-    if (name) frame->function = readable_name(name);
+    if (name) out->function = readable_name(name);
     Dwfl_Line *line = dwfl_module_getsrc(s->mod, pc);
     if (line) {
         int lineno = 0;
         const char *src = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
         if (src) {
-            frame->file = tpa_strdup(src);
-            frame->line = lineno;
+            out->file = tpa_strdup(src);
+            out->line = lineno;
         }
     }
+}
+
+/* Resolves `offset` (address - module base) inside the module at `path`. */
+static void resolve_in_file(const char *path, uint64_t offset, tpa_frame_t *frame) {
+    pthread_mutex_lock(&g_lock);
+    const session_t *s = session_for(path);
+    resolved_t *r = s && s->dwfl ? resolved_slot(s, offset) : NULL;
+    if (r && !r->s) {
+        *r = (resolved_t){s, offset, NULL, NULL, 0};
+        g_resolved.n++;
+        lookup(s, offset, r);
+    }
+    if (r) {
+        frame->function = tpa_strdup(r->function);
+        frame->file = tpa_strdup(r->file);
+        frame->line = r->file ? r->line : 0;
+    }
+    pthread_mutex_unlock(&g_lock);
 }
 
 /* The module table of one database, in memory and sorted by `low`, with
@@ -110,7 +164,7 @@ typedef struct module_row {
     uint64_t base;
     int64_t low, high, max_high;
 } module_row_t;
-static struct {
+static _Thread_local struct {
     sqlite3 *db;
     module_row_t *v;
     size_t n;

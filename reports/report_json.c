@@ -9,6 +9,7 @@
 #include "tpa_model.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Writes a parsed JSON value again through the escaping writers, so what
@@ -207,26 +208,17 @@ static void put_by_kind(FILE *out, const tpa_report_t *r) {
 }
 
 /* One entry per rank; a process without a rank is its own entry (with its
- * pid), as the gate judges it. */
+ * pid), as the gate judges it (tpa_rank_groups). */
 static void put_by_rank(FILE *out, const tpa_report_t *r) {
-    int first = 1;
-    for (size_t i = 0; i < r->n_runs; i++) {
-        const tpa_run_t *run = &r->runs[i];
-        int seen = 0;
-        for (size_t j = 0; j < i && run->has_rank; j++) seen |= r->runs[j].has_rank && r->runs[j].rank == run->rank;
-        if (seen) continue;
-        int64_t retained = 0;
-        for (size_t j = 0; j < r->n_findings; j++) {
-            const tpa_finding_t *f = &r->findings[j];
-            int mine = run->has_rank ? f->rank == run->rank : f->run_index == i;
-            if (mine && f->is_error) retained = tpa_add_bytes(retained, f->retained_bytes);
-        }
-        fprintf(out, "%s{\"rank\":", first ? "" : ",");
-        put_rank(out, run->has_rank, run->rank);
+    tpa_rank_group_t *g;
+    size_t n;
+    if (tpa_rank_groups(r, 0, &g, &n)) return;
+    for (size_t i = 0; i < n; i++) {
+        fprintf(out, "%s{\"rank\":", i ? "," : "");
+        put_rank(out, g[i].rank >= 0, g[i].rank);
         fputs(",\"pid\":", out);
-        put_rank(out, !run->has_rank, run->pid);
-        fprintf(out, ",\"retained_bytes\":%" PRId64 "}", retained);
-        first = 0;
+        put_rank(out, g[i].rank < 0, g[i].pid);
+        fprintf(out, ",\"retained_bytes\":%" PRId64 "}", g[i].retained);
     }
 }
 
@@ -241,6 +233,7 @@ static void put_gate(FILE *out, const tpa_report_t *r) {
         fprintf(out, "%s{\"rule\":", i ? "," : "");
         tpa_put_json_string(out, g->rule);
         fprintf(out, ",\"limit\":%" PRId64 ",\"measured\":%" PRId64 ",\"rank\":", g->limit, g->measured);
+    free(g);
         put_rank(out, g->rank >= 0, g->rank);
         fputs(",\"pid\":", out);
         put_rank(out, g->pid != 0, g->pid);

@@ -6,6 +6,7 @@
 #include "finding_kinds.h"
 #include "tpa_model.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* A stored string for the terminal, or `fallback` when it is missing. */
@@ -32,6 +33,26 @@ static void put_frames(FILE *out, const char *title, const tpa_frames_t *fr) {
     }
 }
 
+/* With several ranks, what the gate judges: each rank's own bytes, not their sum. */
+static void put_most_per_rank(const tpa_report_t *r, FILE *out) {
+    tpa_rank_group_t *g;
+    size_t n, most = 0;
+    if (tpa_rank_groups(r, 0, &g, &n)) return;
+    for (size_t i = 1; i < n; i++)
+        if (g[i].retained > g[most].retained) most = i;
+    if (n > 1) {
+        char bytes[32], who[48];
+        tpa_format_bytes(g[most].retained, bytes, sizeof bytes);
+        if (g[most].rank >= 0)
+            snprintf(who, sizeof who, "rank %lld", (long long)g[most].rank);
+        else
+            snprintf(who, sizeof who, "pid %lld, no rank", (long long)g[most].pid);
+        fprintf(out, "per rank (as the gate judges, each rank alone): at most %s retained on one rank (%s)\n", bytes,
+                who);
+    }
+    free(g);
+}
+
 /* The verdict line and one line per run with its retained bytes. */
 static void put_summary(const tpa_report_t *r, FILE *out) {
     size_t errors = 0, warnings = 0;
@@ -50,24 +71,37 @@ static void put_summary(const tpa_report_t *r, FILE *out) {
         snprintf(state, sizeof state, " (plus %s of their optimizer state)", bytes);
     }
     tpa_format_bytes(total, bytes, sizeof bytes);
-    fprintf(out, "tpaudit report: %zu run%s, %zu error%s, %zu warning%s, %s retained by stale tensors%s\n", r->n_runs,
-            r->n_runs == 1 ? "" : "s", errors, errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s", bytes,
-            state);
+    size_t runs = tpa_count_runs(r), helpers = r->n_runs - runs;
+    char helper_note[64] = "";
+    if (helpers)
+        snprintf(helper_note, sizeof helper_note, " (and %zu helper process%s)", helpers, helpers == 1 ? "" : "es");
+    fprintf(out, "tpaudit report: %zu run%s%s, %zu error%s, %zu warning%s, %s retained by stale tensors%s\n", runs,
+            runs == 1 ? "" : "s", helper_note, errors, errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s",
+            bytes, state);
     if (!r->n_findings)
         fputs("verdict: clean - every tensor the optimizers hold is a live model parameter\n", out);
     else
         fputs(errors ? "verdict: STALE TENSORS - optimizers hold tensors the model replaced\n"
                      : "verdict: warnings only\n",
               out);
+    if (total > 0) put_most_per_rank(r, out);
 }
 
-static void put_run(const tpa_report_t *r, size_t i, FILE *out) {
+/* The helper processes folded under run i, on one line. */
+static void put_helpers(const tpa_report_t *r, size_t i, FILE *out) {
+    size_t n = 0;
+    for (size_t k = 0; k < r->n_runs; k++) {
+        if (r->runs[k].helper_of != i + 1) continue;
+        fprintf(out, "%s%lld", n++ ? ", " : "      helper processes (no model or optimizer): pid ",
+                (long long)r->runs[k].pid);
+    }
+    if (n) fputc('\n', out);
+}
+
+static void put_run(const tpa_report_t *r, size_t i, int64_t retained, int any_helper, FILE *out) {
     const tpa_run_t *run = &r->runs[i];
-    int64_t retained = 0;
     char rank[32], bytes[32], step[320];
-    for (size_t j = 0; j < r->n_findings; j++)
-        if (r->findings[j].run_index == i && r->findings[j].is_error)
-            retained = tpa_add_bytes(retained, r->findings[j].retained_bytes);
+    if (run->helper_of) return; /* shown under its run */
     tpa_format_bytes(retained, bytes, sizeof bytes);
     if (!run->n_audits)
         snprintf(step, sizeof step, "never audited");
@@ -88,16 +122,17 @@ static void put_run(const tpa_report_t *r, size_t i, FILE *out) {
                 (long long)run->by_library[k].allocations);
     }
     if (run->n_by_library) fputs(run->n_by_library > 6 ? ", ...\n" : "\n", out);
+    if (any_helper) put_helpers(r, i, out);
 }
 
-static void put_details(const tpa_finding_t *f, size_t number, FILE *out) {
-    char rank[32], bytes[32], where[320];
+static void put_details(const tpa_finding_t *f, size_t number, const char *ranks, FILE *out) {
+    char bytes[32], where[320];
     if (f->label)
         snprintf(where, sizeof where, "audit \"%s\"", T(f->label, ""));
     else
         snprintf(where, sizeof where, "step %lld", (long long)f->step);
-    fprintf(out, "  [%zu] %s (%s), %s, %s\n      %s\n", number, T(tpa_kind_label(f->kind), "?"), tpa_severity(f),
-            rank_label(f->rank >= 0, f->rank, rank, sizeof rank), where, T(f->message, ""));
+    fprintf(out, "  [%zu] %s (%s), %s, %s\n      %s\n", number, T(tpa_kind_label(f->kind), "?"), tpa_severity(f), ranks,
+            where, T(f->message, ""));
     fprintf(out, "      tensor: %s %s local %s %s on %s (%s), grad %s; held at %s %s\n", T(f->name, "(unnamed)"),
             T(f->shape, ""), T(f->local_shape, ""), T(f->dtype, ""), T(f->device, "?"), T(f->type, "?"),
             f->has_grad ? "yes" : "never", T(f->holder_class, ""), T(f->holder_path, ""));
@@ -118,22 +153,52 @@ static void put_details(const tpa_finding_t *f, size_t number, FILE *out) {
     put_frames(out, "allocated at", &f->alloc_stack);
 }
 
-int tpa_render_text(const tpa_report_t *r, FILE *out) {
-    put_summary(r, out);
-    for (size_t i = 0; i < r->n_runs; i++) put_run(r, i, out);
-    if (!r->n_findings) return ferror(out) ? -1 : 0;
+/* Each run's line, with the retained bytes of its error findings. */
+static int put_runs(const tpa_report_t *r, FILE *out) {
+    int64_t *retained = calloc(r->n_runs ? r->n_runs : 1, sizeof *retained);
+    int any_helper = 0;
+    if (!retained) return -1;
+    for (size_t j = 0; j < r->n_findings; j++)
+        if (r->findings[j].run_index < r->n_runs && r->findings[j].is_error)
+            retained[r->findings[j].run_index] =
+                tpa_add_bytes(retained[r->findings[j].run_index], r->findings[j].retained_bytes);
+    for (size_t i = 0; i < r->n_runs; i++) any_helper |= r->runs[i].helper_of != 0;
+    for (size_t i = 0; i < r->n_runs; i++) put_run(r, i, retained[i], any_helper, out);
+    free(retained);
+    return 0;
+}
+
+/* The findings, the same finding on several ranks once ("ranks 0-7",
+ * its bytes "each"), then their details (of the group's first finding). */
+static int put_findings(const tpa_report_t *r, const tpa_finding_group_t *g, size_t n, FILE *out) {
+    char ranks[96], bytes[48];
     fputs("\nfindings:\n", out);
-    for (size_t i = 0; i < r->n_findings; i++) {
-        const tpa_finding_t *f = &r->findings[i];
-        char rank[32], bytes[32];
+    for (size_t i = 0; i < n; i++) {
+        const tpa_finding_t *f = &r->findings[g[i].first];
+        tpa_format_group_ranks(r, &g[i], ranks, sizeof ranks);
         tpa_format_bytes(f->retained_bytes, bytes, sizeof bytes);
-        fprintf(out, "  %-7s %-8s %-20s %-32s %-14s %s\n", tpa_severity(f),
-                rank_label(f->rank >= 0, f->rank, rank, sizeof rank), T(tpa_kind_label(f->kind), "?"),
+        if (g[i].n > 1) strcat(bytes, " each");
+        fprintf(out, "  %-7s %-8s %-20s %-32s %-14s %s\n", tpa_severity(f), ranks, T(tpa_kind_label(f->kind), "?"),
                 T(f->name, "(unnamed)"), T(f->shape, ""), bytes);
     }
     fputs("\ndetails:\n", out);
-    for (size_t i = 0; i < r->n_findings; i++) put_details(&r->findings[i], i + 1, out);
-    return ferror(out) ? -1 : 0;
+    for (size_t i = 0; i < n; i++) {
+        tpa_format_group_ranks(r, &g[i], ranks, sizeof ranks);
+        put_details(&r->findings[g[i].first], i + 1, ranks, out);
+    }
+    return 0;
+}
+
+int tpa_render_text(const tpa_report_t *r, FILE *out) {
+    put_summary(r, out);
+    if (put_runs(r, out)) return -1;
+    if (!r->n_findings) return ferror(out) ? -1 : 0;
+    tpa_finding_group_t *g;
+    size_t n;
+    if (tpa_finding_groups(r, &g, &n)) return -1;
+    int rc = put_findings(r, g, n, out);
+    tpa_finding_groups_free(g, n);
+    return rc || ferror(out) ? -1 : 0;
 }
 
 int tpa_render_gate_text(const tpa_report_t *r, FILE *out) {

@@ -49,7 +49,10 @@ typedef struct tpa_finding {
     tpa_frames_t alloc_stack;
     char *message;
     char *label; /* the label a program gave its audit (tpaudit.audit(label=...)); NULL for step and exit audits */
-    int is_new; /* gate with --baseline: new or grown vs the baseline */
+    int is_new;  /* gate with --baseline: new or grown vs the baseline */
+    /* 1 + index of the first finding of its group, the same finding on
+     * other ranks (tpa_group_findings); 0 when it stands alone. */
+    size_t group_first;
 } tpa_finding_t;
 
 /* Memory over time of one run, downsampled. */
@@ -76,7 +79,12 @@ typedef struct tpa_lib_memory {
 typedef struct tpa_run {
     char *file; /* base name of the database */
     char *host;
-    int64_t pid;
+    int64_t pid, ppid;
+    int audited_model; /* an audit held tensors or references (a model or optimizer was built) */
+    /* A helper process (a compile worker, a data loader) of run helper_of - 1:
+     * it never audited a model, and that run is its parent or audited a model
+     * with its rank.  Reports fold it under that run; 0 when it is a run. */
+    size_t helper_of;
     int has_rank;
     int64_t rank;
     int has_world_size;
@@ -168,6 +176,36 @@ enum {
     TPA_JSON_STRING,
     TPA_JSON_ARRAY,
     TPA_JSON_OBJECT
+/* The runs as the gate judges them (report_groups.c): one group per rank
+ * (its first run in the report's order), each process without a rank its
+ * own, helper processes in none; with the retained bytes of its error
+ * findings (only those marked is_new when only_new).  In the order of
+ * their first run; 0, or -1 out of memory. */
+typedef struct tpa_rank_group {
+    size_t run;       /* index of its first run */
+    int64_t rank;     /* -1: a process without a rank */
+    int64_t pid;      /* the process without a rank, else 0 */
+    int64_t retained; /* error findings' retained bytes */
+} tpa_rank_group_t;
+int tpa_rank_groups(const tpa_report_t *r, int only_new, tpa_rank_group_t **out, size_t *n);
+/* Runs that are not helper processes. */
+size_t tpa_count_runs(const tpa_report_t *r);
+/* Groups the same finding on several ranks (each finding's group_first):
+ * equal in all but rank, device, stacks and allocation, one per rank;
+ * findings without a rank stand alone.  0, or -1 out of memory. */
+int tpa_group_findings(tpa_report_t *r);
+/* The groups in the order of their first finding, each with its findings
+ * (a finding alone is a group of one). 0, or -1 out of memory. */
+typedef struct tpa_finding_group {
+    size_t first;    /* index of its first finding, which stands for the group */
+    size_t *members; /* indices of its findings, in order */
+    size_t n;
+} tpa_finding_group_t;
+int tpa_finding_groups(const tpa_report_t *r, tpa_finding_group_t **out, size_t *n);
+void tpa_finding_groups_free(tpa_finding_group_t *g, size_t n);
+/* "rank 3", "no rank", or "ranks 0-7" / "ranks 0-3,5" of a group. */
+void tpa_format_group_ranks(const tpa_report_t *r, const tpa_finding_group_t *g, char *buf, size_t len);
+
 };
 typedef struct tpa_json tpa_json_t;
 tpa_json_t *tpa_json_parse(const char *text, size_t len);

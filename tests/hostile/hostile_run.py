@@ -301,29 +301,48 @@ def mount_small_fs(path):
         raise Skip(f"cannot mount a {SMALL_FS_MIB} MiB tmpfs: {r.stderr.strip()}")
 
 
-def case_disk_full(work, shim, bindir, py):
-    # each run gets its own 40 MiB file system; the host's file (8 MiB) fits
-    # only if the shim stopped before the reserve (16 MiB) and gave back its WAL
-    if in_namespace_or_rerun("disk_full", shim, bindir, py):
+def on_small_fs(name, work, shim, bindir, py, host_args, then):
+    """Runs host_disk_full HOST_ARGS without and with the shim, each run on
+    its own SMALL_FS_MIB tmpfs (its working and output directories), then
+    then(out, lines, root) on the shim run's output, lines and tmpfs."""
+    if in_namespace_or_rerun(name, shim, bindir, py):
         return
     roots = [os.path.join(work, d) for d in ("plain", "shim")]
     try:
         for root in roots:
             mount_small_fs(root)
-        out, lines, status = twin_runs(work, [os.path.join(bindir, "host_disk_full"), "8"], shim,
+        out, lines, status = twin_runs(work, [os.path.join(bindir, "host_disk_full"), *host_args], shim,
                                        default_out=True, max_lines=1)
         check(status == 0, f"the host's own write failed: {status}")
         check(len(lines) == 1 and "last 16 MiB" in lines[0], f"want one line about the reserve: {lines}")
+        then(out, lines, roots[1])
+    finally:
+        for root in roots:
+            subprocess.run(["umount", "-l", root], capture_output=True)
+
+
+def case_disk_full(work, shim, bindir, py):
+    # the host's 8 MiB file fits only if the shim stopped before the reserve
+    # (16 MiB of the 40) and gave back its WAL
+    def then(out, lines, root):
         (db,) = dbs(out)
+        check("is kept, marked incomplete" in lines[0], f"the line says what is left: {lines}")
         check(not os.path.exists(db + "-wal") or os.path.getsize(db + "-wal") == 0, "the WAL was given back")
         check(q(db, "pragma integrity_check") == [("ok",)], "integrity")
         check(run_row(db)[0] == 0, "a run stopped by a full disk is not complete")
         check(q(db, "select count(*) from event")[0][0] > 1000, "what fitted is kept")
-        free = os.statvfs(roots[1])
+        free = os.statvfs(root)
         check(free.f_bavail * free.f_frsize >= 8 << 20, "the reserve is free after the run")
-    finally:
-        for root in roots:
-            subprocess.run(["umount", "-l", root], capture_output=True)
+    on_small_fs("disk_full", work, shim, bindir, py, ["0", "8"], then)
+
+
+def case_disk_full_early(work, shim, bindir, py):
+    # the host leaves less than the reserve (10 MiB of 40) before its first
+    # record: the shim makes no database, and the host's next 4 MiB fit
+    def then(out, lines, root):
+        check("is not made" in lines[0], f"the line says no database was made: {lines}")
+        no_half_made_files(out)
+    on_small_fs("disk_full_early", work, shim, bindir, py, ["30", "4"], then)
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
