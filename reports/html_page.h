@@ -6,6 +6,7 @@
 #ifndef HTML_PAGE_H
 #define HTML_PAGE_H
 
+#include "stack_view.h"
 #include "tpa_model.h"
 
 /* Writes s escaped for HTML text and attribute values: & < > " ' become
@@ -30,21 +31,12 @@ void html_put_run_name(FILE *out, const tpa_run_t *run);
 /* A byte count as tpa_format_bytes writes it ("147.2 MiB"). */
 void html_put_bytes(FILE *out, int64_t bytes);
 
-/* Where the user's code lives, so that paths can be shown relative to it. */
-typedef struct html_paths {
-    char *root; /* directory with a trailing '/', NULL when none is known */
-} html_paths_t;
-
-/* Derives the project root from the runs' script arguments and the user
- * frames of the findings. 0, or -1 when out of memory. */
-int html_paths_init(html_paths_t *p, const tpa_report_t *r);
-void html_paths_free(html_paths_t *p);
-
-/* 1 when the frame is the user's code, 0 for site-packages, the standard
- * library, the interpreter and system libraries. */
-int html_frame_is_user(const tpa_frame_t *f);
-/* The first user frame of a stack, else the first frame, NULL when empty. */
-const tpa_frame_t *html_first_user_frame(const tpa_frames_t *fr);
+/* Stack folding and project-relative paths follow stack_view.c, the rules
+ * the text report uses too. */
+typedef tpa_paths_t html_paths_t;
+static inline int html_paths_init(html_paths_t *p, const tpa_report_t *r) { return tpa_paths_init(p, r); }
+static inline void html_paths_free(html_paths_t *p) { tpa_paths_free(p); }
+static inline const tpa_frame_t *html_first_user_frame(const tpa_frames_t *fr) { return tpa_first_user_frame(fr); }
 /* One frame "path:line in function" with the path shortened; the full path
  * is in the title attribute. */
 void html_put_frame(FILE *out, const html_paths_t *p, const tpa_frame_t *f);

@@ -1,18 +1,24 @@
 /* report_junit.c - JUnit XML: one testsuite per process (database), named
- * tpaudit.rank<R> or, for a process without a rank, tpaudit.pid<P>; one
+ * by its program and rank, tpaudit.<program>.rank<R>, or tpaudit.<program>
+ * for a process without a rank, so that a CI system can follow a test from
+ * run to run (a pid changes every time); one
  * testcase per rule (each finding kind, the completeness check), with a
  * failure carrying that process's findings; then the gate's rules.  A
  * suite only ever counts its own process's findings. */
 #include "finding_kinds.h"
+#include "stack_view.h"
 #include "tpa_model.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const char *suite_name(const tpa_run_t *run, char *buf, size_t len) {
+    char program[64];
+    tpa_run_program(run, program, sizeof program);
     if (run->has_rank)
-        snprintf(buf, len, "tpaudit.rank%lld", (long long)run->rank);
+        snprintf(buf, len, "tpaudit.%s.rank%lld", program, (long long)run->rank);
     else
-        snprintf(buf, len, "tpaudit.pid%lld", (long long)run->pid);
+        snprintf(buf, len, "tpaudit.%s", program);
     return buf;
 }
 
@@ -63,19 +69,33 @@ static void put_suite(const tpa_report_t *r, size_t i, const char *suite, FILE *
     fputs("</testcase>\n  </testsuite>\n", out);
 }
 
-int tpa_render_junit(const tpa_report_t *r, FILE *out) {
-    fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"tpaudit\">\n", out);
-    for (size_t i = 0; i < r->n_runs; i++) {
-        const tpa_run_t *run = &r->runs[i];
-        char suite[96], other[96];
-        suite_name(run, suite, sizeof suite);
-        for (size_t j = 0; j < r->n_runs; j++) /* one name for two databases (a restart, an exec): number them */
-            if (j != i && !strcmp(suite_name(&r->runs[j], other, sizeof other), suite)) {
-                snprintf(suite + strlen(suite), sizeof suite - strlen(suite), ".%zu", i + 1);
-                break;
+typedef char suite_name_t[128];
+
+/* Every run's suite name; one name shared by several databases (a restart,
+ * an exec, workers of one program) gets ".<n>" in the report's order. */
+static suite_name_t *suite_names(const tpa_report_t *r) {
+    size_t n = r->n_runs;
+    suite_name_t *names = calloc(2 * n + 1, sizeof *names), *base = names + n;
+    if (!names) return NULL;
+    for (size_t i = 0; i < n; i++) suite_name(&r->runs[i], base[i], sizeof base[i]);
+    for (size_t i = 0; i < n; i++) {
+        size_t same = 0, before = 0;
+        for (size_t j = 0; j < n; j++)
+            if (!strcmp(base[j], base[i])) {
+                same++;
+                before += j < i;
             }
-        put_suite(r, i, suite, out);
+        snprintf(names[i], sizeof names[i], same > 1 ? "%s.%zu" : "%s", base[i], before + 1);
     }
+    return names;
+}
+
+int tpa_render_junit(const tpa_report_t *r, FILE *out) {
+    suite_name_t *names = suite_names(r);
+    if (!names) return -1;
+    fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"tpaudit\">\n", out);
+    for (size_t i = 0; i < r->n_runs; i++) put_suite(r, i, names[i], out);
+    free(names);
     if (r->has_gate) {
         size_t failed = 0;
         for (size_t i = 0; i < r->n_rules; i++) failed += !r->rules[i].passed;

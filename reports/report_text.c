@@ -1,9 +1,11 @@
 /* report_text.c - the text report: a summary a person reads in ten seconds
  * (verdict, retained bytes per rank, the findings in one line each), then
- * the details of each finding with its successor and stacks.  Every stored
+ * the details of each finding with its successor and stacks (printed as
+ * Python prints a traceback, library frames folded: stack_view.c).  Every stored
  * string goes through tpa_term (no control byte reaches the terminal); a
  * missing rank is written "no rank".  The gate's verdict as text too. */
 #include "finding_kinds.h"
+#include "stack_view.h"
 #include "tpa_model.h"
 
 #include <stdlib.h>
@@ -18,19 +20,6 @@ static const char *rank_label(int has_rank, int64_t rank, char *buf, size_t len)
     else
         snprintf(buf, len, "no rank");
     return buf;
-}
-
-static void put_frames(FILE *out, const char *title, const tpa_frames_t *fr) {
-    if (!fr->n) return;
-    fprintf(out, "      %s:\n", title);
-    for (size_t i = 0; i < fr->n && i < 10; i++) {
-        const tpa_frame_t *f = &fr->v[i];
-        if (f->file)
-            fprintf(out, "        %s:%ld in %s\n", T(f->file, ""), f->line, T(f->function, "?"));
-        else
-            fprintf(out, "        %s (%s+0x%llx)\n", T(f->function, "??"), T(f->module, "?"),
-                    (unsigned long long)f->address);
-    }
 }
 
 /* With several ranks, what the gate judges: each rank's own bytes, not their sum. */
@@ -125,7 +114,7 @@ static void put_run(const tpa_report_t *r, size_t i, int64_t retained, int any_h
     if (any_helper) put_helpers(r, i, out);
 }
 
-static void put_details(const tpa_finding_t *f, size_t number, const char *ranks, FILE *out) {
+static void put_details(const tpa_finding_t *f, size_t number, const char *ranks, const tpa_paths_t *paths, FILE *out) {
     char bytes[32], where[320];
     if (f->label)
         snprintf(where, sizeof where, "audit \"%s\"", T(f->label, ""));
@@ -148,9 +137,9 @@ static void put_details(const tpa_finding_t *f, size_t number, const char *ranks
         tpa_format_bytes(f->alloc_bytes, bytes, sizeof bytes);
         fprintf(out, "      allocation: 0x%llx, %s\n", (unsigned long long)f->alloc_address, bytes);
     }
-    put_frames(out, "created at", &f->created_at);
-    put_frames(out, "replaced at", &f->replaced_at);
-    put_frames(out, "allocated at", &f->alloc_stack);
+    tpa_put_text_stack(out, paths, "created at", &f->created_at);
+    tpa_put_text_stack(out, paths, "replaced at", &f->replaced_at);
+    tpa_put_text_stack(out, paths, "allocated at", &f->alloc_stack);
 }
 
 /* Each run's line, with the retained bytes of its error findings. */
@@ -181,11 +170,17 @@ static int put_findings(const tpa_report_t *r, const tpa_finding_group_t *g, siz
         fprintf(out, "  %-7s %-8s %-20s %-32s %-14s %s\n", tpa_severity(f), ranks, T(tpa_kind_label(f->kind), "?"),
                 T(f->name, "(unnamed)"), T(f->shape, ""), bytes);
     }
+    tpa_paths_t paths;
+    if (tpa_paths_init(&paths, r)) {
+        tpa_paths_free(&paths);
+        return -1;
+    }
     fputs("\ndetails:\n", out);
     for (size_t i = 0; i < n; i++) {
         tpa_format_group_ranks(r, &g[i], ranks, sizeof ranks);
-        put_details(&r->findings[g[i].first], i + 1, ranks, out);
+        put_details(&r->findings[g[i].first], i + 1, ranks, &paths, out);
     }
+    tpa_paths_free(&paths);
     return 0;
 }
 

@@ -368,9 +368,10 @@ def test_junit_one_suite_per_process(tmp_path):
                 c.execute("DELETE FROM tensor WHERE key=100")
     root = ET.fromstring(run("report", "--format", "junit", d).stdout)
     suites = {s.get("name"): s for s in root.iter("testsuite")}
-    assert set(suites) == {"tpaudit.pid11", "tpaudit.pid12"}
-    assert suites["tpaudit.pid11"].get("failures") != "0"
-    assert suites["tpaudit.pid12"].get("failures") == "0"
+    # named by program (both ran finetune.py without a rank), numbered in the report's order, not by pid
+    assert set(suites) == {"tpaudit.finetune.1", "tpaudit.finetune.2"}
+    assert suites["tpaudit.finetune.1"].get("failures") != "0"
+    assert suites["tpaudit.finetune.2"].get("failures") == "0"
     doc = check_json(run("report", "--format", "json", d).stdout)
     assert all(f["rank"] is None for f in doc["findings"])
     assert {(e["rank"], e["pid"]) for e in doc["totals"]["by_rank"]} == {(None, 11), (None, 12)}

@@ -1,0 +1,299 @@
+/*
+ * stack_view.c - the one place that decides how a stack is shown: user
+ * frames against library frames (site-packages, the standard library, the
+ * probe, the interpreter and system libraries), the library a frame
+ * belongs to, the project root derived from the runs' script argument and
+ * the user frames, paths relative to it, a run's program name, and the
+ * text form of a stack (outermost first, library stretches folded).  The
+ * HTML (html_stack.c) and the text report both use it.
+ */
+#include "stack_view.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The part of path after "/site-packages/" or "/dist-packages/", or NULL. */
+static const char *after_packages(const char *path) {
+    const char *marks[] = {"/site-packages/", "/dist-packages/"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *at = strstr(path, marks[i]);
+        if (at) return at + strlen(marks[i]);
+    }
+    return NULL;
+}
+
+/* The part of path from "pythonX.Y/" of a standard-library file, or NULL. */
+static const char *stdlib_part(const char *path) {
+    for (const char *at = strstr(path, "/lib/python"); at; at = strstr(at + 1, "/lib/python")) {
+        const char *p = at + strlen("/lib/python");
+        if (*p < '0' || *p > '9') continue;
+        while ((*p >= '0' && *p <= '9') || *p == '.') p++;
+        if (*p == '/') return at + strlen("/lib/");
+    }
+    return NULL;
+}
+
+static const char *const PROBE_DIR = "/share/tpaudit/python/";
+
+const char *tpa_base_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+int tpa_frame_is_user(const tpa_frame_t *f) {
+    const char *path = f->module ? f->module : f->file;
+    if (!path || !*path || path[0] == '<') return 0; /* <frozen importlib._bootstrap>, <string> */
+    if (after_packages(path) || stdlib_part(path)) return 0;
+    if (strstr(path, PROBE_DIR)) return 0;
+    if (f->module) {
+        const char *base = tpa_base_name(path);
+        if (!strncmp(path, "/usr/lib", 8) || !strncmp(path, "/lib", 4) || !strncmp(base, "libpython", 9) ||
+            !strncmp(base, "python", 6) || !strncmp(base, "libtpaudit", 10))
+            return 0;
+    }
+    return 1;
+}
+
+/* Copies the first n bytes of s into buf as a name. */
+static const char *name_into(char *buf, size_t len, const char *s, size_t n) {
+    if (n >= len) n = len - 1;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    return buf;
+}
+
+const char *tpa_frame_library(const tpa_frame_t *f, char *buf, size_t len) {
+    const char *path = f->module ? f->module : f->file, *part;
+    if (!path || !*path || path[0] == '<') return name_into(buf, len, "python", 6);
+    if (f->module) {
+        const char *base = tpa_base_name(path), *so = strstr(base, ".so");
+        return name_into(buf, len, base, so && so != base ? (size_t)(so - base) : strlen(base));
+    }
+    if (strstr(path, PROBE_DIR)) return name_into(buf, len, "tpaudit", 7);
+    if ((part = after_packages(path)) || (part = stdlib_part(path))) {
+        size_t n = strcspn(part, "/");
+        if (!part[n] && n > 3 && !strcmp(part + n - 3, ".py")) n -= 3; /* a top-level module: six.py */
+        if (n) return name_into(buf, len, part, n);
+    }
+    return name_into(buf, len, "python", 6);
+}
+
+const tpa_frame_t *tpa_first_user_frame(const tpa_frames_t *fr) {
+    for (size_t i = 0; i < fr->n; i++)
+        if (tpa_frame_is_user(&fr->v[i])) return &fr->v[i];
+    return fr->n ? &fr->v[0] : NULL;
+}
+
+/* Shrinks the directory prefix *root (ending in '/') to one that path also
+ * starts with; it becomes empty when they share nothing. */
+static void common_dir(char *root, const char *path) {
+    size_t i = 0, last = 0;
+    while (root[i] && root[i] == path[i]) {
+        if (root[i] == '/') last = i + 1;
+        i++;
+    }
+    if (root[i]) root[last] = 0;
+}
+
+static char *dir_of(const char *path, size_t len) {
+    while (len && path[len - 1] != '/') len--;
+    char *d = malloc(len + 1);
+    if (d) {
+        memcpy(d, path, len);
+        d[len] = 0;
+    }
+    return d;
+}
+
+/* The run's argv parsed (a JSON array), NULL when it is not one. */
+static tpa_json_t *argv_of(const tpa_run_t *run) {
+    tpa_json_t *argv = run->argv ? tpa_json_parse(run->argv, strlen(run->argv)) : NULL;
+    if (argv && tpa_json_type(argv) != TPA_JSON_ARRAY) {
+        tpa_json_free(argv);
+        return NULL;
+    }
+    return argv;
+}
+
+static const char *arg(const tpa_json_t *argv, size_t i) { return tpa_json_str(tpa_json_at(argv, i)); }
+
+/* The script of a python argv: the first argument after the interpreter
+ * ending in ".py". */
+static const char *script_of(const tpa_json_t *argv) {
+    for (size_t i = 1; i < tpa_json_len(argv); i++) {
+        const char *a = arg(argv, i);
+        size_t len = a ? strlen(a) : 0;
+        if (len > 3 && !strcmp(a + len - 3, ".py")) return a;
+    }
+    return NULL;
+}
+
+/* Calls fn on every frame of every finding. */
+static void each_frame(const tpa_report_t *r, void (*fn)(const tpa_frame_t *, void *), void *ctx) {
+    for (size_t i = 0; i < r->n_findings; i++) {
+        const tpa_frames_t *stacks[] = {&r->findings[i].created_at, &r->findings[i].replaced_at,
+                                        &r->findings[i].alloc_stack};
+        for (size_t s = 0; s < 3; s++)
+            for (size_t k = 0; k < stacks[s]->n; k++) fn(&stacks[s]->v[k], ctx);
+    }
+}
+
+typedef struct root_search {
+    const char *script; /* relative script path, "./" stripped */
+    char *found;        /* the frame path's prefix before it */
+    char *common;       /* common directory of the user frames */
+    int oom;
+} root_search_t;
+
+static void visit(const tpa_frame_t *f, void *ctx) {
+    root_search_t *rs = ctx;
+    if (!f->file || f->module || f->file[0] != '/' || !tpa_frame_is_user(f)) return;
+    size_t len = strlen(f->file);
+    if (rs->script && !rs->found) {
+        size_t sl = strlen(rs->script);
+        if (len > sl && f->file[len - sl - 1] == '/' && !strcmp(f->file + len - sl, rs->script))
+            if (!(rs->found = dir_of(f->file, len - sl))) rs->oom = 1;
+    }
+    if (!rs->common) {
+        if (!(rs->common = dir_of(f->file, len))) rs->oom = 1;
+    } else
+        common_dir(rs->common, f->file);
+}
+
+/* Adds a candidate root: the first one, then their common directory. */
+static void take(tpa_paths_t *p, char *dir) {
+    if (!dir) return;
+    if (!p->root) {
+        p->root = dir;
+        return;
+    }
+    common_dir(p->root, dir);
+    free(dir);
+}
+
+/* The root from each run's script: its directory when absolute, else the
+ * prefix before it in a frame's path. */
+static void roots_from_scripts(tpa_paths_t *p, const tpa_report_t *r, root_search_t *rs) {
+    for (size_t i = 0; i < r->n_runs; i++) {
+        tpa_json_t *argv = argv_of(&r->runs[i]);
+        const char *script = argv ? script_of(argv) : NULL;
+        if (script && script[0] == '/')
+            take(p, dir_of(script, strlen(script)));
+        else if (script) {
+            while (!strncmp(script, "./", 2)) script += 2;
+            rs->script = script;
+            rs->found = NULL;
+            each_frame(r, visit, rs);
+            take(p, rs->found);
+        }
+        tpa_json_free(argv);
+    }
+}
+
+int tpa_paths_init(tpa_paths_t *p, const tpa_report_t *r) {
+    root_search_t rs = {0};
+    p->root = NULL;
+    roots_from_scripts(p, r, &rs);
+    if (!p->root) {
+        rs.script = NULL;
+        each_frame(r, visit, &rs);
+        size_t slashes = 0;
+        for (const char *c = rs.common; c && *c; c++) slashes += *c == '/';
+        if (slashes >= 3) {
+            p->root = rs.common;
+            rs.common = NULL;
+        } /* "/a/b/" at least */
+    }
+    free(rs.common);
+    if (p->root && !p->root[0]) {
+        free(p->root);
+        p->root = NULL;
+    }
+    return rs.oom ? -1 : 0;
+}
+
+void tpa_paths_free(tpa_paths_t *p) {
+    free(p->root);
+    p->root = NULL;
+}
+
+const char *tpa_short_path(const tpa_paths_t *p, const char *path) {
+    size_t rl = p->root ? strlen(p->root) : 0;
+    if (rl && !strncmp(path, p->root, rl) && path[rl]) return path + rl;
+    const char *part = after_packages(path);
+    if (!part) part = stdlib_part(path);
+    return part && *part ? part : path;
+}
+
+/* The program's name in argv: the module of -m, the first non-option
+ * argument of an interpreter, else argv[0]; NULL when none. */
+static const char *program_arg(const tpa_json_t *argv, size_t *len) {
+    const char *prog = arg(argv, 0);
+    if (!prog) return NULL;
+    if (!strncmp(tpa_base_name(prog), "python", 6))
+        for (size_t i = 1; i < tpa_json_len(argv); i++) {
+            const char *a = arg(argv, i);
+            if (!a || !strcmp(a, "-c")) break;
+            if (!strcmp(a, "-m")) {
+                prog = arg(argv, i + 1) ? arg(argv, i + 1) : prog;
+                break;
+            }
+            if (a[0] != '-') {
+                prog = a;
+                break;
+            }
+        }
+    prog = tpa_base_name(prog);
+    *len = strlen(prog);
+    if (*len > 3 && !strcmp(prog + *len - 3, ".py")) *len -= 3;
+    return prog;
+}
+
+const char *tpa_run_program(const tpa_run_t *run, char *buf, size_t len) {
+    tpa_json_t *argv = argv_of(run);
+    size_t n = 0;
+    const char *prog = argv ? program_arg(argv, &n) : NULL;
+    if (!prog || !n) prog = "process", n = 7;
+    name_into(buf, len, prog, n);
+    for (char *c = buf; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+              *c == '.' || *c == '-'))
+            *c = '_';
+    tpa_json_free(argv);
+    return buf;
+}
+
+static void put_text_frame(FILE *out, const tpa_paths_t *p, const tpa_frame_t *f) {
+    if (f->file)
+        fprintf(out, "        %s:%ld in %s\n", tpa_term(tpa_short_path(p, f->file)), f->line,
+                tpa_term(f->function ? f->function : "?"));
+    else
+        fprintf(out, "        %s (%s+0x%llx)\n", tpa_term(f->function ? f->function : "??"),
+                tpa_term(f->module ? tpa_base_name(f->module) : "?"), (unsigned long long)f->address);
+}
+
+void tpa_put_text_stack(FILE *out, const tpa_paths_t *p, const char *title, const tpa_frames_t *fr) {
+    if (!fr->n) return;
+    size_t users = 0;
+    for (size_t i = 0; i < fr->n; i++) users += tpa_frame_is_user(&fr->v[i]);
+    fprintf(out, "      %s (most recent call last):\n", title);
+    /* Frames are stored innermost first: walk from the end. Shown in full:
+     * the user's frames, or the innermost three when there is none. */
+    for (size_t i = fr->n; i-- > 0;) {
+        if (users ? tpa_frame_is_user(&fr->v[i]) : i < 3) {
+            put_text_frame(out, p, &fr->v[i]);
+            continue;
+        }
+        char lib[64], next[64];
+        tpa_frame_library(&fr->v[i], lib, sizeof lib);
+        size_t n = 1;
+        while (i > n - 1 && !(users ? tpa_frame_is_user(&fr->v[i - n]) : i - n < 3) &&
+               !strcmp(tpa_frame_library(&fr->v[i - n], next, sizeof next), lib))
+            n++;
+        if (n == 1)
+            put_text_frame(out, p, &fr->v[i]);
+        else
+            fprintf(out, "        ... %zu frames in %s\n", n, tpa_term(lib));
+        i -= n - 1;
+    }
+}
