@@ -180,8 +180,9 @@ enum tpa_stmt {
 TPA_HIDDEN struct sqlite3_stmt *tpa_db_stmt(enum tpa_stmt which);
 TPA_HIDDEN int tpa_db_step(struct sqlite3_stmt *st); /* step and reset; 0 when done */
 TPA_HIDDEN int tpa_db_fail(const char *what);        /* disables the shim, says why; -1 */
-TPA_HIDDEN int tpa_db_open(void);                    /* creates the file, schema, run row, module table */
+TPA_HIDDEN int tpa_db_open(void);                    /* creates the file and schema, prepares the statements */
 TPA_HIDDEN int tpa_db_reopen(void);                  /* the same file after a failed exec */
+TPA_HIDDEN void tpa_db_made_whole(int reopened);     /* its run row and module table are in */
 TPA_HIDDEN void tpa_db_close(void);
 TPA_HIDDEN void tpa_db_rollback(void);
 TPA_HIDDEN void tpa_db_remove_files(void);   /* only files this process created */

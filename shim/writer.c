@@ -203,11 +203,27 @@ void tpa_writer_end(void) {
     pthread_mutex_unlock(&g_mu);
 }
 
+/* The run row (its start facts on a new file, its state) and a new file's
+ * module table, in one transaction. */
+static int write_start_rows(int reopened) {
+    if (!reopened && tpa_rows_insert_run(tpa_db_stmt(TPA_ST_INSERT_run)) != 0)
+        return tpa_db_fail("cannot write run row");
+    if (reopened) tpa_rows_reset();
+    if (step(TPA_ST_BEGIN) ||
+        (!reopened && tpa_modules_refresh(tpa_db_stmt(TPA_ST_INSERT_module), tpa_db_stmt(TPA_ST_MODULE_UNLOAD), 1)) ||
+        tpa_rows_write_run(NULL) || step(TPA_ST_COMMIT))
+        return tpa_db_fail(reopened ? "cannot reopen the run row" : "cannot write module table");
+    tpa_db_made_whole(reopened);
+    return 0;
+}
+
 /* On the first record's thread, under process_life's start lock: the file
  * (or, after a failed exec, the same file again).  On failure what was
  * made is closed and removed. */
 int tpa_writer_open(void) {
-    int rc = atomic_exchange(&g_reopen, 0) ? tpa_db_reopen() : tpa_db_open();
+    int reopen = atomic_exchange(&g_reopen, 0);
+    int rc = reopen ? tpa_db_reopen() : tpa_db_open();
+    if (rc == 0) rc = write_start_rows(reopen);
     if (rc != 0) {
         tpa_db_close();
         tpa_db_remove_files();
