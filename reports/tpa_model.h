@@ -24,6 +24,13 @@ typedef struct tpa_frames {
     size_t n;
 } tpa_frames_t;
 
+/* A replacement of a tensor after its first one: the name it was replaced
+ * under and the stack that replaced it. */
+typedef struct tpa_replacement {
+    char *name;
+    tpa_frames_t at;
+} tpa_replacement_t;
+
 typedef struct tpa_finding {
     char *kind;       /* stale_param, orphan_state, ... */
     int is_error;     /* severity: 1 error, 0 warning */
@@ -42,7 +49,11 @@ typedef struct tpa_finding {
     int has_successor;
     uint64_t successor_key;
     char *succ_name, *succ_shape, *succ_local_shape, *relation;
-    tpa_frames_t created_at, replaced_at;
+    tpa_frames_t created_at, replaced_at; /* replaced_at: its first replacement */
+    char **aliases;                       /* its other names, in model order (`name` is the first) */
+    size_t n_aliases;
+    tpa_replacement_t *later_replacements; /* the replacements after the first, in order */
+    size_t n_later_replacements;
     int has_allocation;
     uint64_t alloc_address;
     int64_t alloc_bytes;
@@ -165,17 +176,6 @@ int tpa_finding_is_view(const tpa_finding_t *f);
 void tpa_format_view(const tpa_finding_t *f, char *buf, size_t len);
 int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank);
 
-/* A strict JSON reader (json_read.c): NULL when the text is not one JSON
- * value.  Strings come decoded to UTF-8 (bytes of invalid UTF-8 are kept
- * as they are; the writers above replace them). */
-enum {
-    TPA_JSON_MISSING,
-    TPA_JSON_NULL,
-    TPA_JSON_BOOL,
-    TPA_JSON_NUMBER,
-    TPA_JSON_STRING,
-    TPA_JSON_ARRAY,
-    TPA_JSON_OBJECT
 /* The runs as the gate judges them (report_groups.c): one group per rank
  * (its first run in the report's order), each process without a rank its
  * own, helper processes in none; with the retained bytes of its error
@@ -206,6 +206,17 @@ void tpa_finding_groups_free(tpa_finding_group_t *g, size_t n);
 /* "rank 3", "no rank", or "ranks 0-7" / "ranks 0-3,5" of a group. */
 void tpa_format_group_ranks(const tpa_report_t *r, const tpa_finding_group_t *g, char *buf, size_t len);
 
+/* A strict JSON reader (json_read.c): NULL when the text is not one JSON
+ * value.  Strings come decoded to UTF-8 (bytes of invalid UTF-8 are kept
+ * as they are; the writers above replace them). */
+enum {
+    TPA_JSON_MISSING,
+    TPA_JSON_NULL,
+    TPA_JSON_BOOL,
+    TPA_JSON_NUMBER,
+    TPA_JSON_STRING,
+    TPA_JSON_ARRAY,
+    TPA_JSON_OBJECT
 };
 typedef struct tpa_json tpa_json_t;
 tpa_json_t *tpa_json_parse(const char *text, size_t len);
