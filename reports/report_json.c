@@ -220,6 +220,7 @@ static void put_by_rank(FILE *out, const tpa_report_t *r) {
         put_rank(out, g[i].rank < 0, g[i].pid);
         fprintf(out, ",\"retained_bytes\":%" PRId64 "}", g[i].retained);
     }
+    free(g);
 }
 
 static void put_gate(FILE *out, const tpa_report_t *r) {
@@ -233,7 +234,6 @@ static void put_gate(FILE *out, const tpa_report_t *r) {
         fprintf(out, "%s{\"rule\":", i ? "," : "");
         tpa_put_json_string(out, g->rule);
         fprintf(out, ",\"limit\":%" PRId64 ",\"measured\":%" PRId64 ",\"rank\":", g->limit, g->measured);
-    free(g);
         put_rank(out, g->rank >= 0, g->rank);
         fputs(",\"pid\":", out);
         put_rank(out, g->pid != 0, g->pid);
