@@ -272,28 +272,38 @@ static void put_text_frame(FILE *out, const tpa_paths_t *p, const tpa_frame_t *f
                 tpa_term(f->module ? tpa_base_name(f->module) : "?"), (unsigned long long)f->address);
 }
 
+/* Appends lib to the ", "-separated list names unless it is there; at most
+ * three names, then "...". */
+static void add_library(char *names, size_t len, const char *lib) {
+    size_t n = 0, used = strlen(names);
+    for (const char *at = names; *at; n++) {
+        size_t w = strcspn(at, ",");
+        if (w == strlen(lib) && !strncmp(at, lib, w)) return;
+        at += w + (at[w] ? 2 : 0);
+    }
+    if (n > 3) return;
+    if (n == 3) lib = "...";
+    snprintf(names + used, len - used, "%s%s", used ? ", " : "", lib);
+}
+
 void tpa_put_text_stack(FILE *out, const tpa_paths_t *p, const char *title, const tpa_frames_t *fr) {
     if (!fr->n) return;
     size_t users = 0;
     for (size_t i = 0; i < fr->n; i++) users += tpa_frame_is_user(&fr->v[i]);
     fprintf(out, "      %s (most recent call last):\n", title);
     /* Frames are stored innermost first: walk from the end. Shown in full:
-     * the user's frames, or the innermost three when there is none. */
+     * the user's frames, or the innermost three when there is none; each
+     * stretch of two or more others is one line naming their libraries. */
     for (size_t i = fr->n; i-- > 0;) {
-        if (users ? tpa_frame_is_user(&fr->v[i]) : i < 3) {
+        size_t n = 0;
+        while (n <= i && !(users ? tpa_frame_is_user(&fr->v[i - n]) : i - n < 3)) n++;
+        if (n < 2) {
             put_text_frame(out, p, &fr->v[i]);
             continue;
         }
-        char lib[64], next[64];
-        tpa_frame_library(&fr->v[i], lib, sizeof lib);
-        size_t n = 1;
-        while (i > n - 1 && !(users ? tpa_frame_is_user(&fr->v[i - n]) : i - n < 3) &&
-               !strcmp(tpa_frame_library(&fr->v[i - n], next, sizeof next), lib))
-            n++;
-        if (n == 1)
-            put_text_frame(out, p, &fr->v[i]);
-        else
-            fprintf(out, "        ... %zu frames in %s\n", n, tpa_term(lib));
+        char names[200] = "", lib[64];
+        for (size_t k = 0; k < n; k++) add_library(names, sizeof names, tpa_frame_library(&fr->v[i - k], lib, sizeof lib));
+        fprintf(out, "        ... %zu frames in %s\n", n, tpa_term(names));
         i -= n - 1;
     }
 }

@@ -13,11 +13,19 @@ conventions: --tpaudit / ini `tpaudit`, --hide-tpaudit-summary, a
 
 The plugin loads nothing until an audited test runs; then it imports torch,
 loads libtpaudit.so into the pytest process (unless `tpaudit run` already
-preloaded it) and installs the probe's hooks.
+preloaded it) and installs the probe's hooks.  The databases then go to a
+temporary directory that is removed once the pytest process (and anything
+it forked) has exited, unless --tpaudit-out names one to keep.
+
+The report shown for a failed test is about that test: its stacks start at
+the test function (pytest's and pluggy's frames above it are cut), and the
+run is not called inconclusive for still running, since the test was judged
+at its own audit.
 """
 import glob
 import inspect
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -92,6 +100,7 @@ class Auditor:
         self.out_dir = None
         self.results = {}
         self.broken = None
+        self.temporary = False
 
     # --- which tests, and the probe ---------------------------------------------
 
@@ -111,7 +120,11 @@ class Auditor:
         import tpaudit
         from tpaudit import _hooks
         if _hooks.state.recorder is None:  # not under `tpaudit run`: load the shim here
-            self.out_dir = self.config.getoption("tpaudit_out") or tempfile.mkdtemp(prefix="tpaudit-pytest-")
+            self.out_dir = self.config.getoption("tpaudit_out")
+            if not self.out_dir:
+                self.out_dir = tempfile.mkdtemp(prefix="tpaudit-pytest-")
+                self.temporary = True
+                _remove_after_exit(self.out_dir)
             os.makedirs(self.out_dir, exist_ok=True)
             os.environ["TPAUDIT_OUT"] = os.path.abspath(self.out_dir)
             os.environ.setdefault("TPAUDIT_AUDIT", "none")  # the plugin's own audit is the one judged
@@ -192,8 +205,9 @@ class Auditor:
             return _Result("clean")
         if gate.returncode != 1:
             return _Result("error", gate.stdout.strip())
-        report = subprocess.run([tool, "report", db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                universal_newlines=True).stdout
+        report = subprocess.run([tool, "report", "--format", "text", db], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, universal_newlines=True).stdout
+        report = _about_the_test(report)
         return _Result("stale", gate.stdout.strip() + "\n" + _findings_block(report), report)
 
     # --- the verdict in the test's report -------------------------------------------
@@ -236,10 +250,12 @@ class Auditor:
             if result.verdict in ("stale", "error"):
                 terminalreporter.write_line("%s %s" % ("STALE TENSORS" if result.verdict == "stale"
                                                        else "NOT JUDGED", nodeid))
+        where = ("databases removed at exit (--tpaudit-out DIR keeps them)" if self.temporary
+                 else "databases in %s" % self.out_dir)
         terminalreporter.write_line(
-            "%d audited: %d clean, %d with stale tensors, %d without an optimizer, %d not judged; "
-            "databases in %s" % (len(self.results), counts.get("clean", 0), counts.get("stale", 0),
-                                 counts.get("no optimizer", 0), counts.get("error", 0), self.out_dir))
+            "%d audited: %d clean, %d with stale tensors, %d without an optimizer, %d not judged; %s"
+            % (len(self.results), counts.get("clean", 0), counts.get("stale", 0),
+               counts.get("no optimizer", 0), counts.get("error", 0), where))
 
 
 _BEFORE = pytest.StashKey()
@@ -256,3 +272,55 @@ def _findings_block(report):
         if inside:
             lines.append(line)
     return "\n".join(lines)
+
+
+# The run is the pytest process itself, still running when a test is judged
+# at its own audit (the gate runs with --allow-incomplete): not news to the reader.
+_STILL_RUNNING = "; INCONCLUSIVE: the run did not end cleanly (killed or still running)"
+# A stack line of pytest's runner: a frame in _pytest or pluggy, or a fold of them.
+_RUNNER_LINE = re.compile(r"\s+(?:(?:_pytest|pluggy)/\S+:\d+ in \S+|\.\.\. \d+ frames in .*\b(?:_pytest|pluggy)\b.*)$")
+_FRAME_LINE = re.compile(r"        \S")
+
+
+def _about_the_test(report):
+    """The text report as a failed test shows it: each stack from the test
+    function down (the runner's frames above it cut), and no 'inconclusive'
+    for the pytest process still running."""
+    lines = [line.replace(_STILL_RUNNING, "") for line in report.splitlines()]
+    out, stack = [], []
+    for line in lines + [""]:
+        if _FRAME_LINE.match(line):
+            stack.append(line)
+            continue
+        runner = [i for i, frame in enumerate(stack) if _RUNNER_LINE.match(frame)]
+        out.extend(stack[runner[-1] + 1:] if runner and runner[-1] + 1 < len(stack) else stack)
+        stack = []
+        out.append(line)
+    return "\n".join(out[:-1]) + ("\n" if report.endswith("\n") else "")
+
+
+_REMOVER = """
+import os, shutil, sys
+try:
+    while os.read(0, 4096):
+        pass
+finally:
+    shutil.rmtree(sys.argv[1], ignore_errors=True)
+"""
+
+
+def _remove_after_exit(path):
+    """Removes the temporary database directory once this process and every
+    process it forked have exited (and so closed their databases): a small
+    detached process waits for the end of a pipe only they hold."""
+    read_end, write_end = os.pipe()
+    try:
+        subprocess.Popen([sys.executable, "-I", "-c", _REMOVER, path], stdin=read_end, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True,
+                         env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+    except OSError:
+        os.close(write_end)
+        write_end = None
+    finally:
+        os.close(read_end)
+    _remove_after_exit.keep = write_end  # held open (not inherited by exec) until this process ends
