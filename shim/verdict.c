@@ -83,10 +83,14 @@ void tpa_verdict_writer_turn(void) {
     int64_t judged = atomic_load(&g_judged), wanted = atomic_load(&g_wanted), closed = atomic_load(&g_closed);
     int64_t target = wanted > judged ? wanted : (!atomic_load(&g_said) && closed > judged) ? closed : 0;
     if (!target || atomic_load(&tpa_state) != TPA_RUNNING) return;
-    sqlite3 *db = sqlite3_db_handle(tpa_db_stmt(TPA_ST_BEGIN));
+    sqlite3_stmt *begin = tpa_db_stmt(TPA_ST_BEGIN);
+    sqlite3 *db = begin ? sqlite3_db_handle(begin) : NULL;
     int ready = db ? end_committed(db, target) : -1;
     if (ready == 0) return;
+    int64_t t0 = tpa_now_ns();
     int rc = ready > 0 ? tpa_verdict_judge(db, target, &g_scratch) : -1;
+    tpa_log(TPA_LOG_DEBUG, "verdict: audit %lld judged in %.2f ms (%s)", (long long)target,
+            (double)(tpa_now_ns() - t0) / 1e6, rc ? "failed" : "done");
     if (rc == 0 && g_scratch.line[0] && !atomic_exchange(&g_said, 1)) say(g_scratch.line);
     pthread_mutex_lock(&g_mu);
     g_result.n_findings = g_scratch.n_findings;

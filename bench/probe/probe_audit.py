@@ -10,8 +10,10 @@ not warm or pollute another:
    libtpaudit.so through ctypes (TPAUDIT_LIBRARY), right after torch is
    imported and before the model is built, as the shim's bootstrap would.
    One warm-up audit, then --audits timed ones: median and p90 (nearest
-   rank).  The time includes the native side (audit_end waits for the SQLite
-   writer).  A second figure runs the same walk (_facts.collect) against a
+   rank).  The time includes the native side and tpaudit.audit()'s wait for
+   the shim's verdict (the audit's commit and the analyzer's queries on it);
+   a third figure times the same audit without that wait (_hooks.run_audit,
+   the path of a step audit without TPAUDIT_FAIL_FAST).  A second figure runs the same walk (_facts.collect) against a
    recorder whose methods do nothing: the pure-Python share.
 2. 10k-tensor audit: the same on a ModuleList of 5,000 Linear(4, 4) layers
    (10,000 parameter tensors) with AdamW state.
@@ -159,7 +161,12 @@ def child_audit(args):
         t = time.perf_counter_ns()
         _facts.collect(null, "null", -1, [model], [opt])
         py_times.append(time.perf_counter_ns() - t)
-    out = dict(params=n_params, state=n_state, first_ns=first, ns=times, py_ns=py_times)
+    nowait_times = []
+    for i in range(args.audits):  # a step audit's path: the host does not wait for the verdict
+        t = time.perf_counter_ns()
+        hooks.run_audit("bench-nowait-%d" % i, -1, [model], [opt])
+        nowait_times.append(time.perf_counter_ns() - t)
+    out = dict(params=n_params, state=n_state, first_ns=first, ns=times, py_ns=py_times, nowait_ns=nowait_times)
     if args.profile:
         out["profile"] = _profile_one(lambda: tpaudit.audit(label="profile", models=[model], optimizers=[opt]))
         out["profile_null"] = _profile_one(lambda: _facts.collect(null, "null", -1, [model], [opt]))
@@ -429,6 +436,9 @@ def main():
         print("    python walk alone (null recorder): median %.1f ms = %.0f%% of the audit; native+ctypes %.1f ms"
               % (pmed, 100 * pmed / med if med else 0, med - pmed))
         print("    per tensor (params+state): %.1f us" % (1e3 * med / max(1, a["params"] + a["state"])))
+        nmed = ms(statistics.median(a["nowait_ns"]))
+        print("    without the wait for the verdict (a step audit's path): median %.1f ms; the verdict's wait %.1f ms"
+              % (nmed, med - nmed))
         verdicts.append((label + " audit", ok))
 
     for kind, desc in (("sgd", "SGD, 1-element param"), ("noop", "Optimizer with empty step()")):
