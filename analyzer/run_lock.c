@@ -4,7 +4,9 @@
  * however it ends).  The descriptor is close-on-exec, so CMD and its
  * descendants never hold it.  The file stays (removing it could let two
  * runs lock two different files); it holds the pid of the run that locked
- * it last, for the refusal line, and is not a database. */
+ * it last, for the refusal line, and is not a database.  Where no lock can
+ * be taken (a read-only directory, a file system without flock) the run
+ * goes on unlocked, as it did before there was a lock. */
 #define _GNU_SOURCE
 #include "run_parts.h"
 
@@ -28,28 +30,18 @@ static long holder_pid(int fd) {
 
 int tpa_run_lock(const char *dir) {
     char path[4200];
-    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, TPA_RUN_LOCK_NAME) >= sizeof path) {
-        fprintf(stderr, "tpaudit: run: output directory name too long\n");
-        return -1;
-    }
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, TPA_RUN_LOCK_NAME) >= sizeof path) return 0;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "tpaudit: run: cannot lock output directory %s (%s): %s\n", dir, TPA_RUN_LOCK_NAME,
-                strerror(errno));
-        return -1;
-    }
+    if (fd < 0) return 0; /* a read-only directory, a planted link: no lock, the run goes on as before */
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int err = errno;
-        long pid = holder_pid(fd);
+        int busy = errno == EWOULDBLOCK;
+        long pid = busy ? holder_pid(fd) : 0;
         close(fd);
-        if (err == EWOULDBLOCK) {
-            char who[40] = "";
-            if (pid > 0) snprintf(who, sizeof who, " (pid %ld)", pid);
-            fprintf(stderr,
-                    "tpaudit: run: another tpaudit run%s is writing into %s; wait for it, or -o a new directory\n", who,
-                    dir);
-        } else
-            fprintf(stderr, "tpaudit: run: cannot lock output directory %s: %s\n", dir, strerror(err));
+        if (!busy) return 0; /* a file system without locks */
+        char who[40] = "";
+        if (pid > 0) snprintf(who, sizeof who, " (pid %ld)", pid);
+        fprintf(stderr, "tpaudit: run: another tpaudit run%s is writing into %s; wait for it, or -o a new directory\n",
+                who, dir);
         return -1;
     }
     char pid[32];

@@ -33,8 +33,9 @@ int tpa_run_resolve(const char *cmd, char *path, size_t len);
 int tpa_run_unpreloadable(const char *path, char *why, size_t len);
 
 /* The lock on an output directory (run_lock.c): takes an exclusive flock
- * on DIR/TPA_RUN_LOCK_NAME, held until this process exits; 0, or -1 after
- * one `tpaudit: run:` line (another run holds it, or it cannot be made). */
+ * on DIR/TPA_RUN_LOCK_NAME, held until this process exits; 0 (locked, or
+ * no lock possible there), or -1 after one `tpaudit: run:` line when
+ * another run holds it. */
 #define TPA_RUN_LOCK_NAME ".tpaudit-run.lock"
 int tpa_run_lock(const char *dir);
 int tpa_run_lock_is_name(const char *name); /* the lock file is not one of a run's files */
