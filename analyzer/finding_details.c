@@ -91,35 +91,64 @@ static void parse_py_stack(const char *text, tpa_frames_t *out) {
     }
 }
 
-/* Stack of the latest event of `kind` about `key` (or, for a master, about
- * the working tensor a map entry pairs it with): the Python stack when the
- * event has one, else its native stack, symbolized. */
-static void event_stack(sqlite3 *db, int64_t audit, const char *kind, const char *key_col, uint64_t key,
-                        tpa_frames_t *out) {
-    char q[512];
+/* A stack from an event row: its Python stack (column `col`) when it has
+ * one, else its native stack (column col + 1), symbolized. */
+static void row_stack(sqlite3 *db, sqlite3_stmt *st, int col, tpa_frames_t *out) {
+    if (sqlite3_column_type(st, col) != SQLITE_NULL)
+        parse_py_stack((const char *)sqlite3_column_text(st, col), out);
+    else
+        tpa_symbolize_stack(db, sqlite3_column_int64(st, col + 1), out);
+}
+
+/* Events of `kind` about `key` (or, for a master, about the working tensor
+ * a map entry pairs it with) with a stack, that meet `where`, in `order`;
+ * columns: name, py_stack, stack_id, the key the event is about. */
+static sqlite3_stmt *key_events(sqlite3 *db, int64_t audit, const char *kind, const char *key_col, uint64_t key,
+                                const char *where, const char *order) {
+    char q[768];
     snprintf(q, sizeof q,
-             "SELECT py_stack, stack_id FROM event WHERE kind=?1 AND (py_stack IS NOT NULL OR stack_id IS NOT NULL)"
+             "SELECT name, py_stack, stack_id, %s FROM event e WHERE kind=?1 AND (py_stack IS NOT NULL OR stack_id IS NOT NULL)"
              " AND (%s=?2 OR %s IN (SELECT tensor_key FROM ref WHERE audit_id=?3 AND role='map_entry' AND peer_key=?2))"
-             " ORDER BY (%s=?2) DESC, id DESC LIMIT 1",
-             key_col, key_col, key_col);
+             " AND %s ORDER BY (%s=?2) DESC, %s",
+             key_col, key_col, key_col, where, key_col, order);
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK) return;
+    if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK) return NULL;
     sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, (int64_t)key);
     sqlite3_bind_int64(st, 3, audit);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        if (sqlite3_column_type(st, 0) != SQLITE_NULL)
-            parse_py_stack((const char *)sqlite3_column_text(st, 0), out);
-        else
-            tpa_symbolize_stack(db, sqlite3_column_int64(st, 1), out);
-    }
-    sqlite3_finalize(st);
+    return st;
 }
 
+static void add_later(tpa_finding_t *f, sqlite3 *db, sqlite3_stmt *st) {
+    tpa_replacement_t *v = realloc(f->later_replacements, (f->n_later_replacements + 1) * sizeof *v);
+    if (!v) return;
+    f->later_replacements = v;
+    tpa_replacement_t *at = &v[f->n_later_replacements++];
+    at->name = tpa_column_text(st, 0);
+    at->at.v = NULL;
+    at->at.n = 0;
+    row_stack(db, st, 1, &at->at);
+}
+
+/* Where the tensor was made (its param_created event) and replaced: the
+ * first replacement is replaced_at, the later ones of the same tensor are
+ * listed after it.  With no param_replaced event, the module_replaced event
+ * of a module whose path starts the tensor's name. */
 static void attach_events(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
-    event_stack(db, audit, "param_created", "new_key", f->key, &f->created_at);
-    event_stack(db, audit, "param_replaced", "old_key", f->key, &f->replaced_at);
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = key_events(db, audit, "param_created", "new_key", f->key, "1", "id DESC");
+    if (st && sqlite3_step(st) == SQLITE_ROW) row_stack(db, st, 1, &f->created_at);
+    if (st) sqlite3_finalize(st);
+    st = key_events(db, audit, "param_replaced", "old_key", f->key, TPA_SINCE_CREATED("e.old_key"), "id");
+    int64_t about = 0; /* the key of the first replacement's event */
+    for (int first = 1; st && sqlite3_step(st) == SQLITE_ROW; first = 0) {
+        if (first) {
+            row_stack(db, st, 1, &f->replaced_at);
+            about = sqlite3_column_int64(st, 3);
+        } else if (sqlite3_column_int64(st, 3) == about) {
+            add_later(f, db, st);
+        }
+    }
+    if (st) sqlite3_finalize(st);
     if (!f->replaced_at.n &&
         sqlite3_prepare_v2(
             db,
@@ -197,5 +226,6 @@ static void attach_storage_offset(sqlite3 *db, int64_t audit, tpa_finding_t *f) 
 void tpa_attach_details(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t ptr, tpa_finding_t *f) {
     attach_storage_offset(db, audit, f);
     attach_events(db, audit, f);
+    tpa_attach_names(db, audit, f);
     attach_allocation(db, audit_begin, ptr, f);
 }

@@ -34,8 +34,18 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
 /* The live param that took over from stale `f` (same name, or named by a
  * param_replaced event), with how their shapes relate. */
 void tpa_find_successor(sqlite3 *db, int64_t audit, tpa_finding_t *f);
-/* Storage offset, creation and replacement stacks, and the allocation
- * holding storage `ptr`. */
+/* An SQL condition on event row `e` about the tensor in its column `col`:
+ * the event came after that tensor's latest param_created event (the id of
+ * a dead object comes back as another object's key). */
+#define TPA_SINCE_CREATED(col) \
+    "e.id > (SELECT coalesce(max(c.id), 0) FROM event c WHERE c.kind='param_created' AND c.new_key=" col ")"
+/* The names of `f`'s tensor (finding_names.c): `name` becomes the first of
+ * them in the model's own order, the others its aliases, each with the
+ * wrapper prefix its live successor's path shows. */
+void tpa_attach_names(sqlite3 *db, int64_t audit, tpa_finding_t *f);
+/* Storage offset, names, creation and replacement stacks (the first
+ * replacement, and the later ones apart), and the allocation holding
+ * storage `ptr`. */
 void tpa_attach_details(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t ptr, tpa_finding_t *f);
 /* The message of `f`, a finding of kind `k` (malloc'd). */
 char *tpa_finding_message(const tpa_finding_t *f, const tpa_kind_t *k);

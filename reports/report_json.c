@@ -153,6 +153,12 @@ static void put_finding(FILE *out, const tpa_finding_t *f) {
     put_key_string(out, ",\"class\":", f->holder_class);
     put_key_string(out, ",\"path\":", f->holder_path);
     put_key_string(out, "},\"tensor\":{\"name\":", f->name);
+    fputs(",\"aliases\":[", out);
+    for (size_t i = 0; i < f->n_aliases; i++) {
+        if (i) fputc(',', out);
+        tpa_put_json_string(out, f->aliases[i]);
+    }
+    fputc(']', out);
     put_key_shape(out, ",\"shape\":", f->shape);
     put_key_shape(out, ",\"local_shape\":", f->local_shape);
     put_key_string(out, ",\"dtype\":", f->dtype);
@@ -173,6 +179,13 @@ static void put_finding(FILE *out, const tpa_finding_t *f) {
     }
     put_key_frames(out, ",\"created_at\":", &f->created_at, 0);
     put_key_frames(out, ",\"replaced_at\":", &f->replaced_at, 0);
+    fputs(",\"later_replacements\":[", out);
+    for (size_t i = 0; i < f->n_later_replacements; i++) {
+        put_key_string(out, i ? ",{\"name\":" : "{\"name\":", f->later_replacements[i].name);
+        put_key_frames(out, ",\"at\":", &f->later_replacements[i].at, 0);
+        fputc('}', out);
+    }
+    fputc(']', out);
     fputs(",\"allocation\":", out);
     if (f->has_allocation) {
         fprintf(out, "{\"address\":%" PRIu64 ",\"bytes\":%" PRId64 ",\"stack\":", f->alloc_address, f->alloc_bytes);

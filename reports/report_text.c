@@ -125,6 +125,8 @@ static void put_details(const tpa_finding_t *f, size_t number, const char *ranks
     fprintf(out, "      tensor: %s %s local %s %s on %s (%s), grad %s; held at %s %s\n", T(f->name, "(unnamed)"),
             T(f->shape, ""), T(f->local_shape, ""), T(f->dtype, ""), T(f->device, "?"), T(f->type, "?"),
             f->has_grad ? "yes" : "never", T(f->holder_class, ""), T(f->holder_path, ""));
+    for (size_t i = 0; i < f->n_aliases; i++) /* its other names, model order */
+        fprintf(out, "%s%s%s", i ? ", " : "      also named: ", T(f->aliases[i], ""), i + 1 < f->n_aliases ? "" : "\n");
     if (tpa_finding_is_view(f)) {
         char view[160];
         tpa_format_view(f, view, sizeof view);
@@ -139,6 +141,11 @@ static void put_details(const tpa_finding_t *f, size_t number, const char *ranks
     }
     tpa_put_text_stack(out, paths, "created at", &f->created_at);
     tpa_put_text_stack(out, paths, "replaced at", &f->replaced_at);
+    for (size_t i = 0; i < f->n_later_replacements; i++) { /* replaced_at is the first */
+        char title[320];
+        snprintf(title, sizeof title, "replaced again, as %s, at", T(f->later_replacements[i].name, "(unnamed)"));
+        tpa_put_text_stack(out, paths, title, &f->later_replacements[i].at);
+    }
     tpa_put_text_stack(out, paths, "allocated at", &f->alloc_stack);
 }
 

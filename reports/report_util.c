@@ -207,6 +207,17 @@ void tpa_finding_free(tpa_finding_t *f) {
     tpa_frames_free(&f->created_at);
     tpa_frames_free(&f->replaced_at);
     tpa_frames_free(&f->alloc_stack);
+    for (size_t i = 0; i < f->n_aliases; i++) free(f->aliases[i]);
+    free(f->aliases);
+    f->aliases = NULL;
+    f->n_aliases = 0;
+    for (size_t i = 0; i < f->n_later_replacements; i++) {
+        free(f->later_replacements[i].name);
+        tpa_frames_free(&f->later_replacements[i].at);
+    }
+    free(f->later_replacements);
+    f->later_replacements = NULL;
+    f->n_later_replacements = 0;
 }
 
 void tpa_report_free(tpa_report_t *r) {
