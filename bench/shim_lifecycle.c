@@ -4,6 +4,9 @@
  *         (fork + exec /bin/true + wait); prints the loop's seconds.
  *   exit: 64 threads record events; the main thread calls exit(0); the
  *         driver times from the host's last line to waitpid's return.
+ *   pthread_exit: the main thread records 10,000 events and leaves by
+ *         pthread_exit, the last thread of the host; timed as exit is (the
+ *         process ends when the shim sees no host thread left).
  * Each figure is printed for both, with the ratio shim / plain. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -77,6 +80,18 @@ static int host_exit(void) {
     exit(0);
 }
 
+static int host_pthread_exit(void) {
+    tpaudit_event_t e = TPAUDIT_INIT_EVENT;
+    e.kind = TPAUDIT_EVENT_PARAM_CREATED;
+    for (uint64_t k = 1; k <= 10000; k++) {
+        e.new_key = k;
+        tpaudit_record_event(&e);
+    }
+    printf("%.9f\n", now_s());
+    fflush(stdout);
+    pthread_exit(NULL);
+}
+
 /* Runs this program in a mode, with or without LD_PRELOAD; returns the
  * figure: the fork loop's seconds, or the exit's seconds. */
 static double run_mode(const char *self, const char *mode, const char *shim, const char *out_dir) {
@@ -105,12 +120,13 @@ static double run_mode(const char *self, const char *mode, const char *shim, con
     close(fds[0]);
     if (n <= 0) return -1;
     double v = atof(line);
-    return strcmp(mode, "exit") ? v : done - v;
+    return strcmp(mode, "fork") ? done - v : v;
 }
 
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "fork")) return host_fork();
     if (argc >= 2 && !strcmp(argv[1], "exit")) return host_exit();
+    if (argc >= 2 && !strcmp(argv[1], "pthread_exit")) return host_pthread_exit();
     if (argc < 2) {
         fprintf(stderr, "usage: %s SHIM [ROUNDS]\n", argv[0]);
         return 2;
@@ -122,9 +138,10 @@ int main(int argc, char **argv) {
     self[k] = 0;
     char out_dir[] = "/tmp/tpaudit-bench-XXXXXX";
     if (!mkdtemp(out_dir)) return 2;
-    static const char *const modes[] = {"fork", "exit"};
-    static const char *const what[] = {"50 x fork+exec+wait, 8 recording threads", "exit() with 64 recording threads"};
-    for (int m = 0; m < 2; m++)
+    static const char *const modes[] = {"fork", "exit", "pthread_exit"};
+    static const char *const what[] = {"50 x fork+exec+wait, 8 recording threads", "exit() with 64 recording threads",
+                                       "pthread_exit of the last host thread"};
+    for (int m = 0; m < 3; m++)
         for (int r = 0; r < rounds; r++) {
             double plain = run_mode(self, modes[m], NULL, out_dir);
             double with = run_mode(self, modes[m], argv[1], out_dir);
