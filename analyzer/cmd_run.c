@@ -7,7 +7,8 @@
  * --force, which removes the databases of the earlier run.  --fail-fast sets
  * TPAUDIT_FAIL_FAST=1 for CMD (the probe ends the run at the first audit
  * with an error, exit status 4: docs/RUN.md).  Signals:
- * run_signals.c; the preload check: run_target.c. */
+ * run_signals.c; the preload check: run_target.c; the live status line on
+ * a terminal: run_status.c. */
 #define _GNU_SOURCE
 #include "analyzer.h"
 #include "run_parts.h"
@@ -386,7 +387,11 @@ int tpa_cmd_run(int argc, char **argv) {
 
     pid_t pid;
     int report_fd, status, exec_errno;
-    if (start_child(cmd, &pid, &report_fd) || wait_child(pid, report_fd, &status, &exec_errno)) return TPA_EXIT_USAGE;
+    if (start_child(cmd, &pid, &report_fd)) return TPA_EXIT_USAGE;
+    tpa_run_status_t *live = nested ? NULL : tpa_run_status_start(abs_out); /* a terminal only */
+    int waited = wait_child(pid, report_fd, &status, &exec_errno);
+    tpa_run_status_stop(live);
+    if (waited) return TPA_EXIT_USAGE;
     if (exec_errno) {
         fprintf(stderr, "tpaudit: cannot run %s: %s\n", cmd[0], strerror(exec_errno));
         return exec_errno == ENOENT ? 127 : 126;

@@ -1,7 +1,7 @@
 /* run_parts.h - the pieces of `tpaudit run` (cmd_run.c): its signal
  * handling (run_signals.c), the check that a target can take the shim
- * (run_target.c) and the output directory's lock (run_lock.c). Internal to
- * the analyzer CLI. */
+ * (run_target.c), the output directory's lock (run_lock.c) and the live
+ * status line (run_status.c). Internal to the analyzer CLI. */
 #ifndef TPA_RUN_PARTS_H
 #define TPA_RUN_PARTS_H
 
@@ -39,5 +39,13 @@ int tpa_run_unpreloadable(const char *path, char *why, size_t len);
 #define TPA_RUN_LOCK_NAME ".tpaudit-run.lock"
 int tpa_run_lock(const char *dir);
 int tpa_run_lock_is_name(const char *name); /* the lock file is not one of a run's files */
+
+/* The live status line on a terminal (run_status.c): started after the
+ * child, it redraws "tpaudit: running: N processes, N audits, N findings so
+ * far" on stderr once a second when it changed; NULL, and nothing shown,
+ * when stderr is not a terminal. Stop clears the line. */
+typedef struct tpa_run_status tpa_run_status_t;
+tpa_run_status_t *tpa_run_status_start(const char *dir);
+void tpa_run_status_stop(tpa_run_status_t *s);
 
 #endif
