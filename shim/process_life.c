@@ -123,7 +123,8 @@ void tpa_life_fork_child(void) { child_reset(); }
  * (it is then reset as a fork child is). */
 int tpa_life_notice_copy(void) {
     if (atomic_load_explicit(&g_page->owner, memory_order_relaxed) || !atomic_load(&g_started)) return 0;
-    tpa_log(TPA_LOG_INFO, "a copy of process made without fork handlers (clone): recording into its own database");
+    tpa_log(TPA_LOG_INFO,
+            "a copy of the process made without fork handlers (clone): recording into a database of its own");
     return child_reset();
 }
 
