@@ -210,11 +210,11 @@ TPA_HIDDEN void tpa_rows_reset(void);
 #define TPA_END_STALL_MS 5000
 #define TPA_END_CLOSE_MS 300
 #define TPA_WRITER_ALONE 1
-TPA_HIDDEN int tpa_writer_open(void);   /* the first record's thread: the file; then the thread is made */
-TPA_HIDDEN void tpa_writer_abandon(void); /* the thread could not be made: the file goes */
-TPA_HIDDEN int tpa_writer_run(void);    /* the thread's loop; TPA_WRITER_ALONE when no host thread is left */
-TPA_HIDDEN void tpa_writer_end(void);   /* the thread's last step: final run row, close */
-TPA_HIDDEN void tpa_writer_watch_alone(void); /* the main thread left: idle, look for the last host thread */
+TPA_HIDDEN int tpa_writer_open(void);            /* the first record's thread: the file; then the thread is made */
+TPA_HIDDEN void tpa_writer_abandon(void);        /* the thread could not be made: the file goes */
+TPA_HIDDEN int tpa_writer_run(void);             /* the thread's loop; TPA_WRITER_ALONE when no host thread is left */
+TPA_HIDDEN void tpa_writer_end(void);            /* the thread's last step: final run row, close */
+TPA_HIDDEN void tpa_writer_watch_alone(void);    /* the main thread left: idle, look for the last host thread */
 TPA_HIDDEN int tpa_writer_flush(int timeout_ms); /* waits for everything queued */
 TPA_HIDDEN int tpa_writer_flush_signal_safe(int timeout_ms);
 /* Asks the writer to end the database: drain (bounded), the final run row
