@@ -127,8 +127,9 @@ int tpa_db_fail(const char *what) {
     if (tpa_dbfd_lost())
         snprintf(why, sizeof why, "%s: its file descriptor was closed or replaced by the host (%s)", what, g_path);
     else if (tpa_disk_full()) {
-        snprintf(why, sizeof why, "%s: the file system is down to the last %lld MiB the shim leaves to the host; %s %s",
-                 what, (long long)(tpa_disk_reserve() >> 20), g_path,
+        char disk[128];
+        tpa_disk_why(disk, sizeof disk);
+        snprintf(why, sizeof why, "%s: %s; %s %s", what, disk, g_path,
                  g_whole ? "is kept, marked incomplete" : "is not made");
         tpa_disk_release(); /* the end (rollback, checkpoint, WAL removed) may use the reserve */
     } else

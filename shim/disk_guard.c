@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -30,10 +31,19 @@ static pwrite_fn n_pwrite, n_pwrite64;
 static int g_installed;
 static int64_t g_budget; /* bytes that may be written before the next fstatvfs */
 static _Atomic int64_t g_reserve = TPA_DISK_RESERVE_MIN;
-static _Atomic int g_full, g_released;
+static _Atomic int g_full, g_released; /* g_full: 0, or why (enum below) */
+enum { RESERVE_REACHED = 1, FS_FULL = 2 };
 
-int tpa_disk_full(void) { return atomic_load(&g_full); }
-int64_t tpa_disk_reserve(void) { return atomic_load(&g_reserve); }
+int tpa_disk_full(void) { return atomic_load(&g_full) != 0; }
+
+void tpa_disk_why(char *out, size_t len) {
+    if (atomic_load(&g_full) == FS_FULL)
+        snprintf(out, len, "the file system is full");
+    else
+        snprintf(out, len, "the file system is down to the last %lld MiB the shim leaves to the host",
+                 (long long)(atomic_load(&g_reserve) >> 20));
+}
+
 void tpa_disk_release(void) { atomic_store(&g_released, 1); }
 
 /* The budget from the file system of fd; a file system that reports no
@@ -57,7 +67,8 @@ static int room_for(int fd, size_t n) {
     if (atomic_load(&g_released)) return 1;
     if (!atomic_load(&g_full) && (int64_t)n > g_budget) refresh(fd);
     if (atomic_load(&g_full) || (int64_t)n > g_budget) {
-        atomic_store(&g_full, 1);
+        int none = 0;
+        atomic_compare_exchange_strong(&g_full, &none, RESERVE_REACHED);
         errno = ENOSPC;
         return 0;
     }
@@ -66,7 +77,7 @@ static int room_for(int fd, size_t n) {
 }
 
 static ssize_t noted(ssize_t w) {
-    if (w < 0 && (errno == ENOSPC || errno == EDQUOT)) atomic_store(&g_full, 1);
+    if (w < 0 && (errno == ENOSPC || errno == EDQUOT)) atomic_store(&g_full, FS_FULL); /* the host filled it */
     return w;
 }
 

@@ -4,6 +4,7 @@
 #ifndef TPA_HOST_GUARD_H
 #define TPA_HOST_GUARD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cupti_contract.h"
@@ -19,7 +20,7 @@ TPA_HIDDEN void tpa_log_set_level(int level); /* lines above it are not written 
 TPA_HIDDEN int tpa_disk_guard_install(void); /* wraps the private SQLite's write calls; 0 on success */
 TPA_HIDDEN int tpa_disk_full(void);          /* 1 once the reserve was reached or a write met ENOSPC */
 TPA_HIDDEN void tpa_disk_release(void);      /* after the stop: lets the end use the reserve (rollback, checkpoint) */
-TPA_HIDDEN int64_t tpa_disk_reserve(void);   /* bytes left to the host on the output's file system */
+TPA_HIDDEN void tpa_disk_why(char *out, size_t len); /* "the file system is full" or "... down to the last N MiB ..." */
 TPA_HIDDEN void tpa_disk_forget_in_child(void);
 
 #endif
