@@ -4,6 +4,7 @@
 #include "analyzer.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,15 +43,21 @@ int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *
             snprintf(why, why_len, "cannot read directory %s", args[i]);
             return -1;
         }
-        size_t before = *n_files;
+        size_t before = *n_files, broken = 0;
+        char first_broken[4200] = "";
         struct dirent *e;
         while ((e = readdir(d))) {
             size_t len = strlen(e->d_name);
             if (len < 4 || strcmp(e->d_name + len - 3, ".db")) continue;
             char full[4096];
             snprintf(full, sizeof full, "%s/%s", args[i], e->d_name);
-            struct stat eb; /* a FIFO or device named *.db in a directory is not a database */
+            struct stat eb; /* a FIFO, device or directory named *.db in a directory is not a database */
             if (stat(full, &eb) == 0 && !S_ISREG(eb.st_mode)) continue;
+            if (stat(full, &eb) != 0 && lstat(full, &eb) == 0 && S_ISLNK(eb.st_mode)) {
+                /* a dangling or looping link: said once below, the others are read */
+                if (!broken++) snprintf(first_broken, sizeof first_broken, "%s (%s)", full, strerror(errno));
+                continue;
+            }
             if (add_path(files, n_files, full)) {
                 closedir(d);
                 snprintf(why, why_len, "out of memory");
@@ -59,9 +66,15 @@ int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *
         }
         closedir(d);
         if (*n_files == before) {
-            snprintf(why, why_len, "%s holds no tpaudit databases (*.db)", args[i]);
+            snprintf(why, why_len, "%s holds no tpaudit databases (*.db)%s", args[i],
+                     broken ? ", only links to nothing" : "");
             return -1;
         }
+        if (broken == 1)
+            fprintf(stderr, "tpaudit: warning: skipped %s: a link to no file\n", tpa_term(first_broken));
+        else if (broken)
+            fprintf(stderr, "tpaudit: warning: skipped %zu *.db links to no file in %s (first: %s)\n", broken,
+                    tpa_term(args[i]), tpa_term(first_broken));
         qsort(*files + before, *n_files - before, sizeof **files, cmp_str);
     }
     if (!*n_files) {

@@ -219,3 +219,33 @@ void tpa_format_group_ranks(const tpa_report_t *r, const tpa_finding_group_t *g,
     }
     free(ranks);
 }
+
+void tpa_describe_runs(const tpa_report_t *r, char *buf, size_t len) {
+    tpa_rank_group_t *g;
+    size_t n, ranks = 0, helpers = r->n_runs - tpa_count_runs(r);
+    if (tpa_rank_groups(r, 0, &g, &n)) n = 0, g = NULL;
+    for (size_t i = 0; i < n; i++) ranks += g[i].rank >= 0;
+    free(g);
+    size_t others = n - ranks, used;
+    if (ranks)
+        used = (size_t)snprintf(buf, len, "%zu rank%s", ranks, ranks == 1 ? "" : "s");
+    else
+        used = (size_t)snprintf(buf, len, "%zu run%s", others, others == 1 ? "" : "s");
+    if (ranks && others && used < len)
+        used +=
+            (size_t)snprintf(buf + used, len - used, ", %zu process%s without a rank", others, others == 1 ? "" : "es");
+    if (helpers && used < len)
+        snprintf(buf + used, len - used, " (and %zu helper process%s)", helpers, helpers == 1 ? "" : "es");
+}
+
+size_t tpa_most_retained_group(const tpa_report_t *r, tpa_rank_group_t *most) {
+    tpa_rank_group_t *g;
+    size_t n, k = 0;
+    memset(most, 0, sizeof *most);
+    if (tpa_rank_groups(r, 0, &g, &n)) return 0;
+    for (size_t i = 1; i < n; i++)
+        if (g[i].retained > g[k].retained) k = i;
+    if (n) *most = g[k];
+    free(g);
+    return n;
+}

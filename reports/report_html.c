@@ -16,7 +16,9 @@ typedef struct page {
     const tpa_report_t *r;
     html_paths_t paths;
     html_scale_t scale;
-    size_t *order; /* findings: errors first, then by retained bytes */
+    tpa_finding_group_t *groups; /* the same finding on several ranks, shown once */
+    size_t n_groups;
+    size_t *order; /* groups (by their first finding): errors first, then by retained bytes */
     size_t *runs;  /* runs to show: ranks ascending, then unranked */
     size_t n_shown;
     size_t *quiet; /* runs with nothing to report, folded at the end */
@@ -27,9 +29,11 @@ typedef struct page {
 
 static const tpa_report_t *sort_report;
 
+static const tpa_finding_group_t *sort_groups;
+
 static int cmp_finding(const void *a, const void *b) {
-    const tpa_finding_t *x = &sort_report->findings[*(const size_t *)a],
-                        *y = &sort_report->findings[*(const size_t *)b];
+    const tpa_finding_t *x = &sort_report->findings[sort_groups[*(const size_t *)a].first],
+                        *y = &sort_report->findings[sort_groups[*(const size_t *)b].first];
     if (x->is_error != y->is_error) return y->is_error - x->is_error;
     if (x->retained_bytes != y->retained_bytes) return x->retained_bytes < y->retained_bytes ? 1 : -1;
     return (*(const size_t *)a > *(const size_t *)b) - (*(const size_t *)a < *(const size_t *)b);
@@ -60,12 +64,13 @@ static int page_init(page_t *pg, const tpa_report_t *r) {
     memset(pg, 0, sizeof *pg);
     pg->r = r;
     if (html_paths_init(&pg->paths, r) || html_scale_init(&pg->scale, r)) return -1;
-    pg->order = malloc((r->n_findings + 1) * sizeof *pg->order);
+    if (tpa_finding_groups(r, &pg->groups, &pg->n_groups)) return -1;
+    pg->order = malloc((pg->n_groups + 1) * sizeof *pg->order);
     pg->runs = malloc((r->n_runs + 1) * sizeof *pg->runs);
     pg->quiet = malloc((r->n_runs + 1) * sizeof *pg->quiet);
     if (!pg->order || !pg->runs || !pg->quiet) return -1;
+    for (size_t i = 0; i < pg->n_groups; i++) pg->order[i] = i;
     for (size_t i = 0; i < r->n_findings; i++) {
-        pg->order[i] = i;
         if (r->findings[i].is_error) {
             pg->errors++;
             if (r->findings[i].retained_bytes > 0) pg->retained += r->findings[i].retained_bytes;
@@ -82,7 +87,8 @@ static int page_init(page_t *pg, const tpa_report_t *r) {
             pg->runs[pg->n_shown++] = i;
     }
     sort_report = r;
-    qsort(pg->order, r->n_findings, sizeof *pg->order, cmp_finding);
+    sort_groups = pg->groups;
+    qsort(pg->order, pg->n_groups, sizeof *pg->order, cmp_finding);
     qsort(pg->runs, pg->n_shown, sizeof *pg->runs, cmp_run);
     qsort(pg->quiet, pg->n_quiet, sizeof *pg->quiet, cmp_run);
     return 0;
@@ -91,6 +97,7 @@ static int page_init(page_t *pg, const tpa_report_t *r) {
 static void page_free(page_t *pg) {
     html_paths_free(&pg->paths);
     html_scale_free(&pg->scale);
+    tpa_finding_groups_free(pg->groups, pg->n_groups);
     free(pg->order);
     free(pg->runs);
     free(pg->quiet);
@@ -125,7 +132,7 @@ static void put_verdict(FILE *out, const page_t *pg) {
         fputs("No process made an audit: nothing was checked</h1>\n", out);
     }
     if (!r->n_findings) return;
-    const tpa_finding_t *top = &r->findings[pg->order[0]];
+    const tpa_finding_t *top = &r->findings[pg->groups[pg->order[0]].first];
     fputs("<p id=\"headline\">", out);
     html_put(out, top->message);
     const tpa_frame_t *at = html_first_user_frame(top->replaced_at.n ? &top->replaced_at : &top->created_at);
@@ -160,15 +167,18 @@ static void put_gate_line(FILE *out, const page_t *pg) {
  * inconclusive run is. */
 static void put_banner_facts(FILE *out, const page_t *pg) {
     const tpa_report_t *r = pg->r;
-    size_t ranks = 0, inconclusive = 0;
-    for (size_t i = 0; i < r->n_runs; i++) {
-        ranks += r->runs[i].has_rank;
-        inconclusive += r->runs[i].inconclusive;
+    size_t inconclusive = 0;
+    char runs[160];
+    for (size_t i = 0; i < r->n_runs; i++) inconclusive += r->runs[i].inconclusive;
+    tpa_describe_runs(r, runs, sizeof runs);
+    fprintf(out, "<p class=\"facts\">%zu error%s, %zu warning%s &middot; %s", pg->errors, pg->errors == 1 ? "" : "s",
+            pg->warnings, pg->warnings == 1 ? "" : "s", runs);
+    tpa_rank_group_t most;
+    if (pg->retained > 0 && tpa_most_retained_group(r, &most) > 1) { /* the gate judges each rank alone */
+        fputs(" &middot; at most ", out);
+        html_put_bytes(out, most.retained);
+        fputs(" on one rank (what the gate judges)", out);
     }
-    fprintf(out, "<p class=\"facts\">%zu error%s, %zu warning%s &middot; %zu process%s", pg->errors,
-            pg->errors == 1 ? "" : "s", pg->warnings, pg->warnings == 1 ? "" : "s", r->n_runs,
-            r->n_runs == 1 ? "" : "es");
-    if (ranks) fprintf(out, " (%zu rank%s)", ranks, ranks == 1 ? "" : "s");
     fprintf(out, " &middot; %zu audit%s &middot; %zu inconclusive run%s", pg->audits, pg->audits == 1 ? "" : "s",
             inconclusive, inconclusive == 1 ? "" : "s");
     if (pg->paths.root) {
@@ -202,8 +212,14 @@ static void put_banner(FILE *out, const page_t *pg) {
     fputs("</nav>\n", out);
 }
 
-static void put_rank_cell(FILE *out, const page_t *pg, const tpa_finding_t *f) {
-    if (f->rank >= 0)
+/* Where a group of findings is: its ranks ("ranks 0-7"), or its process. */
+static void put_rank_cell(FILE *out, const page_t *pg, const tpa_finding_group_t *g) {
+    const tpa_finding_t *f = &pg->r->findings[g->first];
+    char ranks[96];
+    tpa_format_group_ranks(pg->r, g, ranks, sizeof ranks);
+    if (g->n > 1)
+        html_put(out, ranks);
+    else if (f->rank >= 0)
         fprintf(out, "rank %lld", (long long)f->rank);
     else if (f->run_index < pg->r->n_runs)
         html_put_run_name(out, &pg->r->runs[f->run_index]);
@@ -225,14 +241,16 @@ static void put_findings_table(FILE *out, const page_t *pg) {
         "<th>kind</th><th>tensor</th><th class=\"num\">retained</th><th>held by</th><th>replaced at</th><th>message</th></tr>"
         "</thead><tbody>\n",
         out);
-    for (size_t i = 0; i < r->n_findings; i++) {
-        const tpa_finding_t *f = &r->findings[pg->order[i]];
+    for (size_t i = 0; i < pg->n_groups; i++) {
+        const tpa_finding_group_t *g = &pg->groups[pg->order[i]];
+        const tpa_finding_t *f = &r->findings[g->first];
         fprintf(out, "<tr><td><a href=\"#f%zu\">%zu</a></td><td><span class=\"sev %s\">%s</span>%s</td><td>", i + 1,
                 i + 1, tpa_severity(f), tpa_severity(f), f->is_new ? " <span class=\"new\">new</span>" : "");
-        put_rank_cell(out, pg, f);
+        put_rank_cell(out, pg, g);
         html_fmt(out, "</td><td>%s</td><td><span class=\"tensor\">%s</span> <code>%s</code></td><td class=\"num\">",
                  tpa_kind_label(f->kind), f->name ? f->name : "(unnamed)", f->shape);
         html_put_bytes(out, f->retained_bytes);
+        if (g->n > 1) fputs(" each", out);
         html_fmt(out, "</td><td>%s <code>%s</code></td><td>", f->holder_class, f->holder_path);
         const tpa_frame_t *at = html_first_user_frame(f->replaced_at.n ? &f->replaced_at : &f->created_at);
         if (at) {
@@ -248,14 +266,15 @@ static void put_findings_table(FILE *out, const page_t *pg) {
 
 static void put_fact(FILE *out, const char *term) { fprintf(out, "<dt>%s</dt><dd>", term); }
 
-static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const tpa_finding_t *f) {
+static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const tpa_finding_group_t *g) {
+    const tpa_finding_t *f = &pg->r->findings[g->first];
     fprintf(out, "<article class=\"finding %s\" id=\"f%zu\"><h3>%zu. <span class=\"sev %s\">%s</span> ",
             tpa_severity(f), number, number, tpa_severity(f), tpa_severity(f));
     html_fmt(out, "%s &middot; <span class=\"tensor\">%s</span> <code>%s</code> &middot; ", tpa_kind_label(f->kind),
              f->name, f->shape);
     html_put_bytes(out, f->retained_bytes);
-    fputs(" &middot; ", out);
-    put_rank_cell(out, pg, f);
+    fputs(g->n > 1 ? " each &middot; " : " &middot; ", out);
+    put_rank_cell(out, pg, g);
     html_fmt(out, "</h3>\n<p>%s</p>\n<dl>", f->message);
     html_fmt(out, "<dt>tensor</dt><dd>%s <code>%s</code>, local <code>%s</code> %s on %s (%s), grad %s</dd>\n", f->name,
              f->shape, f->local_shape, f->dtype, f->device, f->type, f->has_grad ? "yes" : "never");
@@ -393,7 +412,7 @@ int tpa_render_html(const tpa_report_t *r, FILE *out) {
     put_ranks(out, &pg);
     if (r->n_findings) {
         fputs("<h2 id=\"details\">Details</h2>\n", out);
-        for (size_t i = 0; i < r->n_findings; i++) put_finding_detail(out, &pg, i + 1, &r->findings[pg.order[i]]);
+        for (size_t i = 0; i < pg.n_groups; i++) put_finding_detail(out, &pg, i + 1, &pg.groups[pg.order[i]]);
     }
     int rc = html_put_memory_by_library(out, r, pg.runs, pg.n_shown);
     put_quiet(out, &pg);

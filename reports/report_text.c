@@ -24,22 +24,15 @@ static const char *rank_label(int has_rank, int64_t rank, char *buf, size_t len)
 
 /* With several ranks, what the gate judges: each rank's own bytes, not their sum. */
 static void put_most_per_rank(const tpa_report_t *r, FILE *out) {
-    tpa_rank_group_t *g;
-    size_t n, most = 0;
-    if (tpa_rank_groups(r, 0, &g, &n)) return;
-    for (size_t i = 1; i < n; i++)
-        if (g[i].retained > g[most].retained) most = i;
-    if (n > 1) {
-        char bytes[32], who[48];
-        tpa_format_bytes(g[most].retained, bytes, sizeof bytes);
-        if (g[most].rank >= 0)
-            snprintf(who, sizeof who, "rank %lld", (long long)g[most].rank);
-        else
-            snprintf(who, sizeof who, "pid %lld, no rank", (long long)g[most].pid);
-        fprintf(out, "per rank (as the gate judges, each rank alone): at most %s retained on one rank (%s)\n", bytes,
-                who);
-    }
-    free(g);
+    tpa_rank_group_t most;
+    if (tpa_most_retained_group(r, &most) < 2) return;
+    char bytes[32], who[48];
+    tpa_format_bytes(most.retained, bytes, sizeof bytes);
+    if (most.rank >= 0)
+        snprintf(who, sizeof who, "rank %lld", (long long)most.rank);
+    else
+        snprintf(who, sizeof who, "pid %lld, no rank", (long long)most.pid);
+    fprintf(out, "per rank (as the gate judges, each rank alone): at most %s retained on one rank (%s)\n", bytes, who);
 }
 
 /* The verdict line and one line per run with its retained bytes. */
@@ -60,13 +53,10 @@ static void put_summary(const tpa_report_t *r, FILE *out) {
         snprintf(state, sizeof state, " (plus %s of their optimizer state)", bytes);
     }
     tpa_format_bytes(total, bytes, sizeof bytes);
-    size_t runs = tpa_count_runs(r), helpers = r->n_runs - runs;
-    char helper_note[64] = "";
-    if (helpers)
-        snprintf(helper_note, sizeof helper_note, " (and %zu helper process%s)", helpers, helpers == 1 ? "" : "es");
-    fprintf(out, "tpaudit report: %zu run%s%s, %zu error%s, %zu warning%s, %s retained by stale tensors%s\n", runs,
-            runs == 1 ? "" : "s", helper_note, errors, errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s",
-            bytes, state);
+    char runs[160];
+    tpa_describe_runs(r, runs, sizeof runs);
+    fprintf(out, "tpaudit report: %s, %zu error%s, %zu warning%s, %s retained by stale tensors%s\n", runs, errors,
+            errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s", bytes, state);
     if (!r->n_findings)
         fputs("verdict: clean - every tensor the optimizers hold is a live model parameter\n", out);
     else

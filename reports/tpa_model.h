@@ -190,6 +190,12 @@ typedef struct tpa_rank_group {
 int tpa_rank_groups(const tpa_report_t *r, int only_new, tpa_rank_group_t **out, size_t *n);
 /* Runs that are not helper processes. */
 size_t tpa_count_runs(const tpa_report_t *r);
+/* "1 run", "3 runs", "8 ranks", "2 ranks, 1 process without a rank (and 4
+ * helper processes)": the runs as counted by rank, helpers apart. */
+void tpa_describe_runs(const tpa_report_t *r, char *buf, size_t len);
+/* The group (of tpa_rank_groups) that retains the most, into *most; the
+ * number of groups (0 when there are none or out of memory). */
+size_t tpa_most_retained_group(const tpa_report_t *r, tpa_rank_group_t *most);
 /* Groups the same finding on several ranks (each finding's group_first):
  * equal in all but rank, device, stacks and allocation, one per rank;
  * findings without a rank stand alone.  0, or -1 out of memory. */
