@@ -2,7 +2,8 @@
 # Installs what tpaudit needs on a fresh Debian/Ubuntu machine: the build and
 # test packages (apt-get) and a Python venv with the pinned torch,
 # transformers, pytest and the training frameworks tested against, cached
-# outside the clone and keyed by the lock file. Prints the venv's python
+# outside the clone and keyed by the lock file, and the ColossalAI tests'
+# second venv (scripts/setup_colossal.sh). Prints the main venv's python
 # path on its last line. Safe to rerun.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -41,5 +42,11 @@ if [ ! -f "$venv/.complete" ]; then
   DS_BUILD_OPS=0 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation \
     "$(grep '^deepspeed==' "$lock")" >&2
   touch "$venv/.complete"
+fi
+# The optional second venv of the ColossalAI tests (requirements-colossal.lock);
+# without it those tests skip and say why. TPAUDIT_NO_COLOSSAL=1 leaves it out.
+if [ "${TPAUDIT_NO_COLOSSAL:-0}" != 1 ]; then
+  bash "$here/scripts/setup_colossal.sh" "$venv/bin/python" >/dev/null ||
+    echo "setup: the ColossalAI venv could not be made; the ColossalAI tests will skip" >&2
 fi
 echo "$venv/bin/python"

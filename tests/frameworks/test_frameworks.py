@@ -17,10 +17,10 @@ ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELI
        "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu", "PYTHONWARNINGS": "ignore"}
 
 
-def audited(tmp_path, script, args, ranks=0):
+def audited(tmp_path, script, args, ranks=0, python=sys.executable):
     name = "-".join([script] + [a.strip("-") for a in args])
     out = tmp_path / name
-    argv = [sys.executable]
+    argv = [python]
     if ranks:
         argv += ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks)]
     argv += [str(HERE / "scenarios" / (script + ".py")), *args]
