@@ -227,6 +227,15 @@ static void put_rank_cell(FILE *out, const page_t *pg, const tpa_finding_group_t
         fputs("?", out);
 }
 
+/* The tensor's other names, model order, after its name: " also a, b". */
+static void put_aliases(FILE *out, const tpa_finding_t *f) {
+    for (size_t i = 0; i < f->n_aliases; i++) {
+        fputs(i ? ", " : " <small class=\"aliases\">also ", out);
+        html_put(out, f->aliases[i]);
+    }
+    if (f->n_aliases) fputs("</small>", out);
+}
+
 static void put_findings_table(FILE *out, const page_t *pg) {
     const tpa_report_t *r = pg->r;
     fputs("<h2 id=\"findings\">Findings</h2>\n", out);
@@ -247,8 +256,10 @@ static void put_findings_table(FILE *out, const page_t *pg) {
         fprintf(out, "<tr><td><a href=\"#f%zu\">%zu</a></td><td><span class=\"sev %s\">%s</span>%s</td><td>", i + 1,
                 i + 1, tpa_severity(f), tpa_severity(f), f->is_new ? " <span class=\"new\">new</span>" : "");
         put_rank_cell(out, pg, g);
-        html_fmt(out, "</td><td>%s</td><td><span class=\"tensor\">%s</span> <code>%s</code></td><td class=\"num\">",
-                 tpa_kind_label(f->kind), f->name ? f->name : "(unnamed)", f->shape);
+        html_fmt(out, "</td><td>%s</td><td><span class=\"tensor\">%s</span>", tpa_kind_label(f->kind),
+                 f->name ? f->name : "(unnamed)");
+        put_aliases(out, f);
+        html_fmt(out, " <code>%s</code></td><td class=\"num\">", f->shape);
         html_put_bytes(out, f->retained_bytes);
         if (g->n > 1) fputs(" each", out);
         html_fmt(out, "</td><td>%s <code>%s</code></td><td>", f->holder_class, f->holder_path);
@@ -266,6 +277,16 @@ static void put_findings_table(FILE *out, const page_t *pg) {
 
 static void put_fact(FILE *out, const char *term) { fprintf(out, "<dt>%s</dt><dd>", term); }
 
+/* The replacements after the first (replaced_at), each a stack. */
+static void put_later_replacements(FILE *out, const page_t *pg, const tpa_finding_t *f) {
+    for (size_t i = 0; i < f->n_later_replacements; i++) {
+        char title[640];
+        const char *name = f->later_replacements[i].name;
+        snprintf(title, sizeof title, "replaced again, as %s, at", name ? name : "(unnamed)");
+        html_put_stack(out, &pg->paths, title, &f->later_replacements[i].at);
+    }
+}
+
 static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const tpa_finding_group_t *g) {
     const tpa_finding_t *f = &pg->r->findings[g->first];
     fprintf(out, "<article class=\"finding %s\" id=\"f%zu\"><h3>%zu. <span class=\"sev %s\">%s</span> ",
@@ -278,6 +299,14 @@ static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const
     html_fmt(out, "</h3>\n<p>%s</p>\n<dl>", f->message);
     html_fmt(out, "<dt>tensor</dt><dd>%s <code>%s</code>, local <code>%s</code> %s on %s (%s), grad %s</dd>\n", f->name,
              f->shape, f->local_shape, f->dtype, f->device, f->type, f->has_grad ? "yes" : "never");
+    if (f->n_aliases) {
+        put_fact(out, "also named");
+        for (size_t i = 0; i < f->n_aliases; i++) {
+            if (i) fputs(", ", out);
+            html_put(out, f->aliases[i]);
+        }
+        fputs("</dd>\n", out);
+    }
     if (tpa_finding_is_view(f)) {
         char view[160];
         tpa_format_view(f, view, sizeof view);
@@ -308,6 +337,7 @@ static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const
     }
     fputs("</dl>\n<div class=\"stacks\">\n", out);
     html_put_stack(out, &pg->paths, "replaced at", &f->replaced_at);
+    put_later_replacements(out, pg, f);
     html_put_stack(out, &pg->paths, "created at", &f->created_at);
     html_put_stack(out, &pg->paths, "allocated at", &f->alloc_stack);
     fputs("</div></article>\n", out);
