@@ -2,8 +2,9 @@
 """hostile_life.py - hostile-host cases about how a process stops being the
 process it was (shim/process_life.c): the main thread leaving by
 pthread_exit, exit() from a worker thread while others record (20 runs),
-a child of the raw clone system call, and exit under 64 recording threads
-with the machine loaded.  Same rules as hostile_run.py (whose helpers it
+a child of the raw clone system call, an exec that fails after the
+database was ended for it, and exit under 64 recording threads with the
+machine loaded.  Same rules as hostile_run.py (whose helpers it
 uses): each host runs with and without the shim, and its exit status,
 output and files must match.
 
@@ -77,6 +78,22 @@ def case_clone(work, shim, bindir, py):
     check(run_row(parent)[:4] == (1, 0, "exit", 1), f"parent run row {run_row(parent)}")
     pids = {q(db, "select pid from run")[0][0] for db in found}
     check(len(pids) == 2, f"two processes: {pids}")
+
+
+def case_exec_fail(work, shim, bindir, py):
+    # the exec's end is undone: the same file again, or (nothing recorded) a new one
+    bad = os.path.join(work, "not-a-program")
+    with open(bad, "w") as f:
+        f.write("not a program\n")
+    os.chmod(bad, 0o755)
+    for mode, audits in (("recorded", [1, 2]), ("empty", [2])):
+        sub = os.path.join(work, mode)
+        out, _, status = twin_runs(sub, [os.path.join(bindir, "host_exec_fail"), mode, bad], shim)
+        check(status == 0, f"{mode}: exit status {status}")
+        (db,) = dbs(out)
+        readable(db)
+        check([r[0] for r in q(db, "select step from audit order by id")] == audits, f"{mode}: audits")
+        check(run_row(db)[:4] == (1, 0, "exit", 1), f"{mode}: run row {run_row(db)}")
 
 
 def case_exit_threads_loaded(work, shim, bindir, py):
