@@ -6,6 +6,9 @@
 #                unpacked on the device into a private sysroot, never into /.
 #   .carry/whl:  Python wheels of the frameworks the device lacks (cp312):
 #                megatron-core, and deepspeed built here without compiled ops.
+#   .carry/whl-colossal: ColossalAI and transformers 4.51.3 with what they
+#                need (requirements-colossal.lock), kept apart: they would
+#                shadow the device's transformers for the other parts.
 #   .carry/llmc: with env LLMC_GIT_DIR (a git dir of karpathy/llm.c), the
 #                sources of its train_gpt2cu, for bench/tprt/build_llmc.sh.
 # Usage: scripts/device_prep.sh [PYTHON with torch, for building deepspeed]
@@ -27,6 +30,27 @@ wheels=(megatron-core==0.19.2 hjson==3.1.0 pydantic==2.14.4 pydantic_core==2.50.
   --platform manylinux2014_x86_64 -d "$carry/whl" "${wheels[@]}"
 if ! ls "$carry/whl"/deepspeed-*.whl >/dev/null 2>&1; then
   DS_BUILD_OPS=0 "$python" -m pip wheel -q --no-deps --no-build-isolation -w "$carry/whl" deepspeed==0.19.8
+fi
+
+# ColossalAI's wheels (scripts/gpu_colossal.sh), the versions of
+# requirements-colossal.lock that the device lacks: colossalai built here
+# without extensions, and bitsandbytes (only imported, by galore_torch)
+# repacked with the device's CUDA 13 libraries alone (43 MB -> about 4 MB).
+mkdir -p "$carry/whl-colossal"
+pins() { grep -E "^($1)==" "$here/requirements-colossal.lock"; }
+"$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+  -d "$carry/whl-colossal" $(pins 'transformers|tokenizers|huggingface-hub|peft|galore-torch')
+if ! ls "$carry/whl-colossal"/colossalai-*.whl >/dev/null 2>&1; then
+  BUILD_EXT=0 "$python" -m pip wheel -q --no-deps -w "$carry/whl-colossal" "$(pins colossalai)"
+fi
+if ! ls "$carry/whl-colossal"/bitsandbytes-*.whl >/dev/null 2>&1; then
+  bnb="$(mktemp -d)"
+  "$python" -m pip download -q --no-deps --only-binary=:all: -d "$bnb" "$(pins bitsandbytes)"
+  "$python" -m wheel unpack -d "$bnb/x" "$bnb"/bitsandbytes-*.whl >/dev/null
+  find "$bnb/x" -name 'libbitsandbytes_*.so' ! -name '*_cuda13*' ! -name '*_cpu.so' -delete
+  "$python" -m wheel pack -d "$carry/whl-colossal" "$bnb"/x/bitsandbytes-* >/dev/null
+  rm -rf "$bnb"
 fi
 
 # llm.c, the anchor of bench/tprt/bench_tprt.sh: with LLMC_GIT_DIR naming a git

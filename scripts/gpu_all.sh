@@ -27,13 +27,14 @@ fi
 [ -f scripts/device_env.sh ] && source scripts/device_env.sh
 export TPAUDIT_GPU_BUILD="${TPAUDIT_GPU_BUILD:-$here/build-gpu}"
 echo "== build"
-cmake -S . -B "$TPAUDIT_GPU_BUILD" -DTPAUDIT_PYTHON_EXE="$(command -v python3)" > "$OUT/build.log" 2>&1 &&
+# TPAUDIT_GPU_CMAKE_ARGS: extra configure options (-DTPAUDIT_TOOL_ONLY=ON for parts that need only the tool).
+cmake -S . -B "$TPAUDIT_GPU_BUILD" -DTPAUDIT_PYTHON_EXE="$(command -v python3)" ${TPAUDIT_GPU_CMAKE_ARGS:-} > "$OUT/build.log" 2>&1 &&
   cmake --build "$TPAUDIT_GPU_BUILD" -j 16 >> "$OUT/build.log" 2>&1
 build_rc=$?
 tail -n 20 "$OUT/build.log"
 summary=("build: exit $build_rc")
 # TPAUDIT_GPU_PARTS picks a subset (default: all).
-for part in ${TPAUDIT_GPU_PARTS:-gpu_ctest gpu_bench gpu_cupti gpu_tprt gpu_multi gpu_frameworks}; do
+for part in ${TPAUDIT_GPU_PARTS:-gpu_ctest gpu_bench gpu_cupti gpu_tprt gpu_multi gpu_frameworks gpu_colossal}; do
   script="scripts/$part.sh"
   [ -f "$script" ] || { summary+=("$part: not present"); continue; }
   start=$(date +%s)
