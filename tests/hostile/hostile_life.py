@@ -19,7 +19,7 @@ from hostile_run import check, dbs, q, run_row, twin_runs
 
 EXIT_WORKER_RUNS = 20
 BUSY_LOOPS = 4
-LOADED_RUNS = 3
+LOADED_RUNS = 5
 
 
 def readable(db):
