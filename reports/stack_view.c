@@ -292,11 +292,12 @@ void tpa_put_text_stack(FILE *out, const tpa_paths_t *p, const char *title, cons
     for (size_t i = 0; i < fr->n; i++) users += tpa_frame_is_user(&fr->v[i]);
     fprintf(out, "      %s (most recent call last):\n", title);
     /* Frames are stored innermost first: walk from the end. Shown in full:
-     * the user's frames, or the innermost three when there is none; each
-     * stretch of two or more others is one line naming their libraries. */
+     * the user's frames and the innermost one (the call that did it, as a
+     * traceback ends), or the innermost three when no frame is the user's;
+     * each stretch of two or more others is one line naming their libraries. */
     for (size_t i = fr->n; i-- > 0;) {
         size_t n = 0;
-        while (n <= i && !(users ? tpa_frame_is_user(&fr->v[i - n]) : i - n < 3)) n++;
+        while (n <= i && !(users ? tpa_frame_is_user(&fr->v[i - n]) || i == n : i - n < 3)) n++;
         if (n < 2) {
             put_text_frame(out, p, &fr->v[i]);
             continue;

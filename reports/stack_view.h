@@ -43,10 +43,11 @@ const char *tpa_base_name(const char *path);
 const char *tpa_run_program(const tpa_run_t *run, char *buf, size_t len);
 
 /* The text form of a stack under `title`, as Python prints a traceback:
- * outermost frame first, the user's frames in full, each stretch of two
- * or more library frames folded to one line, "... N frames in torch" or
- * "... N frames in _pytest, pluggy" (a stack with no user frame shows its
- * innermost three); every string through tpa_term. */
+ * outermost frame first, the user's frames and the innermost frame in
+ * full, each stretch of two or more other library frames folded to one
+ * line, "... N frames in torch" or "... N frames in _pytest, pluggy" (a
+ * stack with no user frame shows its innermost three); every string
+ * through tpa_term. */
 void tpa_put_text_stack(FILE *out, const tpa_paths_t *p, const char *title, const tpa_frames_t *fr);
 
 #endif

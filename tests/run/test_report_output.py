@@ -119,8 +119,10 @@ def test_text_stacks_read_like_a_python_traceback(runs):
     # outermost first: the script's module level, then main, then the call that made the tensor
     assert created[0] == f"finetune.py:{line_of('main()')} in <module>", created
     assert created[1].endswith(" in main") and created[2].endswith(" in __init__"), created
-    # the library frames under it folded into one line, as a traceback would end
-    assert re.fullmatch(r"\.\.\. \d+ frames in torch", created[-1]), created
+    # then torch's frames under it: the innermost one in full, where a traceback ends (here two frames,
+    # too few to fold; the fold of longer stretches is the next test's)
+    assert created[3:] and all(l.startswith("torch/") for l in created[3:]), created
+    assert created[-1].startswith("torch/nn/modules/module.py:") and created[-1].endswith(" in __setattr__"), created
     assert replaced[0].endswith(" in <module>") and replaced[-1].endswith(" in pad_vocab"), replaced
 
 
