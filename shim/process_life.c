@@ -270,7 +270,7 @@ void tpa_life_exec_failed(int ended) {
     if (!atomic_compare_exchange_strong(&tpa_state, &expect, TPA_RUNNING)) return;
     atomic_store(&g_writer_up, 0);
     atomic_store(&g_page->admitted, 0);
-    if (reopen) tpa_life_begin_recording(); /* nothing recorded: the next record makes a new file */
+    if (reopen) tpa_life_begin_recording(); /* else none was kept: the next record makes a new file */
 }
 
 /* ---- hostless: the writer is the last thread.  It ends the database and
