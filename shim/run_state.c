@@ -4,7 +4,6 @@
  * others), and the counters and text fields of the run row, written by any
  * thread and copied into the database by the writer at each commit. */
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +24,6 @@ void tpa_disable(const char *why) {
     if (atomic_compare_exchange_strong(&tpa_state, &expect, TPA_DISABLED))
         tpa_log(TPA_LOG_WARN, "disabled: %s; the host continues without auditing", why);
     tpa_run_mark_incomplete();
-}
-
-int tpa_live(void) {
-    int s = atomic_load_explicit(&tpa_state, memory_order_acquire);
-    if (s == TPA_CLOSED) sched_yield(); /* the process is ending: leave the CPU to the writer */
-    return s == TPA_RUNNING ? 0 : TPAUDIT_EDISABLED;
 }
 
 static int64_t env_int(const char *name) {

@@ -6,6 +6,7 @@
 #ifndef TPAUDIT_SHIM_INTERNAL_H
 #define TPAUDIT_SHIM_INTERNAL_H
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -160,7 +161,14 @@ TPA_HIDDEN extern _Atomic int tpa_state;
 /* The one transition any file may take (run_state.c): RUNNING -> DISABLED,
  * one line, the run marked incomplete. */
 TPA_HIDDEN void tpa_disable(const char *why);
-TPA_HIDDEN int tpa_live(void); /* 0 while RUNNING, else TPAUDIT_EDISABLED (yields while CLOSED) */
+/* 0 while RUNNING, else TPAUDIT_EDISABLED; while CLOSED (the process is
+ * ending) it yields, leaving the CPU to the writer.  Inline: every record
+ * asks it first. */
+static inline int tpa_live(void) {
+    int s = atomic_load_explicit(&tpa_state, memory_order_acquire);
+    if (s == TPA_CLOSED) sched_yield();
+    return s == TPA_RUNNING ? 0 : TPAUDIT_EDISABLED;
+}
 
 /* ---- config parsing and TPAUDIT_AUDIT ---- */
 TPA_HIDDEN void tpa_config_load(void);
