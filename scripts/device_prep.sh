@@ -40,7 +40,7 @@ mkdir -p "$carry/whl-colossal"
 pins() { grep -E "^($1)==" "$here/requirements-colossal.lock"; }
 "$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  -d "$carry/whl-colossal" $(pins 'transformers|tokenizers|huggingface-hub|peft|galore-torch')
+  -d "$carry/whl-colossal" $(pins 'transformers|tokenizers|huggingface-hub|peft|galore-torch|requests|urllib3|charset-normalizer')
 if ! ls "$carry/whl-colossal"/colossalai-*.whl >/dev/null 2>&1; then
   BUILD_EXT=0 "$python" -m pip wheel -q --no-deps -w "$carry/whl-colossal" "$(pins colossalai)"
 fi

@@ -21,7 +21,7 @@ tmp=/tmp/colossal-runs
 rm -rf "$tmp"
 parallel=()
 python3 -c 'import xdist' 2>/dev/null && parallel=(-n 8)
-(cd tests/frameworks && timeout 540 python3 -m pytest -p no:cacheprovider -v -rs "${parallel[@]}" \
+(cd tests/frameworks && timeout 300 python3 -m pytest -p no:cacheprovider -v -rs "${parallel[@]}" \
   --basetemp "$tmp" test_colossal.py) 2>&1 | tee "$OUT/colossal-pytest.log"
 rc=${PIPESTATUS[0]}
 
