@@ -153,8 +153,8 @@ def explicit(_twin):
     model = mlp()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     model[2] = nn.Linear(32, 16)
-    status = tpaudit.audit(label="explicit", models=[model], optimizers=[opt])
-    print("audit id", status)
+    found = tpaudit.audit(label="explicit", models=[model], optimizers=[opt])
+    print("found", sorted(f["name"] for f in found if f["kind"] == "stale_param"))
 
 
 def _spawned():
