@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "findings.h"
+#include "stack_view.h"
 #include "verdict.h"
 
 int tpa_db_scratch(sqlite3 *db, const char *sql, char *why, size_t why_len) {
@@ -90,11 +91,11 @@ static void read_audit(sqlite3 *db, int64_t audit, struct audit_row *a) {
 }
 
 /* "file:line in function", or "function (module+0xoffset)", of the first
- * frame; "" when there is none. */
+ * user frame, as the reports pick it (stack_view.c); "" when there is none. */
 static void first_frame(const tpa_frames_t *fr, char *buf, size_t len) {
     buf[0] = 0;
-    if (!fr->n) return;
-    const tpa_frame_t *f = &fr->v[0];
+    const tpa_frame_t *f = tpa_first_user_frame(fr);
+    if (!f) return;
     if (f->file)
         snprintf(buf, len, "%s:%ld in %s", f->file, f->line, f->function ? f->function : "?");
     else

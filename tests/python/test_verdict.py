@@ -106,7 +106,7 @@ def test_labelled_audit_returns_findings_and_keeps_its_label(tmp_path):
     stale = sorted((f["kind"], f["name"], f["bytes"]) for f in found if f["kind"] == "stale_param")
     assert stale == [("stale_param", "2.bias", 16), ("stale_param", "2.weight", 128)]
     assert all(set(f) == {"kind", "severity", "name", "bytes", "replaced_at", "message"} for f in found)
-    assert all(f["severity"] == "error" and f["replaced_at"] for f in found)
+    assert all(f["severity"] == "error" and "labelled.py:9 in <module>" in f["replaced_at"] for f in found), found
     assert [line.split(":")[1] for line in tpaudit_lines(r.stderr)] == [' at audit "after-policy"']
     doc = json.loads(cli("report", "--format", "json", tmp_path / "out").stdout)
     assert {f.get("label") for f in doc["findings"]} == {"after-policy"}
