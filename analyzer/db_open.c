@@ -253,13 +253,18 @@ static int open_sqlite(const char *path, sqlite3 **out, char **snap_out, char *w
  * not newer than this tpaudit, and holds the tables the analyzer reads. */
 static int check_contents(sqlite3 *db, const char *path, char *why, size_t why_len) {
     sqlite3_stmt *st = NULL;
-    int version = -1;
+    int version = -1, tables = 0;
     int rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    /* One statement reads the schema (a corrupt one fails here), the tables we read and the version. */
     if (rc == SQLITE_OK &&
-        (rc = sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM sqlite_master), * FROM pragma_user_version", -1, &st,
-                                 NULL)) == SQLITE_OK &&
-        (rc = sqlite3_step(st)) == SQLITE_ROW)
+        (rc = sqlite3_prepare_v2(db,
+                                 "SELECT (SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN "
+                                 "('run','audit','tensor','ref','event','alloc')), * FROM pragma_user_version",
+                                 -1, &st, NULL)) == SQLITE_OK &&
+        (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        tables = sqlite3_column_int(st, 0);
         version = sqlite3_column_int(st, 1);
+    }
     sqlite3_finalize(st);
     if (version < 0) {
         if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
@@ -282,14 +287,6 @@ static int check_contents(sqlite3 *db, const char *path, char *why, size_t why_l
                  TPA_SCHEMA_VERSION);
         return -1;
     }
-    int tables = 0;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN "
-                           "('run','audit','tensor','ref','event','alloc')",
-                           -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        tables = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
     if (version != TPA_SCHEMA_VERSION || tables != 6) {
         snprintf(why, why_len, "%s is a SQLite database but not a tpaudit database", path);
         return -1;
