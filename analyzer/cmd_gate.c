@@ -167,7 +167,7 @@ int tpa_cmd_gate(int argc, char **argv) {
     }
     if (o.baseline) {
         char *bp[1] = {(char *)o.baseline};
-        if (tpa_load_or_say_for(1, bp, 1, TPA_NEED_FINDINGS, &base)) {
+        if (tpa_load_or_say_for(1, bp, 1, TPA_NEED_DETAILS, &base)) { /* names as a report gives them */
             tpa_report_free(&r);
             tpa_report_free(&base);
             return TPA_EXIT_USAGE;
