@@ -17,6 +17,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .ca
   { echo "gpu_colossal: no wheels in .carry/whl-colossal (scripts/device_prep.sh)"; exit 1; }
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export TPAUDIT_TEST_LIB="$build/lib/libtpaudit.so" TPAUDIT_COLOSSAL_PYTHON="$(command -v python3)"
+export TPAUDIT_COLOSSAL_DEVICE=cuda  # the test then also holds the findings' tensors to the GPU
 tmp=/tmp/colossal-runs
 rm -rf "$tmp"
 parallel=()
@@ -32,8 +33,8 @@ print('; '.join('%s %s' % (p, m.version(p)) for p in ('torch', 'colossalai', 'tr
 { echo "ColossalAI on $(nvidia-smi -L 2>/dev/null | head -1), $(date -u +%F): $versions; pytest exit $rc"
   echo; echo "| run | findings | stale tensors (name, retained bytes -> live successor) | gate |"
   echo "|---|---|---|---|"; } > "$table"
-for dir in "$tmp"/*/colossal_hybrid-*; do
-  [ -d "$dir" ] || continue
+for dir in "$tmp"/*/colossal_hybrid-* "$tmp"/*/*/colossal_hybrid-*; do  # */*/: under pytest-xdist
+  [ -d "$dir" ] && [ ! -L "$(dirname "$dir")" ] || continue  # pytest's *current links
   "$tpaudit" gate "$dir" > /dev/null 2>&1
   gate_rc=$?
   "$tpaudit" report --format json "$dir" 2> /dev/null |

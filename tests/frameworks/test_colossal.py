@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(not Path(PYTHON or "/nonexistent").exists(),
                                 reason="no ColossalAI venv (%s): scripts/setup.sh makes it (scripts/setup_colossal.sh)"
                                 % (PYTHON or "TPAUDIT_COLOSSAL_PYTHON unset"))
 
+DEVICE = os.environ.get("TPAUDIT_COLOSSAL_DEVICE", "cpu")  # scripts/gpu_colossal.sh: cuda
 VOCAB, EMBD, TP = 1001, 64, 2
 SHARD = [512, EMBD]  # the vocabulary padded to a multiple of 64 * TP, split in two
 CONFIGS = [(p, t) for p in ("fp32", "bf16") for t in ("tied", "untied")]
@@ -76,6 +77,7 @@ def test_old_policy_resize_names_the_stale_wte_on_each_rank(tmp_path, precision,
         assert sorted(stale) == sorted(replaced), [f["message"] for f in found]
         assert sorted(untrained) == sorted(replaced), [f["message"] for f in found]
         assert len(found) == 2 * len(replaced), [f["message"] for f in found]
+        assert all(f["tensor"]["device"].startswith(DEVICE) for f in found), [f["tensor"] for f in found]
         for name, f in stale.items():
             assert f["tensor"]["shape"] == [VOCAB, EMBD] and f["tensor"]["dtype"] == "float32", f
             assert f["retained_bytes"] == VOCAB * EMBD * 4, f
