@@ -22,6 +22,50 @@ static int add_path(char ***files, size_t *n, const char *p) {
     return 0;
 }
 
+/* The *.db regular files of directory `dir`, sorted, added to files; a link
+ * that leads to no file is skipped with one warning line for all of them.
+ * 0, or -1 with why (none found, out of memory). */
+static int add_dir(const char *dir, char ***files, size_t *n_files, char *why, size_t why_len) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(why, why_len, "cannot read directory %s", dir);
+        return -1;
+    }
+    size_t before = *n_files, broken = 0;
+    char first_broken[4200] = "";
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 4 || strcmp(e->d_name + len - 3, ".db")) continue;
+        char full[4096];
+        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+        struct stat eb; /* a FIFO, device or directory named *.db in a directory is not a database */
+        if (stat(full, &eb) == 0 && !S_ISREG(eb.st_mode)) continue;
+        if (stat(full, &eb) != 0 && lstat(full, &eb) == 0 && S_ISLNK(eb.st_mode)) {
+            /* a dangling or looping link: said once below, the others are read */
+            if (!broken++) snprintf(first_broken, sizeof first_broken, "%s (%s)", full, strerror(errno));
+            continue;
+        }
+        if (add_path(files, n_files, full)) {
+            closedir(d);
+            snprintf(why, why_len, "out of memory");
+            return -1;
+        }
+    }
+    closedir(d);
+    if (*n_files == before) {
+        snprintf(why, why_len, "%s holds no tpaudit databases (*.db)%s", dir, broken ? ", only links to nothing" : "");
+        return -1;
+    }
+    if (broken == 1)
+        fprintf(stderr, "tpaudit: warning: skipped %s: a link to no file\n", tpa_term(first_broken));
+    else if (broken)
+        fprintf(stderr, "tpaudit: warning: skipped %zu *.db links to no file in %s (first: %s)\n", broken,
+                tpa_term(dir), tpa_term(first_broken));
+    qsort(*files + before, *n_files - before, sizeof **files, cmp_str);
+    return 0;
+}
+
 int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *why, size_t why_len) {
     *files = NULL;
     *n_files = 0;
@@ -31,51 +75,12 @@ int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *
             snprintf(why, why_len, "%s: no such file or directory", args[i]);
             return -1;
         }
-        if (!S_ISDIR(sb.st_mode)) {
-            if (add_path(files, n_files, args[i])) {
-                snprintf(why, why_len, "out of memory");
-                return -1;
-            }
-            continue;
-        }
-        DIR *d = opendir(args[i]);
-        if (!d) {
-            snprintf(why, why_len, "cannot read directory %s", args[i]);
+        if (S_ISDIR(sb.st_mode)) {
+            if (add_dir(args[i], files, n_files, why, why_len)) return -1;
+        } else if (add_path(files, n_files, args[i])) {
+            snprintf(why, why_len, "out of memory");
             return -1;
         }
-        size_t before = *n_files, broken = 0;
-        char first_broken[4200] = "";
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            size_t len = strlen(e->d_name);
-            if (len < 4 || strcmp(e->d_name + len - 3, ".db")) continue;
-            char full[4096];
-            snprintf(full, sizeof full, "%s/%s", args[i], e->d_name);
-            struct stat eb; /* a FIFO, device or directory named *.db in a directory is not a database */
-            if (stat(full, &eb) == 0 && !S_ISREG(eb.st_mode)) continue;
-            if (stat(full, &eb) != 0 && lstat(full, &eb) == 0 && S_ISLNK(eb.st_mode)) {
-                /* a dangling or looping link: said once below, the others are read */
-                if (!broken++) snprintf(first_broken, sizeof first_broken, "%s (%s)", full, strerror(errno));
-                continue;
-            }
-            if (add_path(files, n_files, full)) {
-                closedir(d);
-                snprintf(why, why_len, "out of memory");
-                return -1;
-            }
-        }
-        closedir(d);
-        if (*n_files == before) {
-            snprintf(why, why_len, "%s holds no tpaudit databases (*.db)%s", args[i],
-                     broken ? ", only links to nothing" : "");
-            return -1;
-        }
-        if (broken == 1)
-            fprintf(stderr, "tpaudit: warning: skipped %s: a link to no file\n", tpa_term(first_broken));
-        else if (broken)
-            fprintf(stderr, "tpaudit: warning: skipped %zu *.db links to no file in %s (first: %s)\n", broken,
-                    tpa_term(args[i]), tpa_term(first_broken));
-        qsort(*files + before, *n_files - before, sizeof **files, cmp_str);
     }
     if (!*n_files) {
         snprintf(why, why_len, "no databases given");
