@@ -238,6 +238,10 @@ static const char *program_arg(const tpa_json_t *argv, size_t *len) {
                 prog = arg(argv, i + 1) ? arg(argv, i + 1) : prog;
                 break;
             }
+            if (!strcmp(a, "-X") || !strcmp(a, "-W")) { /* options with a separate value */
+                i++;
+                continue;
+            }
             if (a[0] != '-') {
                 prog = a;
                 break;

@@ -4,6 +4,7 @@ and JUnit suites are named by program and rank, the same on every run.
 Needs TPAUDIT_BUILD."""
 import json
 import re
+import sqlite3
 import os
 import subprocess
 import sys
@@ -174,3 +175,23 @@ def test_library_frames_between_user_frames_are_folded(tmp_path):
     assert replaced[3] == f"train/apply_run.py:{at['        module.weight = nn.Parameter(torch.zeros(8, 4))']} in widen"
     assert replaced[4:] and all(l.startswith("torch/") for l in replaced[4:]), replaced
     assert str(project) not in text and "site-packages" not in text
+
+
+@pytest.mark.parametrize("argv,rank,suite", [
+    (["python", "-X", "dev", "train.py", "--lr", "1"], 0, "tpaudit.train.rank0"),
+    (["/usr/bin/python3", "-u", "/work/x/finetune.py"], 3, "tpaudit.finetune.rank3"),
+    (["/venv/bin/python3", "-m", "torch.distributed.run", "--nproc_per_node", "2", "t.py"], None,
+     "tpaudit.torch.distributed.run"),
+    (["/venv/bin/python", "/venv/bin/torchrun", "t.py"], None, "tpaudit.torchrun"),
+    (["./my prog!<x>"], None, "tpaudit.my_prog__x_"),
+    (["python", "-c", "print(1)"], None, "tpaudit.python"),
+])
+def test_junit_program_names(tmp_path, argv, rank, suite):
+    sys.path.insert(0, str(SRC / "tests" / "analyzer"))
+    import hostile_db
+    db = hostile_db.seed(tmp_path / "one.db")
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE run SET argv=?, rank=?", (json.dumps(argv), rank))
+        c.execute("UPDATE audit SET rank=?", (rank,))
+    root = ET.fromstring(tpaudit("report", "-o", "/dev/stdout", "--format", "junit", db).stdout)
+    assert [s.get("name") for s in root.iter("testsuite")] == [suite]
