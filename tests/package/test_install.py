@@ -100,6 +100,20 @@ def test_python_m_tpaudit_runs_the_cli(installed, tmp_path):
     assert "usage" in run(["python", "-m", "tpaudit", "gate", "--help"], env, str(tmp_path))
 
 
+def test_shell_completions_land_where_the_shells_look(installed, tmp_path):
+    """pip puts them under the environment's data root: bash-completion finds
+    <env>/share/bash-completion/completions/tpaudit beside <env>/bin/tpaudit."""
+    venv, copy, env = installed
+    share = os.path.join(venv, "share")
+    bash = os.path.join(share, "bash-completion", "completions", "tpaudit")
+    with open(bash) as got, open(os.path.join(copy, "completions", "tpaudit.bash")) as want:
+        assert got.read() == want.read()
+    assert os.path.isfile(os.path.join(share, "zsh", "site-functions", "_tpaudit"))
+    assert os.path.isfile(os.path.join(share, "fish", "vendor_completions.d", "tpaudit.fish"))
+    said = run(["bash", "--norc", "--noprofile", "-c", 'source "%s"; complete -p tpaudit' % bash], env, str(tmp_path))
+    assert said.strip() == "complete -F _tpaudit tpaudit"
+
+
 AUDIT_ANYWHERE = """
 import torch, tpaudit
 from torch import nn
