@@ -63,6 +63,24 @@ int tpa_findings_prepare(sqlite3 *db, char *why, size_t why_len) {
     return tpa_db_scratch(db, GENERIC_MASTERS_SQL, why, why_len);
 }
 
+/* The generic masters only spare stale_param candidates (group params
+ * outside the audit's live params); an audit with none needs none. */
+int tpa_findings_prepare_audit(sqlite3 *db, int64_t audit, char *why, size_t why_len) {
+    sqlite3_stmt *st;
+    int candidates = 1;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT EXISTS (SELECT 1 FROM ref r WHERE r.audit_id=?1 AND r.role='group_param' AND "
+                           "r.tensor_key NOT IN (SELECT tensor_key FROM ref WHERE audit_id=?1 AND role='param'))",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, audit);
+        if (sqlite3_step(st) == SQLITE_ROW) candidates = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+    }
+    /* the table of GENERIC_MASTERS_SQL, left empty */
+    return candidates ? tpa_findings_prepare(db, why, why_len)
+                      : tpa_db_scratch(db, "CREATE TEMP TABLE generic_master(k INTEGER)", why, why_len);
+}
+
 /* The query that finds each kind, by the kind's name, with the kind's rule
  * in the comment above it.  Each judges audit ?1, where L is its live
  * params (refs of role 'param'), G the optimizers' group params and M the

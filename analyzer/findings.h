@@ -19,6 +19,9 @@
  * temporary database before the first tpa_findings_for_db: 0, or -1 with
  * why (the kinds' queries then cannot run). */
 int tpa_findings_prepare(sqlite3 *db, char *why, size_t why_len);
+/* The same for judging audit `audit` alone (the shim's verdict): skipped,
+ * the table left empty, when no finding of that audit could depend on it. */
+int tpa_findings_prepare_audit(sqlite3 *db, int64_t audit, char *why, size_t why_len);
 /* How much a finding carries beside its kind and bytes. */
 enum tpa_details {
     TPA_DETAILS_NONE = 0,  /* no stacks, allocations or messages */
@@ -50,7 +53,8 @@ void tpa_attach_details(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
 /* The message of `f`, a finding of kind `k` (malloc'd). */
 char *tpa_finding_message(const tpa_finding_t *f, const tpa_kind_t *k);
 
-/* The same finding in two reports: same rank, kind and tensor name. */
+/* The same finding in two reports: same rank and kind, and a name of one's
+ * tensor (its name or an alias) is a name of the other's. */
 int tpa_same_finding(const tpa_finding_t *a, const tpa_finding_t *b);
 
 /* The audit a run is judged by (judge.c): the latest closed one that saw an

@@ -162,7 +162,7 @@ int tpa_verdict_judge(sqlite3 *db, int64_t audit, struct tpa_verdict_result *out
      * judged audit, into the connection's temporary database (in memory). */
     if (sqlite3_exec(db, "PRAGMA temp_store=MEMORY;DROP TABLE IF EXISTS temp.generic_master", NULL, NULL, NULL) !=
             SQLITE_OK ||
-        tpa_findings_prepare(db, why, sizeof why) != 0)
+        tpa_findings_prepare_audit(db, audit, why, sizeof why) != 0)
         return -1;
     tpa_report_t r;
     memset(&r, 0, sizeof r);
