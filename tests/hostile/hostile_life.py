@@ -30,6 +30,13 @@ def readable(db):
     check({"run", "audit", "event"} <= tables, f"{db} lacks tables: {sorted(tables)}")
 
 
+def cli_reads(out, bindir):
+    """tpaudit report and gate read the directory (exit 2 when a database is not whole)."""
+    for cmd in (["report", out], ["gate", out]):
+        r = subprocess.run([os.path.join(bindir, "tpaudit")] + cmd, capture_output=True, text=True)
+        check(r.returncode == 0, f"tpaudit {cmd[0]}: exit {r.returncode}: {r.stderr[-500:]}")
+
+
 def case_pthread_exit(work, shim, bindir, py):
     for mode, events in (("threads", 4000), ("alone", 0)):
         sub = os.path.join(work, mode)
@@ -56,6 +63,7 @@ def case_exit_worker(work, shim, bindir, py):
             complete, exit_status, ended, has_end, dropped = run_row(db)
             check((exit_status, ended, has_end) == (3, "exit", 1), f"run {i}: run row {run_row(db)}")
             check(complete == 1 or dropped > 0, f"run {i}: an incomplete end counts what it dropped")
+            cli_reads(out, bindir)
             made += 1
     check(made >= EXIT_WORKER_RUNS // 2, f"only {made} of {EXIT_WORKER_RUNS} runs recorded before the exit")
 
