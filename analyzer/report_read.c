@@ -2,7 +2,8 @@
  * json` (format tpaudit-report, version 1) back into a report model, so a
  * kept report can serve as the baseline of `gate` and either side of
  * `diff`.  Only what matching needs is read: each finding's kind,
- * severity, rank, tensor name and retained bytes, and the runs' ranks. */
+ * severity, rank, tensor name and aliases and retained bytes, and the
+ * runs' ranks. */
 #include "analyzer.h"
 
 #include <errno.h>
@@ -59,6 +60,15 @@ static int64_t rank_of(const tpa_json_t *v) {
     return tpa_json_int(v, &rank) == 0 && rank >= 0 && rank < INT32_MAX ? rank : -1;
 }
 
+/* A finding's tensor.aliases, its other names (absent from reports written
+ * before they were). */
+static void read_aliases(const tpa_json_t *v, tpa_finding_t *out) {
+    size_t n = tpa_json_type(v) == TPA_JSON_ARRAY ? tpa_json_len(v) : 0;
+    out->aliases = n ? calloc(n, sizeof *out->aliases) : NULL;
+    for (size_t i = 0; out->aliases && i < n; i++)
+        if (tpa_json_str(tpa_json_at(v, i))) out->aliases[out->n_aliases++] = tpa_strdup(tpa_json_str(tpa_json_at(v, i)));
+}
+
 int tpa_read_json_report(const char *path, tpa_report_t *r, char *why, size_t why_len) {
     memset(r, 0, sizeof *r);
     size_t len = 0;
@@ -103,6 +113,7 @@ int tpa_read_json_report(const char *path, tpa_report_t *r, char *why, size_t wh
         out->is_error = !strcmp(severity, "error");
         out->rank = rank_of(tpa_json_get(f, "rank"));
         out->name = tpa_strdup(tpa_json_str(tpa_json_get(tpa_json_get(f, "tensor"), "name")));
+        read_aliases(tpa_json_get(tpa_json_get(f, "tensor"), "aliases"), out);
         out->retained_bytes = tpa_sane_bytes(bytes);
     }
     tpa_json_free(doc);
