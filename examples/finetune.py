@@ -3,8 +3,7 @@
 A tiny GPT-style language model is built with GPT-2's vocabulary (50257),
 an AdamW optimizer is built over it, and then a "tensor-parallel policy"
 pads the vocabulary to a multiple of the TP degree by creating a new, larger
-embedding, as ColossalAI's shardformer did through HF `resize_token_embeddings`
-when that built a new embedding (README: when it still does).
+embedding, as ColossalAI's shardformer did with `resize_token_embeddings` (README).
 
 --order buggy   optimizer first, then the policy: the optimizer keeps the
                 old 50257-row table alive and never trains the new one.
