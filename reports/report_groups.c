@@ -212,8 +212,8 @@ void tpa_format_group_ranks(const tpa_report_t *r, const tpa_finding_group_t *g,
             snprintf(buf + used, len - used, "...");
             break;
         }
-        used += (size_t)(j == i ? snprintf(buf + used, len - used, "%s%lld", i ? "," : "", (long long)ranks[i])
-                                : snprintf(buf + used, len - used, "%s%lld-%lld", i ? "," : "", (long long)ranks[i],
+        used += (size_t)(j == i ? snprintf(buf + used, len - used, "%s%lld", i ? ", " : "", (long long)ranks[i])
+                                : snprintf(buf + used, len - used, "%s%lld-%lld", i ? ", " : "", (long long)ranks[i],
                                            (long long)ranks[j]));
         i = j + 1;
     }

@@ -261,7 +261,7 @@ static void put_findings_table(FILE *out, const page_t *pg) {
         put_aliases(out, f);
         html_fmt(out, " <code>%s</code></td><td class=\"num\">", f->shape);
         html_put_bytes(out, f->retained_bytes);
-        if (g->n > 1) fputs(" each", out);
+        if (g->n > 1) fputs("<br><small>each</small>", out); /* the column is narrow and does not wrap */
         html_fmt(out, "</td><td>%s <code>%s</code></td><td>", f->holder_class, f->holder_path);
         const tpa_frame_t *at = html_first_user_frame(f->replaced_at.n ? &f->replaced_at : &f->created_at);
         if (at) {

@@ -209,7 +209,7 @@ typedef struct tpa_finding_group {
 } tpa_finding_group_t;
 int tpa_finding_groups(const tpa_report_t *r, tpa_finding_group_t **out, size_t *n);
 void tpa_finding_groups_free(tpa_finding_group_t *g, size_t n);
-/* "rank 3", "no rank", or "ranks 0-7" / "ranks 0-3,5" of a group. */
+/* "rank 3", "no rank", or "ranks 0-7" / "ranks 0-3, 5" of a group. */
 void tpa_format_group_ranks(const tpa_report_t *r, const tpa_finding_group_t *g, char *buf, size_t len);
 
 /* A strict JSON reader (json_read.c): NULL when the text is not one JSON

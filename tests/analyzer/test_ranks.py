@@ -130,7 +130,7 @@ def test_same_finding_on_eight_ranks_prints_once(tmp_path):
     with sqlite3.connect(d / "tpaudit-node0-5003.db") as c:
         c.execute("UPDATE tensor SET storage_bytes=storage_bytes/2 WHERE key=100")
     text = tpaudit("report", d).stdout
-    assert "ranks 0-2,4-7" in text and re.search(r"^  error +rank 3 +stale_param", text, re.M), text
+    assert "ranks 0-2, 4-7" in text and re.search(r"^  error +rank 3 +stale_param", text, re.M), text
 
 
 def test_helper_without_model_folds_under_its_rank(tmp_path):
