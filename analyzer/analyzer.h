@@ -34,13 +34,16 @@ int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *
  * bytes always; their names, stacks, allocations and messages (DETAILS),
  * or those only of the findings that stand for their group of the same
  * finding on several ranks, as the text report shows them (LEAD_DETAILS);
- * the allocation scan and the stale bytes of every audit (MEMORY). */
+ * the allocation scan (MEMORY: the plot and memory by library); the stale
+ * bytes of every audit (MARKS: the plot's audit points, a findings pass per
+ * audit). */
 enum tpa_need {
     TPA_NEED_FINDINGS = 0,
     TPA_NEED_DETAILS = 1,
     TPA_NEED_MEMORY = 2,
-    TPA_NEED_ALL = 3,
-    TPA_NEED_LEAD_DETAILS = 4
+    TPA_NEED_LEAD_DETAILS = 4,
+    TPA_NEED_MARKS = 8,
+    TPA_NEED_ALL = TPA_NEED_DETAILS | TPA_NEED_MEMORY | TPA_NEED_MARKS
 };
 /* Loads every database into one report (runs + findings), read in
  * parallel, merged in the order given. 0, or -1 with why. */

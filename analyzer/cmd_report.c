@@ -71,7 +71,8 @@ int tpa_cmd_report(int argc, char **argv) {
     }
     char why[8400] = "";
     tpa_report_t report;
-    /* The text shows the details of one finding per group of the same finding on several ranks. */
+    /* The text shows the details of one finding per group of the same finding on several
+     * ranks, and memory by library, not the plot's audit points. */
     int needs = render == tpa_render_text ? TPA_NEED_MEMORY | TPA_NEED_LEAD_DETAILS : TPA_NEED_ALL;
     if (tpa_load_or_say_for(argc - optind, argv + optind, 0, needs, &report)) {
         tpa_report_free(&report);

@@ -108,7 +108,7 @@ static int load_one(const char *file, int needs, tpa_report_t *r, char *why, siz
     }
     int rc = tpa_judge_headline(db, &audit, (needs & TPA_NEED_DETAILS) ? TPA_DETAILS_ALL : TPA_DETAILS_NONE, 0, r);
     if (rc) snprintf(why, why_len, "%s: cannot query: %s", file, sqlite3_errmsg(db));
-    if (!rc && (needs & TPA_NEED_MEMORY)) tpa_judge_marks(db, run, audit.id, headline_stale_bytes(r));
+    if (!rc && (needs & TPA_NEED_MARKS)) tpa_judge_marks(db, run, audit.id, headline_stale_bytes(r));
     tpa_db_close(db);
     return rc;
 }
@@ -230,7 +230,7 @@ static int load_lead_details(char **files, tpa_report_t *r, char *why, size_t wh
         sub[n++] = files[run];
     }
     tpa_report_t *parts = rc ? NULL : calloc(n + 1, sizeof *parts);
-    if (!rc && (!parts || load_all(sub, n, TPA_NEED_ALL, parts, why, why_len))) rc = -1;
+    if (!rc && (!parts || load_all(sub, n, TPA_NEED_DETAILS, parts, why, why_len))) rc = -1;
     for (size_t k = 0; !rc && k < n; k++) {
         size_t count = 0;
         for (size_t j = first[runs[k]]; j < r->n_findings && r->findings[j].run_index == runs[k]; j++) count++;
