@@ -141,3 +141,25 @@ def test_verdict_of_an_audit_never_ended_is_refused(tmp_path):
             "print(lib.tpaudit_v1_audit_verdict(ctypes.byref(v)))")
     r = run_py(tmp_path, ["-c", code, LIB], {"PYTHONPATH": PROBE})
     assert r.stdout.strip() == "-2", r.stderr  # TPAUDIT_EINVAL
+
+
+def test_an_older_callers_shorter_struct_is_filled_only_as_far_as_it_reaches(tmp_path):
+    code = r'''
+import ctypes, sys
+from tpaudit._structs import VerdictStruct as V
+lib = ctypes.CDLL(sys.argv[1])
+lib.tpaudit_v1_audit_begin.restype = ctypes.c_int64
+lib.tpaudit_v1_audit_begin.argtypes = [ctypes.c_char_p, ctypes.c_int64]
+audit = lib.tpaudit_v1_audit_begin(b"step", 1)
+assert lib.tpaudit_v1_audit_end(ctypes.c_int64(audit)) == 0
+short = V.n_findings.offset  # a caller that knows the inputs only
+raw = (ctypes.c_ubyte * ctypes.sizeof(V))(*([0xAA] * ctypes.sizeof(V)))
+v = V.from_buffer(raw)
+v.struct_size, v.audit_id, v.timeout_ms, v.findings, v.findings_cap = short, audit, 0, None, 0
+rc = lib.tpaudit_v1_audit_verdict(ctypes.byref(v))
+print(rc, all(b == 0xAA for b in bytes(raw)[short:]))
+full = V(ctypes.sizeof(V), audit)
+print(lib.tpaudit_v1_audit_verdict(ctypes.byref(full)), full.n_findings, full.n_errors, full.stop, full.exit_status)
+'''
+    r = run_py(tmp_path, ["-c", code, LIB], {"PYTHONPATH": PROBE})
+    assert r.stdout.split() == ["0", "True", "0", "0", "0", "0", "4"], r.stdout + r.stderr
