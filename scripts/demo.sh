@@ -2,7 +2,8 @@
 # The main job: audits a real training run with the seed bug's mechanism.
 # Installs what is missing, builds tpaudit, runs examples/finetune.py under
 # `tpaudit run` in the buggy order (report, HTML report, gate fails), then in
-# the fixed order (gate passes). Output lands in ./tpaudit-demo/.
+# the fixed order (gate passes), then the buggy order with --fail-fast (stops
+# at the step-1 audit, exit status 4). Output lands in ./tpaudit-demo/.
 # TPAUDIT_PYTHON_EXE=/path/to/python (one that has torch) uses that python
 # and skips creating the project venv (the build packages must be installed).
 set -uo pipefail
@@ -36,4 +37,10 @@ echo "== 2. the same script with the policy applied before the optimizer"
 fixed_gate=$?
 echo "gate exit status: $fixed_gate (0 = passed)"
 
-[ "$buggy_gate" = 1 ] && [ "$fixed_gate" = 0 ]
+echo
+echo "== 3. the buggy order with --fail-fast: it stops at the step-1 audit, before training on"
+"$tpaudit" run --fail-fast -o "$out/fail-fast" -- "$python" "$here/examples/finetune.py" --order buggy
+fast_status=$?
+echo "run exit status: $fast_status (4 = stopped by --fail-fast)"
+
+[ "$buggy_gate" = 1 ] && [ "$fixed_gate" = 0 ] && [ "$fast_status" = 4 ]
