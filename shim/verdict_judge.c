@@ -90,7 +90,7 @@ static void read_audit(sqlite3 *db, int64_t audit, struct audit_row *a) {
     sqlite3_finalize(st);
 }
 
-/* "file:line in function", or "function (module+0xoffset)", of the first
+/* "file:line in function", "function (module+0xoffset)" or "module+0xoffset" of the first
  * user frame, as the reports pick it (stack_view.c); "" when there is none. */
 static void first_frame(const tpa_frames_t *fr, char *buf, size_t len) {
     buf[0] = 0;
@@ -98,9 +98,10 @@ static void first_frame(const tpa_frames_t *fr, char *buf, size_t len) {
     if (!f) return;
     if (f->file)
         snprintf(buf, len, "%s:%ld in %s", f->file, f->line, f->function ? f->function : "?");
-    else
-        snprintf(buf, len, "%s (%s+0x%llx)", f->function ? f->function : "??", f->module ? f->module : "?",
-                 (unsigned long long)f->address);
+    else if (f->function)
+        snprintf(buf, len, "%s (%s+0x%llx)", f->function, f->module ? f->module : "?", (unsigned long long)f->address);
+    else /* a static function: tpaudit report names it from the debug info */
+        snprintf(buf, len, "%s+0x%llx", f->module ? f->module : "?", (unsigned long long)f->address);
 }
 
 /* Appends `s` with tabs and newlines made spaces, then `end`. */
