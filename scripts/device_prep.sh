@@ -11,7 +11,11 @@
 #                shadow the device's transformers for the other parts.
 #   .carry/llmc: with env LLMC_GIT_DIR (a git dir of karpathy/llm.c), the
 #                sources of its train_gpt2cu, for bench/tprt/build_llmc.sh.
-# Usage: scripts/device_prep.sh [PYTHON with torch, for building deepspeed]
+#   .carry/cudnn-frontend/include: with env CUDNN_FRONTEND_GIT_DIR (a git dir
+#                of NVIDIA/cudnn-frontend), its header-only include/ tree
+#                (about 3.5 MB) and a COMMIT file, for llm.c's cuDNN build.
+# Usage: [LLMC_GIT_DIR=D] [CUDNN_FRONTEND_GIT_DIR=D] scripts/device_prep.sh
+#        [PYTHON with torch, for building deepspeed]
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 python="${1:-$(bash "$here/scripts/setup.sh" | tail -n 1)}"
@@ -38,6 +42,7 @@ fi
 # repacked with the device's CUDA 13 libraries alone (43 MB -> about 4 MB).
 mkdir -p "$carry/whl-colossal"
 pins() { grep -E "^($1)==" "$here/requirements-colossal.lock"; }
+# shellcheck disable=SC2046  # one word per pinned requirement
 "$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d "$carry/whl-colossal" $(pins 'transformers|tokenizers|huggingface-hub|peft|galore-torch|requests|urllib3|charset-normalizer')
@@ -62,4 +67,13 @@ if [ -n "${LLMC_GIT_DIR:-}" ]; then
   git --git-dir="$LLMC_GIT_DIR" rev-parse --short=12 HEAD > "$carry/llmc/COMMIT"
   echo "device_prep: llm.c $(cat "$carry/llmc/COMMIT") -> .carry/llmc"
 fi
-du -sh "$carry" | sed 's/^/device_prep: /'
+# cudnn-frontend (header-only), which llm.c's USE_CUDNN=1 build compiles
+# cudnn_att.cpp against; the cuDNN library itself is the device's (the
+# nvidia/cudnn package beside torch).
+if [ -n "${CUDNN_FRONTEND_GIT_DIR:-}" ]; then
+  rm -rf "$carry/cudnn-frontend" && mkdir -p "$carry/cudnn-frontend"
+  git --git-dir="$CUDNN_FRONTEND_GIT_DIR" archive HEAD include | tar -x -C "$carry/cudnn-frontend"
+  git --git-dir="$CUDNN_FRONTEND_GIT_DIR" rev-parse --short=12 HEAD > "$carry/cudnn-frontend/COMMIT"
+  echo "device_prep: cudnn-frontend $(cat "$carry/cudnn-frontend/COMMIT") include/ -> .carry/cudnn-frontend"
+fi
+{ du -sh "$carry"/*; du -sh "$carry"; } | sed "s#$carry#.carry#; s/^/device_prep: /"
