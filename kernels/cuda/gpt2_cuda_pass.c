@@ -15,6 +15,7 @@ void tprt_cuda_zero_grad(tprt_cuda_model *d) {
         if (x && x->grad) cudaMemsetAsync(x->grad, 0, x->numel * sizeof(float), 0);
     }
     d->m->grads_ready = 0;
+    cuda_matmul_dbias_fresh(1); /* until the backward ends: its bias grads may be written, not added */
 }
 
 /* out = inp @ W^T (+ bias) of a row-parallel layer: partial sums all-reduced first at TP>1. */
@@ -191,6 +192,7 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
     TRY(cuda_pos_backward(PG(1), d->dres, B, T, C) || cuda_encoder_backward(PG(0), d->dres, d->tok, v0, vl, BT, C),
         "encoder backward");
     tprt_mark(d, K_OTHER);
+    cuda_matmul_dbias_fresh(0);
     m->grads_ready = 1;
     return 0;
 }

@@ -1,11 +1,15 @@
 /* matmul.cu - out = inp @ W^T + bias with W stored (OC, IC), row-major, and
- * its backward: bf16 operands, fp32 accumulation, weight grads accumulated
- * in fp32 (beta = 1).  Products go through cuBLASLt so the bias, the GELU
- * (forward, keeping its input) and the GELU gradient (backward) run in the
- * GEMM's epilogue; TPRT_MATMUL=cublas selects plain cublasGemmEx with the
- * separate bias and GELU kernels (kept for comparison, and the fallback when
- * cuBLASLt offers no algorithm).  Row-major X (R, K) is column-major K x R,
- * so each product is written for cuBLAS on the transposed matrices. */
+ * its backward: bf16 operands, fp32 accumulation, weight and bias grads
+ * accumulated in fp32.  Products go through cuBLASLt so the bias, the GELU
+ * (forward, keeping its input), the GELU gradient and the bias gradient
+ * (backward) run in the GEMM's epilogue; each product shape keeps its
+ * descriptors, layouts and picked algorithm, so a call after the first
+ * only sets its pointers and launches.  TPRT_MATMUL=cublas selects plain
+ * cublasGemmEx with the separate bias, GELU and bias-grad kernels (kept for
+ * comparison, and the fallback whenever cuBLASLt refuses a call).
+ * Row-major X (R, K) is column-major K x R, so each product is written for
+ * cuBLAS on the transposed matrices. */
+#include "bias_grad.cuh"
 #include "common.cuh"
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -22,6 +26,17 @@ static cublasLtHandle_t g_lt;
 static void *g_lt_ws;
 static int g_lt_off; /* TPRT_MATMUL=cublas */
 static int g_tune = LT_TUNE_DEFAULT;
+static int g_bias_mode;   /* TPRT_BIAS_GRAD_EPILOGUE, _TILE or _COLUMN (env TPRT_BIAS_GRAD) */
+static int g_dbias_fresh; /* cuda_matmul_dbias_fresh(): the epilogue may write dbias itself */
+static float *g_bg_scratch; /* an epilogue's bias grad before it is added into dbias */
+static int g_bg_scratch_n;
+static long g_bg_fused, g_bg_refused;
+
+static int bias_mode_of(const char *e) {
+    if (e && !strcmp(e, "tile")) return TPRT_BIAS_GRAD_TILE;
+    if (e && !strcmp(e, "column")) return TPRT_BIAS_GRAD_COLUMN;
+    return TPRT_BIAS_GRAD_EPILOGUE;
+}
 
 extern "C" int cuda_blas_init(void) {
     if (g_blas) return 0;
@@ -29,6 +44,7 @@ extern "C" int cuda_blas_init(void) {
     g_lt_off = e && !strcmp(e, "cublas");
     const char *tune = getenv("TPRT_MATMUL_TUNE");
     if (tune && *tune) g_tune = atoi(tune);
+    g_bias_mode = bias_mode_of(getenv("TPRT_BIAS_GRAD"));
     if (cublasCreate(&g_blas) != CUBLAS_STATUS_SUCCESS) return -1;
     if (!g_lt_off &&
         (cublasLtCreate(&g_lt) != CUBLAS_STATUS_SUCCESS || cudaMalloc(&g_lt_ws, LT_WORKSPACE_BYTES) != cudaSuccess)) {
@@ -36,12 +52,6 @@ extern "C" int cuda_blas_init(void) {
         cudaGetLastError(); /* a failed workspace cudaMalloc must not fail the next kernel's launch check */
     }
     return 0;
-}
-extern "C" void cuda_blas_shutdown(void) {
-    if (g_blas) cublasDestroy(g_blas);
-    if (g_lt) cublasLtDestroy(g_lt);
-    cudaFree(g_lt_ws);
-    g_blas = NULL, g_lt = NULL, g_lt_ws = NULL;
 }
 
 extern "C" int cuda_matmul_use_lt(int lt) {
@@ -52,7 +62,8 @@ extern "C" int cuda_matmul_use_lt(int lt) {
 }
 
 /* One GEMM: D (m x n, ldd) = op(A) op(B) + beta D, then the epilogue; A, B bf16, D bf16 or fp32.
- * bias: m values (bf16); aux: the GELU input, m x n with ld ldd, written (GELU_AUX) or read (DGELU). */
+ * bias: m values (bf16), or with BGRADB the n sums of op(B) over k (fp32, written);
+ * aux: the GELU input, m x n with ld ldd, written (GELU_AUX) or read (DGELU). */
 typedef struct {
     bool ta, tb;
     int m, n, k, lda, ldb, ldd;
@@ -63,14 +74,42 @@ typedef struct {
     void *D, *aux;
 } gemm_call;
 
-/* The algorithm cuBLASLt's heuristic picked for a shape, epilogue and pointer alignment. */
+/* Descriptors of one product shape; the pointers in them are set per call. */
 typedef struct {
-    int ta, tb, m, n, k, lda, ldb, ldd, dt, acc, epi, align;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+} lt_descs;
+
+/* A product shape, epilogue and pointer alignment: its descriptors and the algorithm picked. */
+typedef struct {
+    int ta, tb, m, n, k, lda, ldb, ldd, dt, acc, epi, align, bias_align;
     int ok;
+    lt_descs x;
     cublasLtMatmulAlgo_t algo;
 } lt_plan;
 static lt_plan g_plans[LT_PLANS];
 static int g_n_plans;
+
+static void lt_descs_free(lt_descs *x) {
+    if (x->desc) cublasLtMatmulDescDestroy(x->desc);
+    if (x->a) cublasLtMatrixLayoutDestroy(x->a);
+    if (x->b) cublasLtMatrixLayoutDestroy(x->b);
+    if (x->d) cublasLtMatrixLayoutDestroy(x->d);
+    memset(x, 0, sizeof *x);
+}
+static void lt_plans_forget(void) {
+    for (int i = 0; i < g_n_plans; i++) lt_descs_free(&g_plans[i].x);
+    g_n_plans = 0;
+}
+
+extern "C" void cuda_blas_shutdown(void) {
+    lt_plans_forget();
+    if (g_blas) cublasDestroy(g_blas);
+    if (g_lt) cublasLtDestroy(g_lt);
+    cudaFree(g_lt_ws);
+    cudaFree(g_bg_scratch);
+    g_blas = NULL, g_lt = NULL, g_lt_ws = NULL, g_bg_scratch = NULL, g_bg_scratch_n = 0;
+}
 
 static int align_of(const void *p) {
     uintptr_t a = (uintptr_t)p;
@@ -89,22 +128,17 @@ static int call_align(const gemm_call *c) {
 static bool set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t a, const void *v, size_t n) {
     return cublasLtMatmulDescSetAttribute(desc, a, v, n) == CUBLAS_STATUS_SUCCESS;
 }
+/* This call's bias and aux pointers on its shape's descriptor. */
+static bool lt_set_pointers(const gemm_call *c, cublasLtMatmulDesc_t desc) {
+    return (!c->bias || set_attr(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c->bias, sizeof c->bias)) &&
+           (!c->aux || set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c->aux, sizeof c->aux));
+}
 
 /* Descriptors of one call; false when cuBLASLt refuses one of them. */
-typedef struct {
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t a, b, d;
-} lt_descs;
-static void lt_descs_free(lt_descs *x) {
-    if (x->desc) cublasLtMatmulDescDestroy(x->desc);
-    if (x->a) cublasLtMatrixLayoutDestroy(x->a);
-    if (x->b) cublasLtMatrixLayoutDestroy(x->b);
-    if (x->d) cublasLtMatrixLayoutDestroy(x->d);
-}
 static bool lt_descs_make(const gemm_call *c, lt_descs *x) {
     memset(x, 0, sizeof *x);
     cublasOperation_t ta = c->ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = c->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cudaDataType bt = CUDA_R_16BF;
+    cudaDataType bt = CUDA_R_16BF, gt = CUDA_R_32F; /* the bias (bf16) or bias grad (fp32, D's type) */
     int64_t ld = c->ldd;
     bool ok = cublasLtMatmulDescCreate(&x->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
               set_attr(x->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) &&
@@ -114,19 +148,21 @@ static bool lt_descs_make(const gemm_call *c, lt_descs *x) {
                   CUBLAS_STATUS_SUCCESS &&
               cublasLtMatrixLayoutCreate(&x->b, CUDA_R_16BF, c->tb ? c->n : c->k, c->tb ? c->k : c->n, c->ldb) ==
                   CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatrixLayoutCreate(&x->d, c->dt, c->m, c->n, c->ldd) == CUBLAS_STATUS_SUCCESS;
-    if (ok && c->bias)
-        ok = set_attr(x->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c->bias, sizeof c->bias) &&
-             set_attr(x->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
+              cublasLtMatrixLayoutCreate(&x->d, c->dt, c->m, c->n, c->ldd) == CUBLAS_STATUS_SUCCESS &&
+              lt_set_pointers(c, x->desc);
+    if (ok && c->bias) {
+        const cudaDataType *t = c->epi == CUBLASLT_EPILOGUE_BGRADB ? &gt : &bt;
+        ok = set_attr(x->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, t, sizeof *t);
+    }
     if (ok && c->aux)
-        ok = set_attr(x->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c->aux, sizeof c->aux) &&
-             set_attr(x->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld) &&
+        ok = set_attr(x->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld) &&
              set_attr(x->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &bt, sizeof bt);
     return ok;
 }
 
 /* Time one candidate on this call (1 warm-up, LT_TUNE_RUNS timed), on D or, when the call
- * accumulates into D, on a scratch copy of D's shape so the real D is left as it was.
+ * accumulates into D, on a scratch copy of D's shape so the real D is left as it was (a bias
+ * grad is written, not added, so running it again leaves the same values).
  * Returns milliseconds, or -1 when the algorithm fails. */
 #define LT_TUNE_RUNS 3
 static float lt_time(const gemm_call *c, const lt_descs *x, const cublasLtMatmulAlgo_t *algo, void *D) {
@@ -183,17 +219,19 @@ static int lt_pick(const gemm_call *c, const lt_descs *x, cublasLtMatmulPreferen
     return 1;
 }
 
-/* The cached plan of a call, picking its algorithm on first sight; NULL when the cache is full. */
-static lt_plan *lt_plan_for(const gemm_call *c, const lt_descs *x) {
+/* The plan of a call's shape, made (descriptors, algorithm) on first sight; NULL when the cache is full. */
+static lt_plan *lt_plan_for(const gemm_call *c) {
     lt_plan key;
     memset(&key, 0, sizeof key);
     key.ta = c->ta, key.tb = c->tb, key.m = c->m, key.n = c->n, key.k = c->k, key.lda = c->lda, key.ldb = c->ldb;
     key.ldd = c->ldd, key.dt = (int)c->dt, key.acc = c->beta != 0.0f, key.epi = (int)c->epi, key.align = call_align(c);
+    key.bias_align = c->bias ? align_of(c->bias) : 0; /* the heuristic reads the bias pointer's alignment */
     for (int i = 0; i < g_n_plans; i++)
         if (!memcmp(&g_plans[i], &key, offsetof(lt_plan, ok))) return &g_plans[i];
     if (g_n_plans == LT_PLANS) return NULL;
     lt_plan *p = &g_plans[g_n_plans++];
     *p = key;
+    if (!lt_descs_make(c, &p->x)) return p; /* ok 0: this shape takes the plain path */
     cublasLtMatmulPreference_t pref;
     size_t ws = LT_WORKSPACE_BYTES;
     uint32_t al = (uint32_t)key.align;
@@ -203,7 +241,7 @@ static lt_plan *lt_plan_for(const gemm_call *c, const lt_descs *x) {
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
-    p->ok = lt_pick(c, x, pref, &p->algo);
+    p->ok = lt_pick(c, &p->x, pref, &p->algo);
     cublasLtMatmulPreferenceDestroy(pref);
     return p;
 }
@@ -211,28 +249,21 @@ static lt_plan *lt_plan_for(const gemm_call *c, const lt_descs *x) {
 extern "C" int cuda_matmul_tune(int candidates) {
     int was = g_tune;
     g_tune = candidates;
-    g_n_plans = 0; /* plans are picked again */
+    lt_plans_forget(); /* plans are picked again */
     return was;
 }
 
-/* 0 done, 1 cuBLASLt cannot do this call (the caller falls back), -1 failed. */
+/* 0 done, 1 cuBLASLt cannot do this call (the caller falls back). */
 static int lt_gemm(const gemm_call *c) {
     if (g_lt_off) return 1;
-    lt_descs x;
-    int rc = 1;
-    if (lt_descs_make(c, &x)) {
-        lt_plan *p = lt_plan_for(c, &x);
-        const float one = 1.0f;
-        if (p && p->ok) {
-            rc = cublasLtMatmul(g_lt, x.desc, &one, c->A, x.a, c->B, x.b, &c->beta, c->D, x.d, c->D, x.d, &p->algo,
-                                g_lt_ws, LT_WORKSPACE_BYTES, 0) == CUBLAS_STATUS_SUCCESS
-                     ? 0
-                     : 1;
-            if (rc) p->ok = 0; /* refused at launch: this shape takes the plain path from now on */
-        }
-    }
-    lt_descs_free(&x);
-    return rc;
+    lt_plan *p = lt_plan_for(c);
+    if (!p || !p->ok || !lt_set_pointers(c, p->x.desc)) return 1;
+    const float one = 1.0f;
+    if (cublasLtMatmul(g_lt, p->x.desc, &one, c->A, p->x.a, c->B, p->x.b, &c->beta, c->D, p->x.d, c->D, p->x.d,
+                       &p->algo, g_lt_ws, LT_WORKSPACE_BYTES, 0) == CUBLAS_STATUS_SUCCESS)
+        return 0;
+    p->ok = 0; /* refused at launch: this shape takes the plain path from now on */
+    return 1;
 }
 
 /* The same product through cublasGemmEx, without an epilogue. */
@@ -252,27 +283,47 @@ __global__ void bias_add_k(bf16 *out, const bf16 *bias, int BT, int OC, int ld) 
     bf16 *p = out + r * ld + o;
     *p = tobf(__bfloat162float(*p) + ldf(bias, o));
 }
-/* columns by x, row chunks by y; one atomic per (column, chunk) */
-__global__ void bias_bwd_k(float *dbias, const bf16 *dout, int BT, int OC, int ld, int rows_per) {
-    int o = blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= OC) return;
-    int r0 = blockIdx.y * rows_per, r1 = min(BT, r0 + rows_per);
-    float s = 0.0f;
-    for (int r = r0; r < r1; r++) s += ldf(dout, (size_t)r * ld + o);
-    atomicAdd(&dbias[o], s);
-}
-
 extern "C" int cuda_bias_add(tprt_bf16 *out, const tprt_bf16 *bias, int BT, int OC, int ld) {
     size_t n = (size_t)BT * OC;
     if (n) bias_add_k<<<grid_for(n, 256), 256>>>(BF(out), CBF(bias), BT, OC, ld);
     return launch_ok();
 }
+/* The standalone bias grad: the tile kernel where it fits (the column kernel in TPRT_BIAS_GRAD_COLUMN). */
 extern "C" int cuda_bias_backward(float *dbias, const tprt_bf16 *dout, int BT, int OC, int ld) {
     if (BT <= 0 || OC <= 0) return 0;
-    int rows_per = 64;
-    dim3 grid(grid_for((size_t)OC, 128), grid_for((size_t)BT, rows_per));
-    bias_bwd_k<<<grid, 128>>>(dbias, CBF(dout), BT, OC, ld, rows_per);
-    return launch_ok();
+    if (g_bias_mode != TPRT_BIAS_GRAD_COLUMN && bias_grad_tile_fits(CBF(dout), OC, ld))
+        return bias_grad_tile(dbias, CBF(dout), BT, OC, ld);
+    return bias_grad_column(dbias, CBF(dout), BT, OC, ld);
+}
+
+extern "C" int cuda_bias_grad_mode(int mode) {
+    int was = g_bias_mode;
+    if (cuda_blas_init()) return was;
+    g_bias_mode = mode;
+    return was;
+}
+extern "C" int cuda_matmul_dbias_fresh(int fresh) {
+    int was = g_dbias_fresh;
+    g_dbias_fresh = fresh;
+    return was;
+}
+extern "C" void cuda_matmul_bias_grad_counts(long *fused, long *refused) {
+    *fused = g_bg_fused, *refused = g_bg_refused;
+}
+
+/* Where the epilogue writes a bias grad of n values that is then added into dbias; NULL without memory. */
+static float *bias_grad_scratch(int n) {
+    if (n > g_bg_scratch_n) {
+        cudaFree(g_bg_scratch);
+        g_bg_scratch = NULL, g_bg_scratch_n = 0;
+        if (cudaMalloc((void **)&g_bg_scratch, (size_t)n * sizeof(float)) != cudaSuccess) {
+            cudaGetLastError();
+            g_bg_scratch = NULL;
+            return NULL;
+        }
+        g_bg_scratch_n = n;
+    }
+    return g_bg_scratch;
 }
 
 /* out^T (OC x BT) = W (OC x IC: W^T stored) . inp^T (IC x BT), with an epilogue */
@@ -323,13 +374,29 @@ static int input_grad(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, const tprt_bf1
     if (plain_gemm(&c)) return -1;
     return pre_gelu ? cuda_gelu_scale_by_slope(dinp, pre_gelu, (size_t)BT * IC) : launch_ok();
 }
-/* dW^T (IC x OC) += inp^T (IC x BT) . dout (BT x OC), fp32 */
-static int weight_grad(float *dw, const tprt_bf16 *dout, const tprt_bf16 *inp, int BT, int IC, int OC, int ld) {
+/* dW^T (IC x OC) += inp^T (IC x BT) . dout (BT x OC), fp32; with dbias, the bias grad (dout summed
+ * over BT: op(B)'s k) in the same GEMM's BGRADB epilogue when cuBLASLt takes it, written into dbias
+ * when the caller said it holds zeros, else into a scratch then added; *bias_done says it ran. */
+static int weight_grad(float *dw, float *dbias, const tprt_bf16 *dout, const tprt_bf16 *inp, int BT, int IC, int OC,
+                       int ld, int *bias_done) {
     gemm_call c;
     memset(&c, 0, sizeof c);
     c.tb = true, c.m = IC, c.n = OC, c.k = BT, c.A = inp, c.lda = IC, c.B = dout, c.ldb = ld, c.D = dw,
     c.dt = CUDA_R_32F;
     c.ldd = IC, c.beta = 1.0f, c.epi = CUBLASLT_EPILOGUE_DEFAULT;
+    *bias_done = 0;
+    float *dst = !dbias || g_lt_off || g_bias_mode != TPRT_BIAS_GRAD_EPILOGUE ? NULL
+                 : g_dbias_fresh                                           ? dbias
+                                                                           : bias_grad_scratch(OC);
+    if (dst) {
+        gemm_call e = c;
+        e.epi = CUBLASLT_EPILOGUE_BGRADB, e.bias = dst;
+        if (!lt_gemm(&e)) {
+            g_bg_fused++, *bias_done = 1;
+            return dst == dbias ? 0 : bias_grad_acc(dbias, dst, OC);
+        }
+        g_bg_refused++;
+    }
     int rc = lt_gemm(&c);
     return rc <= 0 ? rc : plain_gemm(&c);
 }
@@ -339,10 +406,11 @@ static int weight_grad(float *dw, const tprt_bf16 *dout, const tprt_bf16 *inp, i
  * the weight and bias grads always added. */
 static int backward(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, float beta, float *dw, float *dbias,
                     const tprt_bf16 *dout, const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC, int ld) {
+    int bias_done = 0;
     if (cuda_blas_init()) return -1;
     if (dinp && input_grad(dinp, pre_gelu, dout, w, BT, IC, OC, ld, beta)) return -1;
-    if (dw && weight_grad(dw, dout, inp, BT, IC, OC, ld)) return -1;
-    return dbias ? cuda_bias_backward(dbias, dout, BT, OC, ld) : launch_ok();
+    if (dw && weight_grad(dw, dbias, dout, inp, BT, IC, OC, ld, &bias_done)) return -1;
+    return dbias && !bias_done ? cuda_bias_backward(dbias, dout, BT, OC, ld) : launch_ok();
 }
 
 extern "C" int cuda_matmul_backward(tprt_bf16 *dinp, float *dw, float *dbias, const tprt_bf16 *dout,

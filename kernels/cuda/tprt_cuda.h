@@ -76,7 +76,19 @@ int cuda_matmul_use_lt(int lt);
  * count and forgets the picks made so far. */
 int cuda_matmul_tune(int candidates);
 int cuda_bias_add(tprt_bf16 *out, const tprt_bf16 *bias, int BT, int OC, int ld);
+/* dbias += dout summed over its BT rows (the tile kernel where OC, ld are multiples of 8). */
 int cuda_bias_backward(float *dbias, const tprt_bf16 *dout, int BT, int OC, int ld);
+/* How the backward with dw and dbias takes the bias grad: in the weight grad's cuBLASLt epilogue
+ * (BGRADB; the default, the tile kernel when cuBLASLt refuses), or by the standalone tile or
+ * column kernel (env TPRT_BIAS_GRAD=epilogue|tile|column); returns the previous mode. */
+enum { TPRT_BIAS_GRAD_EPILOGUE = 0, TPRT_BIAS_GRAD_TILE = 1, TPRT_BIAS_GRAD_COLUMN = 2 };
+int cuda_bias_grad_mode(int mode);
+/* 1: until it is set to 0, every dbias given to a backward holds zeros and gets one call's grad,
+ * so the epilogue writes it in place instead of into a scratch that is then added; returns the
+ * previous setting (0 at start). */
+int cuda_matmul_dbias_fresh(int fresh);
+/* Backward calls whose bias grad ran in the epilogue, and those where cuBLASLt refused it. */
+void cuda_matmul_bias_grad_counts(long *fused, long *refused);
 
 /* attention.cu: causal attention over NH heads of qkv (B,T,3*Cl) = [q|k|v];
  * att (B,NH,T,T) keeps the probabilities for the backward; scratch holds

@@ -3,11 +3,17 @@
  * (the GELU's input kept), and the backward that writes the input grad
  * instead of adding to it, with and without the GELU gradient in its
  * epilogue; each on both product paths (cuBLASLt, and plain cuBLAS with the
- * separate kernels).  The input grad starts NaN-poisoned, so a product that
- * reads it instead of overwriting it fails; dw and dbias start random, so
- * their accumulation is checked.  OC 130 has no cuBLASLt GELU epilogue (the
+ * separate kernels), and on cuBLASLt with each way of taking the bias grad
+ * (the weight grad's BGRADB epilogue, the tile kernel, the column kernel).
+ * The input grad starts NaN-poisoned, so a product that reads it instead of
+ * overwriting it fails; dw and dbias start random, so their accumulation is
+ * checked, except in the "fresh" checks where dbias starts at zero and the
+ * epilogue may write it in place.  OC 130 has no cuBLASLt GELU epilogue (the
  * stride of its GELU input is not a multiple of 8): it checks the fallback
- * within the cuBLASLt path. */
+ * within the cuBLASLt path.  The standalone bias grad is checked against a
+ * column sum on shapes the tile kernel takes (several row chunks, a partial
+ * column block, a padded row stride) and on one it leaves to the column
+ * kernel (OC 130). */
 #include "layers.h"
 #include "tprt_cuda_check.h"
 #include <cuda_runtime.h>
@@ -40,17 +46,20 @@ static void check_gelu_forward(const char *tag, int BT, int IC, int OC, void **d
 }
 
 /* The next layer's backward, dinp = (dy W2) [* gelu'(pre)], from the GPU's own act and pre. */
-static void check_backward_set(const char *tag, int with_gelu, int BT, int IC, void *d_act, void *d_pre,
+static void check_backward_set(const char *tag, int with_gelu, int fresh, int BT, int IC, void *d_act, void *d_pre,
                                const float *act, const float *pre) {
     int OC = 64;
     size_t ni = (size_t)BT * IC;
     char what[64];
     float *w = rnd((size_t)OC * IC, 0.2f, 1), *dy = rnd((size_t)BT * OC, 1.0f, 1);
-    float *gw = rnd((size_t)OC * IC, 1.0f, 0), *gb = rnd(OC, 1.0f, 0), *dact = calloc(ni, 4), *dinp = calloc(ni, 4);
+    float *gw = rnd((size_t)OC * IC, 1.0f, 0), *gb = fresh ? calloc(OC, 4) : rnd(OC, 1.0f, 0);
+    float *dact = calloc(ni, 4), *dinp = calloc(ni, 4);
     void *dw = dev_bf(w, (size_t)OC * IC), *ddy = dev_bf(dy, (size_t)BT * OC), *ddinp = dev_bf(NULL, ni);
     float *dgw = dev_f(gw, (size_t)OC * IC), *dgb = dev_f(gb, OC);
+    int was = cuda_matmul_dbias_fresh(fresh);
     sync_or_die("matmul backward_set",
                 cuda_matmul_backward_set(ddinp, with_gelu ? d_pre : NULL, dgw, dgb, ddy, d_act, dw, BT, IC, OC, OC));
+    cuda_matmul_dbias_fresh(was);
     matmul_backward(dact, gw, gb, dy, act, w, BT, IC, OC); /* gw, gb accumulate on the CPU too */
     if (with_gelu)
         gelu_backward(dinp, pre, dact, (int)ni);
@@ -60,28 +69,63 @@ static void check_backward_set(const char *tag, int with_gelu, int BT, int IC, v
     snprintf(what, sizeof what, "backward_set dinp%s", with_gelu ? "*gelu'" : "");
     check_tagged(what, tag, h1, dinp, ni, BF_TOL);
     check_tagged("backward_set dw", tag, h2, gw, (size_t)OC * IC, 1e-3);
-    check_tagged("backward_set dbias", tag, h3, gb, OC, 1e-3);
+    check_tagged(fresh ? "backward_set dbias (fresh)" : "backward_set dbias", tag, h3, gb, OC, 1e-3);
     cudaFree(dw), cudaFree(ddy), cudaFree(ddinp), cudaFree(dgw), cudaFree(dgb);
     free(w), free(dy), free(gw), free(gb), free(dact), free(dinp), free(h1), free(h2), free(h3);
 }
 
-static void check_epilogues(int lt, int OC) {
-    int BT = 70, IC = 96, was = cuda_matmul_use_lt(lt);
-    char tag[48];
-    snprintf(tag, sizeof tag, "(%s, OC %d)", lt ? "cuBLASLt" : "plain", OC);
+static const char *const mode_names[] = {"epilogue", "tile", "column"};
+
+static void check_epilogues(int lt, int OC, int bias_mode) {
+    int BT = 70, IC = 96, was = cuda_matmul_use_lt(lt), was_mode = cuda_bias_grad_mode(bias_mode);
+    char tag[64];
+    snprintf(tag, sizeof tag, "(%s, OC %d, bias grad %s)", lt ? "cuBLASLt" : "plain", OC, mode_names[bias_mode]);
     void *d_out, *d_pre;
     float *h_out, *h_pre;
     check_gelu_forward(tag, BT, IC, OC, &d_out, &d_pre, &h_out, &h_pre);
     float *act = copy_of(h_out, (size_t)BT * OC), *pre = copy_of(h_pre, (size_t)BT * OC);
-    check_backward_set(tag, 1, BT, OC, d_out, d_pre, act, pre);
-    check_backward_set(tag, 0, BT, OC, d_out, d_pre, act, pre);
+    check_backward_set(tag, 1, 0, BT, OC, d_out, d_pre, act, pre);
+    check_backward_set(tag, 0, 0, BT, OC, d_out, d_pre, act, pre);
+    check_backward_set(tag, 0, 1, BT, OC, d_out, d_pre, act, pre);
     cudaFree(d_out), cudaFree(d_pre);
     free(h_out), free(h_pre), free(act), free(pre);
+    cuda_bias_grad_mode(was_mode);
     cuda_matmul_use_lt(was);
 }
 
+/* cuda_bias_backward: dbias (random start) += dout's column sums, dout (BT, OC) at row stride ld. */
+static void check_bias_grad(int bias_mode, int BT, int OC, int ld) {
+    float *dy = rnd((size_t)BT * ld, 1.0f, 1), *gb = rnd(OC, 1.0f, 0);
+    void *ddy = dev_bf(dy, (size_t)BT * ld);
+    float *dgb = dev_f(gb, OC);
+    int was = cuda_bias_grad_mode(bias_mode);
+    sync_or_die("bias backward", cuda_bias_backward(dgb, ddy, BT, OC, ld));
+    cuda_bias_grad_mode(was);
+    for (int o = 0; o < OC; o++) {
+        double s = gb[o];
+        for (int r = 0; r < BT; r++) s += dy[(size_t)r * ld + o];
+        gb[o] = (float)s;
+    }
+    float *h = host_f(dgb, OC);
+    char tag[64];
+    snprintf(tag, sizeof tag, "(%s, BT %d, OC %d, ld %d)", mode_names[bias_mode], BT, OC, ld);
+    check_tagged("bias backward", tag, h, gb, OC, 1e-4);
+    cudaFree(ddy), cudaFree(dgb);
+    free(dy), free(gb), free(h);
+}
+
 void run_matmul_checks(void) {
-    check_epilogues(1, 128);
-    check_epilogues(1, 130);
-    check_epilogues(0, 128);
+    check_epilogues(1, 128, TPRT_BIAS_GRAD_EPILOGUE);
+    check_epilogues(1, 130, TPRT_BIAS_GRAD_EPILOGUE);
+    check_epilogues(1, 128, TPRT_BIAS_GRAD_TILE);
+    check_epilogues(1, 128, TPRT_BIAS_GRAD_COLUMN);
+    check_epilogues(0, 128, TPRT_BIAS_GRAD_EPILOGUE);
+    long fused, refused;
+    cuda_matmul_bias_grad_counts(&fused, &refused);
+    printf("bias grad in the weight grad's epilogue: %ld calls, refused by cuBLASLt: %ld\n", fused, refused);
+    for (int m = TPRT_BIAS_GRAD_TILE; m <= TPRT_BIAS_GRAD_COLUMN; m++) {
+        check_bias_grad(m, 70, 64, 64);
+        check_bias_grad(m, 3000, 520, 528); /* tile: 3 column blocks, the last partial; several row chunks */
+        check_bias_grad(m, 333, 130, 130);  /* tile does not fit: the column kernel */
+    }
 }

@@ -1,0 +1,94 @@
+/* bias_grad.cuh - the standalone kernels of a linear layer's bias gradient,
+ * dbias[o] += sum over rows r of dout[r * ld + o] (bf16 dout, fp32 dbias),
+ * included by matmul.cu only.  Two reductions: the column kernel (a thread
+ * per column over a chunk of rows; any OC and ld), and the tile kernel
+ * (a block of 32 x 8 threads covers 256 columns, each thread eight columns
+ * with 128-bit loads over every eighth row of the block's row chunk; the
+ * eight row lanes are summed in shared memory and each column gets one
+ * atomic add per block; OC and ld multiples of 8, dout 16-byte aligned).
+ * bias_acc_k adds a bias grad that a GEMM epilogue wrote (=) into the
+ * accumulated one (+=). */
+#ifndef TPRT_BIAS_GRAD_CUH
+#define TPRT_BIAS_GRAD_CUH
+#include "common.cuh"
+
+/* columns by x, row chunks by y; one atomic per (column, chunk) */
+__global__ void bias_bwd_k(float *dbias, const bf16 *dout, int BT, int OC, int ld, int rows_per) {
+    int o = blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= OC) return;
+    int r0 = blockIdx.y * rows_per, r1 = min(BT, r0 + rows_per);
+    float s = 0.0f;
+    for (int r = r0; r < r1; r++) s += ldf(dout, (size_t)r * ld + o);
+    atomicAdd(&dbias[o], s);
+}
+
+#define BG_COLS  256 /* columns of a tile block: 32 threads x 8 */
+#define BG_LANES 8   /* row lanes of a tile block */
+#define BG_PAD   9   /* shared row stride per thread: 8 sums + 1, so the lanes' stores do not collide */
+
+__device__ __forceinline__ void add8(float s[8], uint4 v) {
+    float f[8];
+    unpack8(v, f);
+#pragma unroll
+    for (int j = 0; j < 8; j++) s[j] += f[j];
+}
+
+__global__ void __launch_bounds__(BG_COLS) bias_bwd_tile_k(float *dbias, const bf16 *dout, int BT, int OC, int ld,
+                                                           int rows_per) {
+    __shared__ float part[BG_LANES][32 * BG_PAD];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int c0 = blockIdx.x * BG_COLS + tx * 8;
+    int r0 = blockIdx.y * rows_per, r1 = min(BT, r0 + rows_per);
+    float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    if (c0 < OC) {
+        const bf16 *p = dout + c0;
+        int r = r0 + ty;
+        for (; r + 3 * BG_LANES < r1; r += 4 * BG_LANES) { /* four independent loads in flight */
+            uint4 v0 = ld_vec8(p + (size_t)r * ld), v1 = ld_vec8(p + (size_t)(r + BG_LANES) * ld);
+            uint4 v2 = ld_vec8(p + (size_t)(r + 2 * BG_LANES) * ld), v3 = ld_vec8(p + (size_t)(r + 3 * BG_LANES) * ld);
+            add8(s, v0), add8(s, v1), add8(s, v2), add8(s, v3);
+        }
+        for (; r < r1; r += BG_LANES) add8(s, ld_vec8(p + (size_t)r * ld));
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) part[ty][tx * BG_PAD + j] = s[j];
+    __syncthreads();
+    int t = ty * 32 + tx, col = blockIdx.x * BG_COLS + t; /* thread t sums column t of the tile */
+    if (col >= OC) return;
+    float v = 0.0f;
+#pragma unroll
+    for (int l = 0; l < BG_LANES; l++) v += part[l][(t / 8) * BG_PAD + t % 8];
+    atomicAdd(&dbias[col], v);
+}
+
+__global__ void bias_acc_k(float *dbias, const float *add, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dbias[i] += add[i];
+}
+
+static int bias_grad_column(float *dbias, const bf16 *dout, int BT, int OC, int ld) {
+    int rows_per = 64;
+    dim3 grid(grid_for((size_t)OC, 128), grid_for((size_t)BT, rows_per));
+    bias_bwd_k<<<grid, 128>>>(dbias, dout, BT, OC, ld, rows_per);
+    return launch_ok();
+}
+
+static bool bias_grad_tile_fits(const bf16 *dout, int OC, int ld) { return OC % 8 == 0 && ld % 8 == 0 && aligned16(dout); }
+
+/* About eight blocks per SM in all, each over at least 64 rows (a multiple of 32). */
+static int bias_grad_tile(float *dbias, const bf16 *dout, int BT, int OC, int ld) {
+    unsigned cols = grid_for((size_t)OC, BG_COLS);
+    long chunks = (long)sm_count() * 8 / (long)cols;
+    if (chunks < 1) chunks = 1;
+    long rows_per = ((long)BT + chunks - 1) / chunks;
+    rows_per = rows_per < 64 ? 64 : (rows_per + 31) / 32 * 32;
+    dim3 grid(cols, grid_for((size_t)BT, (int)rows_per)), block(32, BG_LANES);
+    bias_bwd_tile_k<<<grid, block>>>(dbias, dout, BT, OC, ld, (int)rows_per);
+    return launch_ok();
+}
+
+static int bias_grad_acc(float *dbias, const float *add, int n) {
+    bias_acc_k<<<grid_for((size_t)n, 256), 256>>>(dbias, add, n);
+    return launch_ok();
+}
+#endif
