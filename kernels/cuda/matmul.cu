@@ -55,8 +55,8 @@ extern "C" int cuda_blas_init(void) {
 }
 
 extern "C" int cuda_matmul_use_lt(int lt) {
-    int was = !g_lt_off;
-    if (cuda_blas_init()) return was;
+    if (cuda_blas_init()) return !g_lt_off;
+    int was = !g_lt_off; /* after the init, which reads TPRT_MATMUL */
     g_lt_off = !(lt && g_lt && g_lt_ws);
     return was;
 }
@@ -297,8 +297,8 @@ extern "C" int cuda_bias_backward(float *dbias, const tprt_bf16 *dout, int BT, i
 }
 
 extern "C" int cuda_bias_grad_mode(int mode) {
-    int was = g_bias_mode;
-    if (cuda_blas_init()) return was;
+    if (cuda_blas_init()) return g_bias_mode;
+    int was = g_bias_mode; /* after the init, which reads TPRT_BIAS_GRAD */
     g_bias_mode = mode;
     return was;
 }

@@ -13,7 +13,9 @@
  * within the cuBLASLt path.  The standalone bias grad is checked against a
  * column sum on shapes the tile kernel takes (several row chunks, a partial
  * column block, a padded row stride) and on one it leaves to the column
- * kernel (OC 130). */
+ * kernel (OC 130).  At three GPT-2 layer shapes (BT 4096) the epilogue's
+ * bias grad and weight grad are checked against those of the tile-kernel
+ * path, so the algorithms cuBLASLt picks at real sizes are covered too. */
 #include "layers.h"
 #include "tprt_cuda_check.h"
 #include <cuda_runtime.h>
@@ -114,12 +116,48 @@ static void check_bias_grad(int bias_mode, int BT, int OC, int ld) {
     free(dy), free(gb), free(h);
 }
 
+/* At a GPT-2 layer's shape (the algorithms cuBLASLt picks there, split or not): the weight grad
+ * with its bias grad in the epilogue (added, and written in place) against the same grads with the
+ * bias grad by the tile kernel, itself checked against the CPU above. */
+static void check_bias_epilogue_at(int BT, int IC, int OC) {
+    size_t nw = (size_t)OC * IC;
+    float *x = rnd((size_t)BT * IC, 1.0f, 1), *dy = rnd((size_t)BT * OC, 1.0f, 1), *gw = rnd(nw, 1.0f, 0);
+    float *gb = rnd(OC, 1.0f, 0), *zero = calloc(OC, 4), *ref_w = NULL, *ref_b = NULL;
+    void *dx = dev_bf(x, (size_t)BT * IC), *ddy = dev_bf(dy, (size_t)BT * OC);
+    char tag[64];
+    snprintf(tag, sizeof tag, "(BT %d, IC %d, OC %d)", BT, IC, OC);
+    for (int v = 0; v < 3; v++) { /* tile kernel (reference), epilogue +=, epilogue written in place */
+        float *dgw = dev_f(gw, nw), *dgb = dev_f(v == 2 ? zero : gb, OC);
+        int was = cuda_bias_grad_mode(v ? TPRT_BIAS_GRAD_EPILOGUE : TPRT_BIAS_GRAD_TILE),
+            fresh = cuda_matmul_dbias_fresh(v == 2);
+        sync_or_die("bias grad epilogue", cuda_matmul_backward_set(NULL, NULL, dgw, dgb, ddy, dx, NULL, BT, IC, OC, OC));
+        cuda_matmul_dbias_fresh(fresh), cuda_bias_grad_mode(was);
+        float *hw = host_f(dgw, nw), *hb = host_f(dgb, OC);
+        if (v == 2)
+            for (int o = 0; o < OC; o++) hb[o] += gb[o]; /* the same total as the added ones */
+        if (!v) {
+            ref_w = hw, ref_b = hb;
+        } else {
+            check_tagged(v == 1 ? "epilogue dbias (+=) vs tile" : "epilogue dbias (in place) vs tile", tag, hb, ref_b,
+                         OC, 1e-4);
+            check_tagged("epilogue dw vs tile's", tag, hw, ref_w, nw, 1e-4);
+            free(hw), free(hb);
+        }
+        cudaFree(dgw), cudaFree(dgb);
+    }
+    cudaFree(dx), cudaFree(ddy);
+    free(x), free(dy), free(gw), free(gb), free(zero), free(ref_w), free(ref_b);
+}
+
 void run_matmul_checks(void) {
     check_epilogues(1, 128, TPRT_BIAS_GRAD_EPILOGUE);
     check_epilogues(1, 130, TPRT_BIAS_GRAD_EPILOGUE);
     check_epilogues(1, 128, TPRT_BIAS_GRAD_TILE);
     check_epilogues(1, 128, TPRT_BIAS_GRAD_COLUMN);
     check_epilogues(0, 128, TPRT_BIAS_GRAD_EPILOGUE);
+    check_bias_epilogue_at(4096, 768, 2304); /* c_attn */
+    check_bias_epilogue_at(4096, 768, 3072); /* c_fc */
+    check_bias_epilogue_at(4096, 3072, 768); /* mlp.c_proj (attn.c_proj: IC 768) */
     long fused, refused;
     cuda_matmul_bias_grad_counts(&fused, &refused);
     printf("bias grad in the weight grad's epilogue: %ld calls, refused by cuBLASLt: %ld\n", fused, refused);
