@@ -1,0 +1,135 @@
+/* attention_bench.c - times tprt's causal attention on GPT-2 124M's shape
+ * (T = 1024, 12 heads of 64, bf16) at batch 8 and 128: the fused (flash
+ * style) forward and backward of attention_fused.cu against the cuBLAS path
+ * of attention.cu (what TPRT_ATTENTION=gemm selects) in the same run.  A
+ * figure is the median of 50 timed runs (back to back, a cudaEvent between
+ * each two) after 5 warm-ups, printed in milliseconds and in TFLOP/s of the
+ * causal products (forward 4*B*NH*T*T*hs/2 FLOPs, backward 2.5 times that).
+ * The backward accumulates into dqkv, so its runs add up; the figures are
+ * times only.  Not a test: it prints figures.
+ * Usage: tprt_attention_bench [B ...]   (default 8 128) */
+#include "tprt_cuda.h"
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WARMUP 5
+#define RUNS   50
+enum { T = 1024, NH = 12, HS = 64, CL = NH * HS };
+
+static int B;
+static void *qkv, *out, *dout, *dqkv, *fscratch, *att, *gscratch;
+static float *lse;
+
+static int fused_fwd(void) { return cuda_attention_fused_forward(out, lse, qkv, B, T, CL, NH); }
+static int fused_bwd(void) { return cuda_attention_fused_backward(dqkv, dout, qkv, out, lse, fscratch, B, T, CL, NH); }
+static int gemm_fwd(void) { return cuda_attention_forward(out, att, qkv, gscratch, B, T, CL, NH); }
+static int gemm_bwd(void) { return cuda_attention_backward(dqkv, dout, qkv, att, gscratch, B, T, CL, NH); }
+
+/* a device buffer, or NULL (with a message) when the memory is not there */
+static void *dev_alloc(size_t bytes, const char *what) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        printf("attention_bench: B=%d: no room for %s (%zu bytes)\n", B, what, bytes);
+        return NULL;
+    }
+    return p;
+}
+/* bf16 values uniform in [-a, a), from a fixed seed */
+static int fill_bf16(void *d, size_t n, float a, uint64_t seed) {
+    uint16_t *h = malloc(n * sizeof *h);
+    if (!h) return -1;
+    uint64_t r = seed;
+    for (size_t i = 0; i < n; i++) {
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        float f = (float)((r >> 40) * (1.0 / 8388608.0)) - 1.0f;
+        h[i] = tprt_f2bf(a * f);
+    }
+    int rc = cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+    free(h);
+    return rc;
+}
+
+/* median milliseconds of RUNS runs of f, or a negative value when a run fails: the runs go back to back,
+ * an event before each and one after the last, and are read once the stream has drained */
+static double median_ms(int (*f)(void)) {
+    cudaEvent_t ev[RUNS + 1];
+    float t[RUNS];
+    int failed = 0;
+    for (int i = 0; i < WARMUP && !failed; i++) failed = f() != 0;
+    for (int i = 0; i <= RUNS; i++) cudaEventCreate(&ev[i]);
+    for (int i = 0; i < RUNS && !failed; i++) cudaEventRecord(ev[i], 0), failed = f() != 0;
+    cudaEventRecord(ev[RUNS], 0);
+    failed = failed || cudaEventSynchronize(ev[RUNS]) != cudaSuccess;
+    for (int i = 0; i < RUNS && !failed; i++) cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]);
+    for (int i = 0; i <= RUNS; i++) cudaEventDestroy(ev[i]);
+    if (failed) {
+        printf("attention_bench: a run failed (%s)\n", cudaGetErrorString(cudaGetLastError()));
+        return -1.0;
+    }
+    for (int i = 1; i < RUNS; i++) /* insertion sort */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            float x = t[j];
+            t[j] = t[j - 1], t[j - 1] = x;
+        }
+    return 0.5 * (t[RUNS / 2 - 1] + t[RUNS / 2]);
+}
+
+static void row(const char *name, double fused, double gemm, double flops) {
+    printf("B=%-4d %-9s fused %8.3f ms %6.1f TFLOP/s", B, name, fused, flops / fused * 1e-9);
+    if (gemm > 0)
+        printf(" | gemm %8.3f ms %6.1f TFLOP/s | gemm/fused %5.2fx\n", gemm, flops / gemm * 1e-9, gemm / fused);
+    else
+        printf(" | gemm: skip\n");
+}
+
+/* one batch size: the fused pair always, the gemm pair where its T x T buffers fit */
+static int bench(int batch) {
+    B = batch;
+    size_t nq = (size_t)B * T * 3 * CL, no = (size_t)B * T * CL;
+    double fwd_flops = 4.0 * B * NH * (double)T * T * HS / 2, bwd_flops = 2.5 * fwd_flops;
+    qkv = dev_alloc(nq * 2, "qkv"), dqkv = dev_alloc(nq * 2, "dqkv");
+    out = dev_alloc(no * 2, "out"), dout = dev_alloc(no * 2, "dout");
+    lse = dev_alloc((size_t)B * NH * T * sizeof(float), "lse");
+    fscratch = dev_alloc(cuda_attention_fused_scratch_bytes(B, T, NH), "fused scratch");
+    int rc = -1;
+    if (!qkv || !dqkv || !out || !dout || !lse || !fscratch || fill_bf16(qkv, nq, 1.0f, 1) ||
+        fill_bf16(dout, no, 1.0f, 2) || fill_bf16(dqkv, nq, 0.0f, 3))
+        goto done;
+    double ff = median_ms(fused_fwd), fb = fused_fwd() ? -1.0 : median_ms(fused_bwd), gf = -1.0, gb = -1.0;
+    if (ff < 0 || fb < 0) goto done;
+    att = dev_alloc((size_t)B * NH * T * T * 2, "gemm probabilities");
+    gscratch = att ? dev_alloc(cuda_attention_scratch_bytes(B, T, CL, NH), "gemm scratch") : NULL;
+    if (att && gscratch) {
+        gf = median_ms(gemm_fwd);
+        gb = gf < 0 || gemm_fwd() ? -1.0 : median_ms(gemm_bwd);
+    }
+    row("forward", ff, gf, fwd_flops);
+    row("backward", fb, gb, bwd_flops);
+    row("fwd+bwd", ff + fb, gf > 0 && gb > 0 ? gf + gb : -1.0, fwd_flops + bwd_flops);
+    rc = 0;
+done:
+    cudaFree(qkv), cudaFree(dqkv), cudaFree(out), cudaFree(dout), cudaFree(lse), cudaFree(fscratch);
+    cudaFree(att), cudaFree(gscratch);
+    qkv = dqkv = out = dout = fscratch = att = gscratch = NULL, lse = NULL;
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        printf("attention_bench: skip: no CUDA device\n");
+        return 0;
+    }
+    printf("causal attention, T=%d, %d heads of %d, bf16; median of %d runs after %d warm-ups\n", T, NH, HS, RUNS,
+           WARMUP);
+    int fails = 0;
+    if (argc > 1)
+        for (int i = 1; i < argc; i++) fails += atoi(argv[i]) > 0 ? bench(atoi(argv[i])) != 0 : 1;
+    else
+        fails = (bench(8) != 0) + (bench(128) != 0);
+    return fails ? 1 : 0;
+}
