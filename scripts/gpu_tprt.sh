@@ -6,13 +6,24 @@
 # with >= 2 GPUs the GPU TP=2 loss curve against the CPU TP=2 one, the buggy
 # policy's stale table on both ranks, a killed rank; with 1 GPU "skip: needs
 # 2 GPUs", the refusal, and the same checks as notes with both ranks on the
-# one GPU, TPRT_ALLOW_SHARED_GPU=1), then the GPT-2 124M throughput against
-# PyTorch eager and torch.compile, llm.c when carried, and tprt under tpaudit
-# (bench/tprt/bench_tprt.sh).  Skip the bench: TPRT_NO_BENCH=1.
+# one GPU, TPRT_ALLOW_SHARED_GPU=1), then the benches: the attention and
+# product micro-benches ($build/bin/tprt_attention_bench, tprt_gemm_bench,
+# bench/tprt/sdpa_bench.py, each when present; logs in $OUT) and the GPT-2
+# 124M throughput against PyTorch eager and torch.compile, llm.c without and
+# with cuDNN when carried (bench/tprt/build_llmc.sh builds both from
+# .carry/llmc and .carry/cudnn-frontend), and tprt under tpaudit
+# (bench/tprt/bench_tprt.sh; TPRT_BENCH_BATCHES, e.g. "8 auto", picks the
+# batches).  Skip the benches: TPRT_NO_BENCH=1.
 set -uo pipefail
 build="${TPAUDIT_GPU_BUILD:?}"
 out="${OUT:-/tmp}"
 rc=0
+# llm.c's two builds (CPU only, about a minute for the cuDNN one) run while the checks use the GPU.
+llmc_pid=""
+if [ -z "${TPRT_NO_BENCH:-}" ]; then
+  bash bench/tprt/build_llmc.sh .carry/llmc /tmp/llmc-build > /tmp/llmc-build.txt 2>&1 &
+  llmc_pid=$!
+fi
 nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
 echo "== kernel tests"
 "$build/bin/test_tprt_cuda" || rc=1
@@ -22,11 +33,27 @@ echo "== TP=2 over NCCL ($(nvidia-smi -L | grep -c '^GPU ') GPU(s))"
 python3 tests/gpu/check_tprt_tp.py "$build/bin/tprt" "$build/bin/tpaudit" "$out" || rc=1
 if [ -z "${TPRT_NO_BENCH:-}" ]; then
   echo "== bench"
-  bash bench/tprt/build_llmc.sh .carry/llmc /tmp/llmc-build > /tmp/llmc-build.txt
+  # Micro-benches, each only when built / present; a missing one is a line, not a failure.
+  micro() { # FILE LOG COMMAND...: runs the command when FILE is there, output tee'd into $out/LOG
+    local name status log="$2"
+    name=$(basename "$1")
+    if [ ! -e "$1" ]; then echo "== $name: not present, skipped"; return 0; fi
+    shift 2
+    echo "== $name"
+    timeout 300 "$@" 2>&1 | tee "$out/$log"
+    status=${PIPESTATUS[0]}
+    [ "$status" = 0 ] || { echo "$name: exit $status"; rc=1; }
+  }
+  micro "$build/bin/tprt_attention_bench" tprt_attention_bench.txt "$build/bin/tprt_attention_bench"
+  micro "$build/bin/tprt_gemm_bench" tprt_gemm_bench.txt "$build/bin/tprt_gemm_bench"
+  micro bench/tprt/sdpa_bench.py sdpa_bench.txt python3 bench/tprt/sdpa_bench.py
+  echo "== llm.c builds (bench/tprt/build_llmc.sh, started with the checks)"
+  wait "$llmc_pid"
   llmc_rc=$?
-  cat /tmp/llmc-build.txt
+  tee "$out/llmc_build.txt" < /tmp/llmc-build.txt
   [ "$llmc_rc" = 1 ] && rc=1
-  LLMC_BIN="$(sed -n 's/^llmc_bin //p' /tmp/llmc-build.txt)" TPAUDIT_BIN="$build/bin/tpaudit" OUT="$out" \
-    bash bench/tprt/bench_tprt.sh "$build/bin/tprt" 30 || rc=1
+  LLMC_BIN="$(sed -n 's/^llmc_bin //p' /tmp/llmc-build.txt)" \
+    LLMC_CUDNN_BIN="$(sed -n 's/^llmc_cudnn_bin //p' /tmp/llmc-build.txt)" \
+    TPAUDIT_BIN="$build/bin/tpaudit" OUT="$out" bash bench/tprt/bench_tprt.sh "$build/bin/tprt" 30 || rc=1
 fi
 exit $rc

@@ -1,5 +1,8 @@
 """The table of bench/tprt/bench_tprt.sh: one row per system and batch size
-with tokens/s, ms/step, tprt's tokens/s over that row's, and MFU; then one
+(tprt, tprt-under-tpaudit, torch-eager, torch-compile, llm.c, llm.c-cudnn:
+whichever ran) with tokens/s, ms/step, tprt's tokens/s over that row's, and
+MFU; per batch, tprt against the fastest other system of that batch (the
+run under tpaudit is tprt itself, so not a candidate); then one
 machine-readable `bench_tprt_row {json}` line per row, for the docs.
 
 MFU uses llm.c's count (its gpt2_estimate_mfu, after Kaplan et al. 2020,
@@ -22,6 +25,7 @@ import sys
 VOCAB, CHANNELS, LAYERS, MAX_SEQ = 50257, 768, 12, 1024
 PEAK_FLOPS = 989.4e12  # H200 SXM dense bf16 (assumed, from the datasheet)
 TPRT = "tprt"
+NOT_OTHERS = (TPRT, "tprt-under-tpaudit")
 
 
 def gpt2_124m_params():
@@ -80,8 +84,21 @@ def print_table(rows):
         print(f"| {r['system']} | {r['batch']}x{r['seq']} | {cell(tps, '{:,}') if tps else r['status']} "
               f"| {cell(r['step_ms'], '{:.2f}')} | {cell(r['tprt_ratio'], '{:.2f}')} "
               f"| {cell(None if r['mfu'] is None else 100 * r['mfu'], '{:.1f}%')} | {r['note']} |")
+    print_fastest_others(rows)
     for r in rows:
         print("bench_tprt_row " + json.dumps(r, sort_keys=True))
+
+
+def print_fastest_others(rows):
+    batches = sorted({(r["batch"], r["seq"]) for r in rows})
+    for batch, seq in batches:
+        same = [r for r in rows if r["batch"] == batch and r["seq"] == seq]
+        others = [r for r in same if r["system"] not in NOT_OTHERS and r["tokens_per_s"]]
+        if not others:
+            continue
+        best = max(others, key=lambda r: r["tokens_per_s"])
+        ratio = "no tprt row" if best["tprt_ratio"] is None else f"tprt {best['tprt_ratio']:.2f}x"
+        print(f"{batch}x{seq}: fastest other system {best['system']} {best['tokens_per_s']:,} tokens/s; {ratio}")
 
 
 def main(argv):

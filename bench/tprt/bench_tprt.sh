@@ -11,7 +11,10 @@
 #                 (both: bench/tprt/torch_gpt2.py, one process per row)
 #   llm.c         karpathy/llm.c train_gpt2cu, random init (-e d12), no
 #                 recompute (-r 0), on a synthetic token shard, when LLMC_BIN
-#                 names a built binary (bench/tprt/build_llmc.sh)
+#                 names a built binary (bench/tprt/build_llmc.sh), built
+#                 without cuDNN (llm.c's own attention kernels)
+#   llm.c-cudnn   the same built with USE_CUDNN=1 (cuDNN's flash attention,
+#                 llm.c's fast path), when LLMC_CUDNN_BIN names that binary
 # Every row: the median over steps 10..STEPS (1-9 are warm-up) of per-step
 # times; a batch that does not fit is an "oom" row, not a failed bench.
 # Prints one table (bench/tprt/bench_table.py: tprt's ratio, MFU and its FLOP
@@ -19,8 +22,13 @@
 # output also goes to $OUT/bench_tprt.txt.
 # usage: bench/tprt/bench_tprt.sh TPRT [STEPS (30)]
 # env: TPRT_BENCH_BATCHES="8 32" (a word "auto": the largest power of two up to
-#      256 that llm.c trains without recompute), LLMC_BIN, LLMC_EXTRA (more
-#      llm.c flags), TPRT_BENCH_SKIP="compile llmc ..." (systems to leave out),
+#      256 that llm.c trains without recompute and with all its buffers in
+#      device memory, probed from 256 down, 3 steps each, with the build
+#      TPRT_BENCH_PROBE names: "cudnn" (the default when LLMC_CUDNN_BIN is
+#      set; it stores no T x T attention, so it fits the larger batch),
+#      "plain" (LLMC_BIN), or "both": each build's largest, both batches run),
+#      LLMC_BIN, LLMC_CUDNN_BIN, LLMC_EXTRA (more llm.c flags, both builds),
+#      TPRT_BENCH_SKIP="tprt eager compile llmc llmc-cudnn" (systems to leave out),
 #      PYTHON (python3), TPRT_BENCH_TORCH_ARGS (more torch_gpt2.py flags; a check
 #      off the GPU: "--device cpu --tiny").
 # exit: 1 when a row failed for another reason than memory, else 0.
@@ -36,7 +44,7 @@ if ! [[ "$steps" =~ ^[0-9]+$ ]] || [ "$steps" -le $((warmup + 2)) ]; then
   echo "bench_tprt.sh: STEPS must be above $((warmup + 2)) (steps 1-$warmup are warm-up)"
   exit 2
 fi
-probe_batches="16 32 64 128 256"
+probe_batches="256 128 64 32 16"  # largest first: the first that fits ends the probe
 skip=" ${TPRT_BENCH_SKIP:-} "
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
 work="$(mktemp -d /tmp/bench_tprt.XXXXXX)"
@@ -114,71 +122,96 @@ llmc_shard() { # ntokens: writes the train and val shards once
   "$python" "$bench/llmc_tokens.py" "$work/llmc_train.bin" "$1" 1 && "$python" "$bench/llmc_tokens.py" "$work/llmc_val.bin" "$1" 2
 }
 
-llmc_train() { # batch steps log
+llmc_train() { # binary batch steps log
   local extra=()
   read -r -a extra <<< "${LLMC_EXTRA:-}"
   # -v: val loss only at steps 0 and last (a 0 would divide by zero), -m 1: one val batch; -s 0: no sampling
-  (cd "$work" && timeout 600 "$LLMC_BIN" -e d12 -b "$1" -t "$seq" -x "$2" -r 0 -l 3e-4 -c 0.1 -v 1000000 -m 1 -s 0 \
-     -i "$work/llmc_train.bin" -j "$work/llmc_val.bin" "${extra[@]}") > "$3" 2>&1
+  (cd "$work" && timeout 600 "$1" -e d12 -b "$2" -t "$seq" -x "$3" -r 0 -l 3e-4 -c 0.1 -v 1000000 -m 1 -s 0 \
+     -i "$work/llmc_train.bin" -j "$work/llmc_val.bin" "${extra[@]}") > "$4" 2>&1
 }
 
-run_llmc() { # batch
-  local b="$1" log="$work/llmc-$1.log" t0=$SECONDS
-  if llmc_train "$b" "$steps" "$log" && grep -q '^step ' "$log"; then
+run_llmc() { # system binary batch
+  local name="$1" bin="$2" b="$3" log="$work/$1-$3.log" t0=$SECONDS
+  if llmc_train "$bin" "$b" "$steps" "$log" && grep -q '^step ' "$log"; then
     local ms note=""
     ms=$(awk '/^step +[0-9]+\/[0-9]+ / {s = $2; sub(/\/.*/, "", s); if (match($0, /[0-9.]+ ms /)) print s, substr($0, RSTART, RLENGTH - 4)}' "$log" |
          median_of_steps)
     grep -q 'Fell back to cudaMallocManaged' "$log" && note="optimizer state in managed memory (device memory short)"
-    add_row llm.c "$b" "$(tps_of_ms "$ms" "$b")" "$ms" ok "$note"
-    grep -E '^step +([12]|[0-9]*0)/' "$log" | sed "s/^/llm.c ${b}x$seq: /"
-    echo "llm.c ${b}x$seq: run took $(( SECONDS - t0 ))s"
+    add_row "$name" "$b" "$(tps_of_ms "$ms" "$b")" "$ms" ok "$note"
+    grep -E '^step +([12]|[0-9]*0)/' "$log" | sed "s/^/$name ${b}x$seq: /"
+    echo "$name ${b}x$seq: run took $(( SECONDS - t0 ))s"
   else
-    add_row llm.c "$b" 0 0 "$(why_failed "$log")"
-    echo "llm.c ${b}x$seq: $(why_failed "$log"):"; tail -n 5 "$log"
+    add_row "$name" "$b" 0 0 "$(why_failed "$log")"
+    echo "$name ${b}x$seq: $(why_failed "$log"):"; tail -n 5 "$log"
   fi
 }
 
-llmc_largest_batch() { # prints the largest of probe_batches llm.c trains 3 steps at, all in device memory
-  local best="" b
+llmc_largest_batch() { # system binary: prints the largest of probe_batches it trains 3 steps at, all in device memory
+  local b log
   for b in $probe_batches; do
-    if llmc_train "$b" 3 "$work/probe-$b.log" && grep -q '^step ' "$work/probe-$b.log" &&
-       ! grep -q 'Fell back to cudaMallocManaged' "$work/probe-$b.log"; then best=$b; else break; fi
+    log="$work/probe-$1-$b.log"
+    if llmc_train "$2" "$b" 3 "$log" && grep -q '^step ' "$log"; then
+      grep -q 'Fell back to cudaMallocManaged' "$log" || { echo "$b"; return 0; }
+    elif [ "$(why_failed "$log")" != oom ]; then
+      { echo "$1: the probe at ${b}x$seq failed (not for memory), batch 'auto' is 32:"; tail -n 5 "$log"; } >&2
+      break
+    fi
   done
-  echo "${best:-32}"
+  echo 32
+}
+
+# Checks one llm.c binary (system binary); prints what it is; status 0 when usable.
+llmc_usable() {
+  if skipped "${1/llm.c/llmc}"; then echo "$1: skipped (TPRT_BENCH_SKIP)"; return 1; fi
+  if [ -z "$2" ]; then echo "$1: no binary given, skipped"; return 1; fi
+  if [ ! -x "$2" ]; then echo "$1: $2 is not an executable, skipped"; return 1; fi
+  local dir commit
+  dir=$(dirname "$2")
+  commit=$(cat "$dir/COMMIT" 2>/dev/null)
+  echo "$1: $2${commit:+ (karpathy/llm.c $commit)}${3:+, $3}"
+}
+
+# The batches of TPRT_BENCH_BATCHES with "auto" replaced by the probe's answer.
+resolve_batches() {
+  local batches="${TPRT_BENCH_BATCHES:-8 32}"
+  if [[ " $batches " != *" auto "* ]]; then echo "$batches"; return; fi
+  local mode="${TPRT_BENCH_PROBE:-cudnn}" largest=() name bin
+  [ -z "$have_cudnn" ] && [ "$mode" = cudnn ] && mode=plain
+  for name in llm.c llm.c-cudnn; do
+    bin="${LLMC_BIN:-}" && [ "$name" = llm.c-cudnn ] && bin="${LLMC_CUDNN_BIN:-}"
+    case "$mode:$name" in both:*|plain:llm.c|cudnn:llm.c-cudnn) ;; *) continue ;; esac
+    if { [ "$name" = llm.c ] && [ -z "$have_llmc" ]; } || { [ "$name" = llm.c-cudnn ] && [ -z "$have_cudnn" ]; }; then continue; fi
+    largest+=("$(llmc_largest_batch "$name" "$bin")")
+    echo "$name: largest batch without recompute (of $probe_batches): ${largest[-1]}x$seq" >&2
+  done
+  [ ${#largest[@]} = 0 ] && { echo "llm.c: absent, batch 'auto' is 32" >&2; largest=(32); }
+  local b out=""
+  for b in ${batches/auto/$(printf '%s\n' "${largest[@]}" | sort -nu | tr '\n' ' ')}; do
+    [[ " $out " == *" $b "* ]] || out+="$b "
+  done
+  echo "$out"
 }
 
 main() {
-  local t_start=$SECONDS have_llmc=""
+  local t_start=$SECONDS
+  have_llmc="" have_cudnn=""
   echo "bench_tprt: $(date -u +%Y-%m-%dT%H:%MZ), $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -n 1)," \
        "tprt $(git -C "$here" rev-parse --short HEAD 2>/dev/null), GPT-2 124M, T=$seq, median of steps $((warmup + 1))-$steps"
-  if skipped llmc; then echo "llm.c: skipped (TPRT_BENCH_SKIP)"
-  elif [ -z "${LLMC_BIN:-}" ]; then echo "llm.c: no LLMC_BIN, skipped"
-  elif [ ! -x "$LLMC_BIN" ]; then echo "llm.c: $LLMC_BIN is not an executable, skipped"
-  else
-    have_llmc=1
-    local commit
-    commit=$(cat "$(dirname "$LLMC_BIN")/COMMIT" 2>/dev/null)
-    echo "llm.c: $LLMC_BIN${commit:+ (karpathy/llm.c $commit)}"
-    llmc_shard $(( 256 * seq * 4 + 1 )) || { echo "llm.c: could not write the token shards, skipped"; have_llmc=""; }
+  llmc_usable llm.c "${LLMC_BIN:-}" "without cuDNN" && have_llmc=1
+  llmc_usable llm.c-cudnn "${LLMC_CUDNN_BIN:-}" \
+    "USE_CUDNN=1: $(cat "$(dirname "${LLMC_CUDNN_BIN:-.}")/CUDNN" 2>/dev/null || echo 'cuDNN of unknown version')" && have_cudnn=1
+  if [ -n "$have_llmc$have_cudnn" ] && ! llmc_shard $(( 256 * seq * 4 + 1 )); then
+    echo "llm.c: could not write the token shards, both builds skipped"; have_llmc="" have_cudnn=""
   fi
-  local batches="${TPRT_BENCH_BATCHES:-8 32}"
-  if [[ " $batches " == *" auto "* ]]; then
-    local largest=32
-    if [ -n "$have_llmc" ]; then
-      largest=$(llmc_largest_batch)
-      echo "llm.c: largest batch without recompute (of $probe_batches): ${largest}x$seq"
-    else
-      echo "llm.c: absent, batch 'auto' is $largest"
-    fi
-    batches="${batches/auto/$largest}"
-  fi
-  local b
+  local batches b
+  batches=$(resolve_batches)
   for b in $batches; do
     echo "== batch ${b}x$seq"
     skipped tprt || run_tprt "$b"
     skipped eager || run_torch "$b"
     skipped compile || run_torch "$b" --compile
-    [ -n "$have_llmc" ] && run_llmc "$b"
+    [ -n "$have_llmc" ] && run_llmc llm.c "$LLMC_BIN" "$b"
+    [ -n "$have_cudnn" ] && run_llmc llm.c-cudnn "$LLMC_CUDNN_BIN" "$b"
   done
   echo "== table (bench took $(( SECONDS - t_start ))s)"
   "$python" "$bench/bench_table.py" "$rows" || return 1
