@@ -10,249 +10,170 @@
  * bf16 operands on the tensor cores (mma.sync m16n8k16, operands through
  * ldmatrix), fp32 accumulation and softmax; P and dS are rounded to bf16
  * only as mma operands.  Tiles of 64 queries x 64 keys, 4 warps of 16 rows
- * each; key tiles above the diagonal are never visited, the diagonal (and
- * the tile holding T) is masked.  Head sizes: multiples of 16 up to 128.
+ * each; the forward gives each warp two such 16-row tiles (blocks of 128
+ * queries) up to head size 64 (env TPRT_ATTENTION_FWD_ROWS=64 keeps one);
+ * key tiles above the diagonal are never visited, the diagonal (and the
+ * tile holding T) is masked.  Head sizes: multiples of 16 up to 128.
  * q, k, v are read in place from qkv (B, T, 3*Cl) = [q|k|v], head h at
  * columns h*hs; dqkv is accumulated (+=) in that layout, out written as
  * (B, T, Cl). */
-#include "common.cuh"
-#include <stdint.h>
+#include "attention_fused.cuh"
 #include <stdlib.h>
-
-#define FA_TILE    64
-#define FA_THREADS 128
-#define FA_LOG2E   1.4426950408889634f
-#define FA_LN2     0.6931471805599453f
+#include <string.h>
 
 namespace {
 
-__device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-__device__ __forceinline__ unsigned saddr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-/* d (16x8 fp32) += a (16x16 bf16, row) . b (16x8 bf16, col) */
-__device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void ldsm4(uint32_t r[4], const bf16 *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(saddr(p)));
-}
-__device__ __forceinline__ void ldsm4t(uint32_t r[4], const bf16 *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(saddr(p)));
-}
-/* A operand, rows m0..m0+15 and columns k0..k0+15 of the row-major tile X (ld). */
-__device__ __forceinline__ void frag_a(uint32_t a[4], const bf16 *X, int ld, int m0, int k0, int lane) {
-    int mi = lane >> 3;
-    ldsm4(a, X + (m0 + (lane & 7) + (mi & 1) * 8) * ld + k0 + (mi >> 1) * 8);
-}
-/* A operand, rows m0..m0+15 and columns k0..k0+15 of A = X^T, X row-major (ld): transposed on load. */
-__device__ __forceinline__ void frag_a_t(uint32_t a[4], const bf16 *X, int ld, int m0, int k0, int lane) {
-    int mi = lane >> 3;
-    ldsm4t(a, X + (k0 + (mi >> 1) * 8 + (lane & 7)) * ld + m0 + (mi & 1) * 8);
-}
-/* B operands of two n-tiles (n0, n0+8) with B[k][n] = X[n][k]: b[0..1] for n0, b[2..3] for n0+8. */
-__device__ __forceinline__ void frag_b_nk(uint32_t b[4], const bf16 *X, int ld, int n0, int k0, int lane) {
-    int mi = lane >> 3;
-    ldsm4(b, X + (n0 + (lane & 7) + (mi >> 1) * 8) * ld + k0 + (mi & 1) * 8);
-}
-/* B operands of two n-tiles with B[k][n] = X[k][n] (transposed on load). */
-__device__ __forceinline__ void frag_b_kn(uint32_t b[4], const bf16 *X, int ld, int k0, int n0, int lane) {
-    int mi = lane >> 3;
-    ldsm4t(b, X + (k0 + (lane & 7) + (mi & 1) * 8) * ld + n0 + (mi >> 1) * 8);
-}
-/* The C layout of two adjacent 16x8 tiles as the A operand of a 16x16 step. */
-__device__ __forceinline__ void c_to_a(uint32_t a[4], const float lo[4], const float hi[4]) {
-    a[0] = pack2(lo[0], lo[1]), a[1] = pack2(lo[2], lo[3]), a[2] = pack2(hi[0], hi[1]), a[3] = pack2(hi[2], hi[3]);
-}
-
-/* The two 16 x 64 tile products the backward needs, for this
- * warp's 16 rows: s = A1 . B1^T and dp = A2 . B2^T over the head size (KS
- * steps of 16), fp32 accumulators in mma C layout: the backward passes
- * (K, V ; Q, dO). */
-template <int KS>
-__device__ __forceinline__ void two_tile_products(float s[8][4], float dp[8][4], const bf16 *A1, const bf16 *A2,
-                                                  const bf16 *B1, const bf16 *B2, int ld, int warp, int lane) {
+/* The online softmax of one key tile for one 16-row m-tile: its scores s (C layout) become probabilities,
+ * the running max m and sum l of the thread's two rows r0, r1 move on and the output o is rescaled.  Keys
+ * from c0; with edge, keys after the row or at T and beyond are masked. */
+template <int NO>
+__device__ __forceinline__ void softmax_step(float s[8][4], float o[NO][4], float m[2], float l[2], bool edge, int c0,
+                                             int r0, int r1, int T, float sl2, int t4) {
+    float mx0 = m[0], mx1 = m[1];
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
-#pragma unroll
-    for (int ks = 0; ks < KS; ks++) {
-        uint32_t a1[4], a2[4];
-        frag_a(a1, A1, ld, warp * 16, ks * 16, lane);
-        frag_a(a2, A2, ld, warp * 16, ks * 16, lane);
-#pragma unroll
-        for (int np = 0; np < 4; np++) {
-            uint32_t b1[4], b2[4];
-            frag_b_nk(b1, B1, ld, np * 16, ks * 16, lane);
-            frag_b_nk(b2, B2, ld, np * 16, ks * 16, lane);
-            mma(s[2 * np], a1, b1[0], b1[1]);
-            mma(s[2 * np + 1], a1, b1[2], b1[3]);
-            mma(dp[2 * np], a2, b2[0], b2[1]);
-            mma(dp[2 * np + 1], a2, b2[2], b2[3]);
+        for (int e = 0; e < 4; e++) {
+            float x = s[n][e] * sl2;
+            if (edge) {
+                int col = c0 + n * 8 + 2 * t4 + (e & 1), row = e < 2 ? r0 : r1;
+                if (col > row || col >= T) x = -INFINITY;
+            }
+            s[n][e] = x;
+            if (e < 2)
+                mx0 = fmaxf(mx0, x);
+            else
+                mx1 = fmaxf(mx1, x);
         }
-    }
-}
-
-/* 16 bytes global -> shared without the registers; ok == false zero-fills (src is not read) */
-__device__ __forceinline__ void cp16(void *dst, const void *src, bool ok) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr(dst)), "l"(src), "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void cp4(void *dst, const void *src, bool ok) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(saddr(dst)), "l"(src), "r"(ok ? 4 : 0));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-/* wait until at most N of this thread's committed groups are still in flight */
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-/* rows r0..r0+63 (stride `stride` elements) of one head into a 64 x (HS+8) tile, asynchronously; rows >= T
- * are zero */
-template <int HS> __device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, size_t stride, int r0, int T) {
-    constexpr int CH = HS / 8, LD = HS + 8;
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float u0 = mx0 == -INFINITY ? 0.0f : mx0, u1 = mx1 == -INFINITY ? 0.0f : mx1;
+    const float a0 = ex2(m[0] - u0), a1 = ex2(m[1] - u1);
+    m[0] = mx0, m[1] = mx1;
+    l[0] *= a0, l[1] *= a1;
 #pragma unroll
-    for (int i = threadIdx.x; i < FA_TILE * CH; i += FA_THREADS) {
-        int r = i / CH, c = i % CH;
-        bool ok = r0 + r < T;
-        cp16(dst + r * LD + c * 8, src + (size_t)(ok ? r0 + r : 0) * stride + c * 8, ok);
+    for (int n = 0; n < NO; n++) o[n][0] *= a0, o[n][1] *= a0, o[n][2] *= a1, o[n][3] *= a1;
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        s[n][0] = ex2(s[n][0] - u0), s[n][1] = ex2(s[n][1] - u0);
+        s[n][2] = ex2(s[n][2] - u1), s[n][3] = ex2(s[n][3] - u1);
+        l[0] += s[n][0] + s[n][1], l[1] += s[n][2] + s[n][3];
     }
 }
-/* dst (two bf16 at an even column) += (x, y) */
-__device__ __forceinline__ void add2(bf16 *dst, float x, float y) {
-    uint32_t *p = reinterpret_cast<uint32_t *>(dst);
-    float o[2];
-    unpack2(*p, o);
-    *p = pack2(o[0] + x, o[1] + y);
-}
-/* dst (two fp32 at an even column, global) += (x, y), atomically */
-__device__ __forceinline__ void red2(float *dst, float x, float y) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    atomicAdd(reinterpret_cast<float2 *>(dst), make_float2(x, y));
-#else
-    atomicAdd(dst, x), atomicAdd(dst + 1, y);
-#endif
-}
 
-/* Forward: one block per (b*NH + h, query tile); grid y runs the heaviest (last) query tiles first.
- * Shared: K and V tiles, two buffers each; Q passes through K's second buffer. */
-template <int HS>
+/* Forward: one block per (b*NH + h, block of 64*MT queries), grid y runs the heaviest (last) blocks first;
+ * each warp takes MT m-tiles of 16 rows, so that each K and V fragment feeds MT products.  Shared: two
+ * stages of [K tile, V tile]; Q passes through the second stage before the key tiles start. */
+template <int HS, int MT>
 __global__ void __launch_bounds__(FA_THREADS)
     fa_fwd_k(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, float sl2) {
-    constexpr int LD = HS + 8, KS = HS / 16, NO = HS / 8, TL = FA_TILE * LD;
+    constexpr int LD = HS + 8, KS = HS / 16, NO = HS / 8, TL = FA_TILE * LD, BM = FA_TILE * MT, WR = 16 * MT;
     extern __shared__ __align__(16) unsigned char fa_smem[];
-    bf16 *sK = reinterpret_cast<bf16 *>(fa_smem), *sV = sK + 2 * TL;
+    bf16 *sm = reinterpret_cast<bf16 *>(fa_smem); /* stage j: K at sm + 2j*TL, V at sm + (2j+1)*TL */
     const int qb = gridDim.y - 1 - blockIdx.y, bh = blockIdx.x, b = bh / NH, h = bh % NH;
     const int Cl = NH * HS, C3 = 3 * Cl, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3;
-    const int r0 = qb * FA_TILE + warp * 16 + (lane >> 2), r1 = r0 + 8; /* this thread's two query rows */
+    const int w0 = qb * BM + warp * WR; /* this warp's first query row */
+    const int nk = min((T + FA_TILE - 1) / FA_TILE, (qb * BM + BM - 1) / FA_TILE + 1);
     const bf16 *base = qkv + (size_t)b * T * C3 + h * HS;
-    load_tile<HS>(sK + TL, base, C3, qb * FA_TILE, T);
+#pragma unroll
+    for (int j = 0; j < MT; j++) load_tile<HS>(sm + (2 + j) * TL, base, C3, qb * BM + j * FA_TILE, T);
     cp_commit();
-    load_tile<HS>(sK, base + Cl, C3, 0, T);
-    load_tile<HS>(sV, base + 2 * Cl, C3, 0, T);
+    load_tile<HS>(sm, base + Cl, C3, 0, T);
+    load_tile<HS>(sm + TL, base + 2 * Cl, C3, 0, T);
     cp_commit();
     cp_wait<1>();
     __syncthreads();
-    uint32_t qf[KS][4];
+    uint32_t qf[MT][KS][4];
 #pragma unroll
-    for (int ks = 0; ks < KS; ks++) frag_a(qf[ks], sK + TL, LD, warp * 16, ks * 16, lane);
-    __syncthreads(); /* K's second buffer is free again */
-    float o[NO][4];
+    for (int mt = 0; mt < MT; mt++) {
+        const int r = warp * WR + mt * 16;
 #pragma unroll
-    for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-    for (int kb = 0; kb <= qb; kb++) {
-        const bf16 *cK = sK + (kb & 1) * TL, *cV = sV + (kb & 1) * TL;
-        if (kb < qb) { /* the next key tile streams in while this one is computed */
-            load_tile<HS>(sK + ((kb + 1) & 1) * TL, base + Cl, C3, (kb + 1) * FA_TILE, T);
-            load_tile<HS>(sV + ((kb + 1) & 1) * TL, base + 2 * Cl, C3, (kb + 1) * FA_TILE, T);
+        for (int ks = 0; ks < KS; ks++) frag_a(qf[mt][ks], sm + (2 + r / FA_TILE) * TL, LD, r % FA_TILE, ks * 16, lane);
+    }
+    __syncthreads(); /* the second stage is free again */
+    float o[MT][NO][4], m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
+#pragma unroll
+        for (int n = 0; n < NO; n++) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+    }
+    for (int kb = 0; kb < nk; kb++) {
+        const bf16 *cK = sm + 2 * (kb & 1) * TL, *cV = cK + TL;
+        if (kb + 1 < nk) { /* the next key tile streams in while this one is computed */
+            bf16 *nK = sm + 2 * ((kb + 1) & 1) * TL;
+            load_tile<HS>(nK, base + Cl, C3, (kb + 1) * FA_TILE, T);
+            load_tile<HS>(nK + TL, base + 2 * Cl, C3, (kb + 1) * FA_TILE, T);
             cp_commit();
             cp_wait<1>();
         } else {
             cp_wait<0>();
         }
         __syncthreads();
-        float s[8][4];
+        if (kb * FA_TILE < w0 + WR) { /* else every key of the tile lies after every row of this warp */
+            float s[MT][8][4];
 #pragma unroll
-        for (int n = 0; n < 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int ks = 0; ks < KS; ks++)
+                for (int n = 0; n < 8; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
 #pragma unroll
-            for (int np = 0; np < 4; np++) {
-                uint32_t bb[4];
-                frag_b_nk(bb, cK, LD, np * 16, ks * 16, lane);
-                mma(s[2 * np], qf[ks], bb[0], bb[1]);
-                mma(s[2 * np + 1], qf[ks], bb[2], bb[3]);
-            }
-        const bool edge = kb == qb;
-        float mx0 = m0, mx1 = m1;
+            for (int ks = 0; ks < KS; ks++)
 #pragma unroll
-        for (int n = 0; n < 8; n++)
+                for (int np = 0; np < 4; np++) {
+                    uint32_t bb[4];
+                    frag_b_nk(bb, cK, LD, np * 16, ks * 16, lane);
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float x = s[n][e] * sl2;
-                if (edge) {
-                    int col = kb * FA_TILE + n * 8 + 2 * t4 + (e & 1), row = e < 2 ? r0 : r1;
-                    if (col > row || col >= T) x = -INFINITY;
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma(s[mt][2 * np], qf[mt][ks], bb[0], bb[1]);
+                        mma(s[mt][2 * np + 1], qf[mt][ks], bb[2], bb[3]);
+                    }
                 }
-                s[n][e] = x;
-                if (e < 2)
-                    mx0 = fmaxf(mx0, x);
-                else
-                    mx1 = fmaxf(mx1, x);
+            const bool edge = kb * FA_TILE + FA_TILE - 1 > w0 || kb * FA_TILE + FA_TILE > T;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                const int r0 = w0 + mt * 16 + (lane >> 2);
+                softmax_step<NO>(s[mt], o[mt], m[mt], l[mt], edge, kb * FA_TILE, r0, r0 + 8, T, sl2, t4);
             }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        const float u0 = mx0 == -INFINITY ? 0.0f : mx0, u1 = mx1 == -INFINITY ? 0.0f : mx1;
-        const float a0 = ex2(m0 - u0), a1 = ex2(m1 - u1);
-        m0 = mx0, m1 = mx1;
-        l0 *= a0, l1 *= a1;
 #pragma unroll
-        for (int n = 0; n < NO; n++) o[n][0] *= a0, o[n][1] *= a0, o[n][2] *= a1, o[n][3] *= a1;
+            for (int kk = 0; kk < 4; kk++) {
+                uint32_t pa[MT][4];
 #pragma unroll
-        for (int n = 0; n < 8; n++) {
-            s[n][0] = ex2(s[n][0] - u0), s[n][1] = ex2(s[n][1] - u0);
-            s[n][2] = ex2(s[n][2] - u1), s[n][3] = ex2(s[n][3] - u1);
-            l0 += s[n][0] + s[n][1], l1 += s[n][2] + s[n][3];
-        }
+                for (int mt = 0; mt < MT; mt++) c_to_a(pa[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            uint32_t pa[4];
-            c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+                for (int np = 0; np < NO / 2; np++) {
+                    uint32_t bb[4];
+                    frag_b_kn(bb, cV, LD, kk * 16, np * 16, lane);
 #pragma unroll
-            for (int np = 0; np < NO / 2; np++) {
-                uint32_t bb[4];
-                frag_b_kn(bb, cV, LD, kk * 16, np * 16, lane);
-                mma(o[2 * np], pa, bb[0], bb[1]);
-                mma(o[2 * np + 1], pa, bb[2], bb[3]);
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma(o[mt][2 * np], pa[mt], bb[0], bb[1]);
+                        mma(o[mt][2 * np + 1], pa[mt], bb[2], bb[3]);
+                    }
+                }
             }
         }
-        __syncthreads(); /* this buffer is loaded again two tiles on */
+        __syncthreads(); /* this stage is loaded again two tiles on */
     }
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
-    bf16 *o0 = out + ((size_t)b * T + r0) * Cl + h * HS + 2 * t4, *o1 = o0 + (size_t)8 * Cl;
 #pragma unroll
-    for (int n = 0; n < NO; n++) {
-        if (r0 < T) *reinterpret_cast<uint32_t *>(o0 + n * 8) = pack2(o[n][0] * i0, o[n][1] * i0);
-        if (r1 < T) *reinterpret_cast<uint32_t *>(o1 + n * 8) = pack2(o[n][2] * i1, o[n][3] * i1);
-    }
-    if (t4 == 0) { /* natural-log logsumexp of the scaled scores */
-        if (r0 < T) lse[(size_t)bh * T + r0] = (m0 + log2f(l0)) * FA_LN2;
-        if (r1 < T) lse[(size_t)bh * T + r1] = (m1 + log2f(l1)) * FA_LN2;
+    for (int mt = 0; mt < MT; mt++) {
+        float l0 = l[mt][0], l1 = l[mt][1];
+        l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+        l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+        const float i0 = 1.0f / l0, i1 = 1.0f / l1;
+        const int r0 = w0 + mt * 16 + (lane >> 2), r1 = r0 + 8;
+        bf16 *o0 = out + ((size_t)b * T + r0) * Cl + h * HS + 2 * t4, *o1 = o0 + (size_t)8 * Cl;
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            if (r0 < T) *reinterpret_cast<uint32_t *>(o0 + n * 8) = pack2(o[mt][n][0] * i0, o[mt][n][1] * i0);
+            if (r1 < T) *reinterpret_cast<uint32_t *>(o1 + n * 8) = pack2(o[mt][n][2] * i1, o[mt][n][3] * i1);
+        }
+        if (t4 == 0) { /* natural-log logsumexp of the scaled scores */
+            if (r0 < T) lse[(size_t)bh * T + r0] = (m[mt][0] + log2f(l0)) * FA_LN2;
+            if (r1 < T) lse[(size_t)bh * T + r1] = (m[mt][1] + log2f(l1)) * FA_LN2;
+        }
     }
 }
 
@@ -419,12 +340,19 @@ template <typename K> int smem_opt_in(K kernel, size_t bytes) { /* above 48 KiB 
     return -(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != cudaSuccess);
 }
 
-template <int HS> int fwd_launch(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
-    size_t sm = (size_t)4 * FA_TILE * (HS + 8) * sizeof(bf16); /* K, V: two buffers each */
-    if (smem_opt_in(fa_fwd_k<HS>, sm)) return -1;
-    dim3 grid((unsigned)(B * NH), (unsigned)((T + FA_TILE - 1) / FA_TILE)); /* heads by x, tiles by y */
-    fa_fwd_k<HS><<<grid, FA_THREADS, sm>>>(out, lse, qkv, T, NH, sl2);
+template <int HS, int MT> int fwd_launch_mt(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
+    constexpr int BM = FA_TILE * MT;
+    size_t sm = (size_t)4 * FA_TILE * (HS + 8) * sizeof(bf16); /* K, V: two stages */
+    if (smem_opt_in(fa_fwd_k<HS, MT>, sm)) return -1;
+    dim3 grid((unsigned)(B * NH), (unsigned)((T + BM - 1) / BM)); /* heads by x, query blocks by y */
+    fa_fwd_k<HS, MT><<<grid, FA_THREADS, sm>>>(out, lse, qkv, T, NH, sl2);
     return launch_ok();
+}
+/* two m-tiles a warp (blocks of 128 queries) up to head size 64, unless TPRT_ATTENTION_FWD_ROWS=64 */
+template <int HS> int fwd_launch(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
+    const char *e = getenv("TPRT_ATTENTION_FWD_ROWS");
+    if (e && !strcmp(e, "64")) return fwd_launch_mt<HS, 1>(out, lse, qkv, B, T, NH, sl2);
+    return fwd_launch_mt<HS, (HS <= 64 ? 2 : 1)>(out, lse, qkv, B, T, NH, sl2);
 }
 template <int HS>
 int bwd_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, int B, int T,

@@ -1,0 +1,134 @@
+/* attention_fused.cuh - the device pieces of attention_fused.cu's kernels:
+ * the tile constants, bf16 mma.sync m16n8k16 with its ldmatrix operand
+ * loads (A and B fragments, straight or transposed), the backward's pair of
+ * tile products, cp.async tile loads (16-byte, zero fill past T) and the
+ * accumulating stores (bf16 += in place, fp32 atomic adds). */
+#ifndef TPRT_ATTENTION_FUSED_CUH
+#define TPRT_ATTENTION_FUSED_CUH
+#include "common.cuh"
+#include <stdint.h>
+
+#define FA_TILE    64
+#define FA_THREADS 128
+#define FA_LOG2E   1.4426950408889634f
+#define FA_LN2     0.6931471805599453f
+
+namespace {
+
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ unsigned saddr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+/* d (16x8 fp32) += a (16x16 bf16, row) . b (16x8 bf16, col) */
+__device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void ldsm4(uint32_t r[4], const bf16 *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(saddr(p)));
+}
+__device__ __forceinline__ void ldsm4t(uint32_t r[4], const bf16 *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(saddr(p)));
+}
+/* A operand, rows m0..m0+15 and columns k0..k0+15 of the row-major tile X (ld). */
+__device__ __forceinline__ void frag_a(uint32_t a[4], const bf16 *X, int ld, int m0, int k0, int lane) {
+    int mi = lane >> 3;
+    ldsm4(a, X + (m0 + (lane & 7) + (mi & 1) * 8) * ld + k0 + (mi >> 1) * 8);
+}
+/* A operand, rows m0..m0+15 and columns k0..k0+15 of A = X^T, X row-major (ld): transposed on load. */
+__device__ __forceinline__ void frag_a_t(uint32_t a[4], const bf16 *X, int ld, int m0, int k0, int lane) {
+    int mi = lane >> 3;
+    ldsm4t(a, X + (k0 + (mi >> 1) * 8 + (lane & 7)) * ld + m0 + (mi & 1) * 8);
+}
+/* B operands of two n-tiles (n0, n0+8) with B[k][n] = X[n][k]: b[0..1] for n0, b[2..3] for n0+8. */
+__device__ __forceinline__ void frag_b_nk(uint32_t b[4], const bf16 *X, int ld, int n0, int k0, int lane) {
+    int mi = lane >> 3;
+    ldsm4(b, X + (n0 + (lane & 7) + (mi >> 1) * 8) * ld + k0 + (mi & 1) * 8);
+}
+/* B operands of two n-tiles with B[k][n] = X[k][n] (transposed on load). */
+__device__ __forceinline__ void frag_b_kn(uint32_t b[4], const bf16 *X, int ld, int k0, int n0, int lane) {
+    int mi = lane >> 3;
+    ldsm4t(b, X + (k0 + (lane & 7) + (mi & 1) * 8) * ld + n0 + (mi >> 1) * 8);
+}
+/* The C layout of two adjacent 16x8 tiles as the A operand of a 16x16 step. */
+__device__ __forceinline__ void c_to_a(uint32_t a[4], const float lo[4], const float hi[4]) {
+    a[0] = pack2(lo[0], lo[1]), a[1] = pack2(lo[2], lo[3]), a[2] = pack2(hi[0], hi[1]), a[3] = pack2(hi[2], hi[3]);
+}
+
+/* The two 16 x 64 tile products the backward needs, for this
+ * warp's 16 rows: s = A1 . B1^T and dp = A2 . B2^T over the head size (KS
+ * steps of 16), fp32 accumulators in mma C layout: the backward passes
+ * (K, V ; Q, dO). */
+template <int KS>
+__device__ __forceinline__ void two_tile_products(float s[8][4], float dp[8][4], const bf16 *A1, const bf16 *A2,
+                                                  const bf16 *B1, const bf16 *B2, int ld, int warp, int lane) {
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        uint32_t a1[4], a2[4];
+        frag_a(a1, A1, ld, warp * 16, ks * 16, lane);
+        frag_a(a2, A2, ld, warp * 16, ks * 16, lane);
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            uint32_t b1[4], b2[4];
+            frag_b_nk(b1, B1, ld, np * 16, ks * 16, lane);
+            frag_b_nk(b2, B2, ld, np * 16, ks * 16, lane);
+            mma(s[2 * np], a1, b1[0], b1[1]);
+            mma(s[2 * np + 1], a1, b1[2], b1[3]);
+            mma(dp[2 * np], a2, b2[0], b2[1]);
+            mma(dp[2 * np + 1], a2, b2[2], b2[3]);
+        }
+    }
+}
+
+/* 16 bytes global -> shared without the registers; ok == false zero-fills (src is not read) */
+__device__ __forceinline__ void cp16(void *dst, const void *src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr(dst)), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void cp4(void *dst, const void *src, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(saddr(dst)), "l"(src), "r"(ok ? 4 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/* wait until at most N of this thread's committed groups are still in flight */
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+/* rows r0..r0+63 (stride `stride` elements) of one head into a 64 x (HS+8) tile, asynchronously; rows >= T
+ * are zero */
+template <int HS> __device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, size_t stride, int r0, int T) {
+    constexpr int CH = HS / 8, LD = HS + 8;
+#pragma unroll
+    for (int i = threadIdx.x; i < FA_TILE * CH; i += FA_THREADS) {
+        int r = i / CH, c = i % CH;
+        bool ok = r0 + r < T;
+        cp16(dst + r * LD + c * 8, src + (size_t)(ok ? r0 + r : 0) * stride + c * 8, ok);
+    }
+}
+/* dst (two bf16 at an even column) += (x, y) */
+__device__ __forceinline__ void add2(bf16 *dst, float x, float y) {
+    uint32_t *p = reinterpret_cast<uint32_t *>(dst);
+    float o[2];
+    unpack2(*p, o);
+    *p = pack2(o[0] + x, o[1] + y);
+}
+/* dst (two fp32 at an even column, global) += (x, y), atomically */
+__device__ __forceinline__ void red2(float *dst, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float2 *>(dst), make_float2(x, y));
+#else
+    atomicAdd(dst, x), atomicAdd(dst + 1, y);
+#endif
+}
+} // namespace
+#endif
