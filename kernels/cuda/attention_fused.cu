@@ -125,10 +125,7 @@ __global__ void __launch_bounds__(FA_THREADS)
                     uint32_t bb[4];
                     frag_b_nk(bb, cK, LD, np * 16, ks * 16, lane);
 #pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        mma(s[mt][2 * np], qf[mt][ks], bb[0], bb[1]);
-                        mma(s[mt][2 * np + 1], qf[mt][ks], bb[2], bb[3]);
-                    }
+                    for (int mt = 0; mt < MT; mt++) { mma2(s[mt][2 * np], s[mt][2 * np + 1], qf[mt][ks], bb); }
                 }
             const bool edge = kb * FA_TILE + FA_TILE - 1 > w0 || kb * FA_TILE + FA_TILE > T;
 #pragma unroll
@@ -146,10 +143,7 @@ __global__ void __launch_bounds__(FA_THREADS)
                     uint32_t bb[4];
                     frag_b_kn(bb, cV, LD, kk * 16, np * 16, lane);
 #pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        mma(o[mt][2 * np], pa[mt], bb[0], bb[1]);
-                        mma(o[mt][2 * np + 1], pa[mt], bb[2], bb[3]);
-                    }
+                    for (int mt = 0; mt < MT; mt++) { mma2(o[mt][2 * np], o[mt][2 * np + 1], pa[mt], bb); }
                 }
             }
         }
@@ -278,10 +272,8 @@ __global__ void __launch_bounds__(FA_THREADS)
                 uint32_t bo[4], bq[4];
                 frag_b_kn(bo, cO, LD, kk * 16, np * 16, lane);
                 frag_b_kn(bq, cQ, LD, kk * 16, np * 16, lane);
-                mma(dv[2 * np], pa, bo[0], bo[1]);
-                mma(dv[2 * np + 1], pa, bo[2], bo[3]);
-                mma(dk[2 * np], da, bq[0], bq[1]);
-                mma(dk[2 * np + 1], da, bq[2], bq[3]);
+                mma2(dv[2 * np], dv[2 * np + 1], pa, bo);
+                mma2(dk[2 * np], dk[2 * np + 1], da, bq);
             }
         }
         bf16 *w = sS + (warp * 16 + (lane >> 2)) * LS + 2 * t4; /* dS^T: rows keys, columns queries */
@@ -303,8 +295,7 @@ __global__ void __launch_bounds__(FA_THREADS)
             for (int kk = 0; kk < 4; kk++) {
                 uint32_t bk[4];
                 frag_b_kn(bk, sK, LD, kk * 16, np * 16, lane);
-                mma(acc[0], da[kk], bk[0], bk[1]);
-                mma(acc[1], da[kk], bk[2], bk[3]);
+                mma2(acc[0], acc[1], da[kk], bk);
             }
 #pragma unroll
             for (int j = 0; j < 2; j++) {

@@ -39,6 +39,11 @@ __device__ __forceinline__ void ldsm4t(uint32_t r[4], const bf16 *p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(saddr(p)));
 }
+/* lo += a . (b[0], b[1]), hi += a . (b[2], b[3]): the two n-tiles of a frag_b_* load */
+__device__ __forceinline__ void mma2(float lo[4], float hi[4], const uint32_t a[4], const uint32_t b[4]) {
+    mma(lo, a, b[0], b[1]);
+    mma(hi, a, b[2], b[3]);
+}
 /* A operand, rows m0..m0+15 and columns k0..k0+15 of the row-major tile X (ld). */
 __device__ __forceinline__ void frag_a(uint32_t a[4], const bf16 *X, int ld, int m0, int k0, int lane) {
     int mi = lane >> 3;
@@ -85,10 +90,8 @@ __device__ __forceinline__ void two_tile_products(float s[8][4], float dp[8][4],
             uint32_t b1[4], b2[4];
             frag_b_nk(b1, B1, ld, np * 16, ks * 16, lane);
             frag_b_nk(b2, B2, ld, np * 16, ks * 16, lane);
-            mma(s[2 * np], a1, b1[0], b1[1]);
-            mma(s[2 * np + 1], a1, b1[2], b1[3]);
-            mma(dp[2 * np], a2, b2[0], b2[1]);
-            mma(dp[2 * np + 1], a2, b2[2], b2[3]);
+            mma2(s[2 * np], s[2 * np + 1], a1, b1);
+            mma2(dp[2 * np], dp[2 * np + 1], a2, b2);
         }
     }
 }
@@ -102,7 +105,9 @@ __device__ __forceinline__ void cp4(void *dst, const void *src, bool ok) {
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 /* wait until at most N of this thread's committed groups are still in flight */
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 
 /* rows r0..r0+63 (stride `stride` elements) of one head into a 64 x (HS+8) tile, asynchronously; rows >= T
  * are zero */
