@@ -19,6 +19,9 @@
 #   libcuda.so link when the linker would find none); the binary carries an
 #   rpath to the cuDNN library folder, so it runs without LD_LIBRARY_PATH.
 #   WORK-cudnn/CUDNN says which cuDNN and cudnn-frontend it was built with.
+# A WORK whose binary was built from the same sources, flags, toolkit and
+# cuDNN (WORK/STAMP) is kept, so a second device call on a warm machine does
+# not compile again; LLMC_REBUILD=1 rebuilds.
 # usage: bench/tprt/build_llmc.sh [SRC (.carry/llmc)] [WORK (/tmp/llmc-build)]
 #   env LLMC_GPU_CC=90 forces the GPU arch (else the Makefile asks nvidia-smi);
 #   LLMC_CUDNN_FRONTEND (.carry/cudnn-frontend), LLMC_CUDNN_DIR, LLMC_NO_CUDNN=1.
@@ -104,10 +107,11 @@ check_cudnn() {
   fi
 }
 
-build() { # NAME DIR MAKE-ARGS...: runs make in DIR, log in DIR/build.log, prints the outcome
-  local name="$1" dir="$2" t0=$SECONDS
-  shift 2
+build() { # NAME DIR STAMP MAKE-ARGS...: runs make in DIR, log in DIR/build.log, prints the outcome
+  local name="$1" dir="$2" stamp="$3" t0=$SECONDS
+  shift 3
   if (cd "$dir" && make "$@") > "$dir/build.log" 2>&1 && [ -x "$dir/train_gpt2cu" ]; then
+    echo "$stamp" > "$dir/STAMP"
     echo "$name: built train_gpt2cu in $(( SECONDS - t0 ))s (make $*)"
   else
     echo "$name: build failed after $(( SECONDS - t0 ))s (make $*):"
@@ -116,17 +120,34 @@ build() { # NAME DIR MAKE-ARGS...: runs make in DIR, log in DIR/build.log, print
   fi
 }
 
+# DIR holds a binary built from STAMP (sources, flags, toolkit, cuDNN) and LLMC_REBUILD is unset.
+fresh() { # DIR STAMP
+  [ -z "${LLMC_REBUILD:-}" ] && [ -x "$1/train_gpt2cu" ] && [ "$(cat "$1/STAMP" 2>/dev/null)" = "$2" ]
+}
+
 arch=()
 [ -n "${LLMC_GPU_CC:-}" ] && arch=("GPU_COMPUTE_CAPABILITY=$LLMC_GPU_CC")
-prepare_copy "$work"
-(LIBRARY_PATH="$work/lib${LIBRARY_PATH:+:$LIBRARY_PATH}" \
-   build llm.c "$work" train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=0 "${arch[@]}") > "$work.out" 2>&1 &
-plain_pid=$!
+stamp="llm.c $(cat "$src/COMMIT" 2>/dev/null) ${arch[*]} $(nvcc --version | tail -n 1)"
+plain_pid=""
+plain_out=$(mktemp /tmp/llmc-build.XXXXXX)
+trap 'rm -f "$plain_out"' EXIT
+if fresh "$work" "$stamp"; then
+  echo "llm.c: $work/train_gpt2cu is from the same sources and flags, kept (LLMC_REBUILD=1 rebuilds)" > "$plain_out"
+else
+  prepare_copy "$work"
+  (LIBRARY_PATH="$work/lib${LIBRARY_PATH:+:$LIBRARY_PATH}" \
+     build llm.c "$work" "$stamp" train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=0 "${arch[@]}") > "$plain_out" 2>&1 &
+  plain_pid=$!
+fi
 
 check_cudnn
 cudnn_rc=0
+[ -z "$skip" ] &&
+  stamp_cudnn="$stamp; cuDNN $(cudnn_version "$cudnn_dir") $cudnn_dir; frontend $(cat "$frontend/COMMIT" 2>/dev/null)"
 if [ -n "$skip" ]; then
   cudnn_out="llm.c-cudnn: skipped ($skip)"
+elif fresh "$work_cudnn" "$stamp_cudnn"; then
+  cudnn_out="llm.c-cudnn: $work_cudnn/train_gpt2cu is from the same sources and flags, kept (LLMC_REBUILD=1 rebuilds)"
 else
   prepare_copy "$work_cudnn"
   mkdir -p "$work_cudnn/cudnn-frontend" && cp -r "$frontend/include" "$work_cudnn/cudnn-frontend/"
@@ -138,13 +159,13 @@ else
   # the copy so that the Makefile takes its ./cudnn-frontend, not one in $HOME.
   cudnn_out=$(HOME="$work_cudnn" CPATH="$cudnn_dir/include${CPATH:+:$CPATH}" \
     LIBRARY_PATH="$work_cudnn/lib${LIBRARY_PATH:+:$LIBRARY_PATH}" \
-    build llm.c-cudnn "$work_cudnn" -j train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=1 "${arch[@]}" \
+    build llm.c-cudnn "$work_cudnn" "$stamp_cudnn" -j train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=1 "${arch[@]}" \
       "NVCC_LDLIBS=-L$cuda_lib -lnvrtc -lcuda -Xlinker -rpath=$cudnn_dir/lib:$cuda_lib" 2>&1)
   cudnn_rc=$?
 fi
-wait "$plain_pid"
-plain_rc=$?
-cat "$work.out"
+plain_rc=0
+[ -n "$plain_pid" ] && { wait "$plain_pid"; plain_rc=$?; }
+cat "$plain_out"
 echo "$cudnn_out"
 [ -f "$work_cudnn/CUDNN" ] && [ "$cudnn_rc" = 0 ] && echo "llm.c-cudnn: $(cat "$work_cudnn/CUDNN")"
 [ "$plain_rc" = 0 ] && echo "llmc_bin $work/train_gpt2cu"
