@@ -167,7 +167,7 @@ plain_rc=0
 [ -n "$plain_pid" ] && { wait "$plain_pid"; plain_rc=$?; }
 cat "$plain_out"
 echo "$cudnn_out"
-[ -f "$work_cudnn/CUDNN" ] && [ "$cudnn_rc" = 0 ] && echo "llm.c-cudnn: $(cat "$work_cudnn/CUDNN")"
+[ -z "$skip" ] && [ "$cudnn_rc" = 0 ] && echo "llm.c-cudnn: $(cat "$work_cudnn/CUDNN")"
 [ "$plain_rc" = 0 ] && echo "llmc_bin $work/train_gpt2cu"
 [ -z "$skip" ] && [ "$cudnn_rc" = 0 ] && echo "llmc_cudnn_bin $work_cudnn/train_gpt2cu"
 [ "$plain_rc" = 0 ] && [ "$cudnn_rc" = 0 ] || exit 1
