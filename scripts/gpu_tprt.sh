@@ -21,6 +21,7 @@
 set -uo pipefail
 build="${TPAUDIT_GPU_BUILD:?}"
 out="${OUT:-/tmp}"
+mkdir -p "$out"
 llmc_work="$PWD/build-llmc"
 rc=0
 # llm.c's two builds (CPU only, about a minute for the cuDNN one) run while the checks use the GPU.
