@@ -33,9 +33,11 @@ static int g_bg_scratch_n;
 static long g_bg_fused, g_bg_refused;
 
 static int bias_mode_of(const char *e) {
-    if (e && !strcmp(e, "tile")) return TPRT_BIAS_GRAD_TILE;
+    /* the tile kernel by default: on an H200 the BGRADB epilogue made the weight grad slower than
+     * the tile kernel costs (bench/tprt/gemm_bench.c, docs/TPRT.md) */
+    if (e && !strcmp(e, "epilogue")) return TPRT_BIAS_GRAD_EPILOGUE;
     if (e && !strcmp(e, "column")) return TPRT_BIAS_GRAD_COLUMN;
-    return TPRT_BIAS_GRAD_EPILOGUE;
+    return TPRT_BIAS_GRAD_TILE;
 }
 
 extern "C" int cuda_blas_init(void) {

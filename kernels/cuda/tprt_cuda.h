@@ -78,9 +78,9 @@ int cuda_matmul_tune(int candidates);
 int cuda_bias_add(tprt_bf16 *out, const tprt_bf16 *bias, int BT, int OC, int ld);
 /* dbias += dout summed over its BT rows (the tile kernel where OC, ld are multiples of 8). */
 int cuda_bias_backward(float *dbias, const tprt_bf16 *dout, int BT, int OC, int ld);
-/* How the backward with dw and dbias takes the bias grad: in the weight grad's cuBLASLt epilogue
- * (BGRADB; the default, the tile kernel when cuBLASLt refuses), or by the standalone tile or
- * column kernel (env TPRT_BIAS_GRAD=epilogue|tile|column); returns the previous mode. */
+/* How the backward with dw and dbias takes the bias grad: by the standalone tile kernel (the
+ * default), in the weight grad's cuBLASLt epilogue (BGRADB; the tile kernel when cuBLASLt refuses)
+ * or by the column kernel (env TPRT_BIAS_GRAD=tile|epilogue|column); returns the previous mode. */
 enum { TPRT_BIAS_GRAD_EPILOGUE = 0, TPRT_BIAS_GRAD_TILE = 1, TPRT_BIAS_GRAD_COLUMN = 2 };
 int cuda_bias_grad_mode(int mode);
 /* 1: until it is set to 0, every dbias given to a backward holds zeros and gets one call's grad,
