@@ -6,8 +6,10 @@
  * each two) after 5 warm-ups, printed in milliseconds and in TFLOP/s of the
  * causal products (forward 4*B*NH*T*T*hs/2 FLOPs, backward 2.5 times that).
  * The forward is also timed with 64-query blocks (TPRT_ATTENTION_FWD_ROWS=64)
- * where that variable is unset.  The backward accumulates into dqkv, so its
- * runs add up; the figures are times only.  Not a test: it prints figures.
+ * where that variable is unset.  Then each backward kernel of
+ * TPRT_ATTENTION_BWD (k64, the default; k128) with its ratio to the default.
+ * The backward accumulates into dqkv, so its runs add up; the figures are
+ * times only.  Not a test: it prints figures.
  * Usage: tprt_attention_bench [B ...]   (default 8 128) */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "tprt_cuda.h"
@@ -88,6 +90,36 @@ static void row(const char *name, double fused, double gemm, double flops) {
         printf(" | gemm: skip\n");
 }
 
+/* every backward kernel (TPRT_ATTENTION_BWD, set for each and then put back as it was): its ms, TFLOP/s,
+ * the fused forward + it, and the default's (k64) time over its own (above 1: faster than the default) */
+static int bench_bwd_modes(double ff, double bwd_flops) {
+    static const char *const modes[] = {"k64", "k128"};
+    const char *env = getenv("TPRT_ATTENTION_BWD");
+    char *keep = env ? strdup(env) : NULL;
+    double base = -1.0;
+    int rc = 0;
+    for (int m = 0; m < (int)(sizeof modes / sizeof modes[0]); m++) {
+        setenv("TPRT_ATTENTION_BWD", modes[m], 1);
+        double t = median_ms(fused_bwd);
+        if (t < 0) {
+            rc = -1;
+            continue;
+        }
+        if (m == 0) base = t;
+        printf("B=%-4d backward  TPRT_ATTENTION_BWD=%-5s %8.3f ms %6.1f TFLOP/s | fwd+bwd %8.3f ms", B, modes[m], t,
+               bwd_flops / t * 1e-9, ff + t);
+        if (base > 0)
+            printf(" | k64/that %5.2fx\n", base / t);
+        else
+            printf("\n");
+    }
+    if (keep)
+        setenv("TPRT_ATTENTION_BWD", keep, 1), free(keep);
+    else
+        unsetenv("TPRT_ATTENTION_BWD");
+    return rc;
+}
+
 /* one batch size: the fused pair always, the gemm pair where its T x T buffers fit */
 static int bench(int batch) {
     B = batch;
@@ -121,7 +153,7 @@ static int bench(int batch) {
                "forward", f64, fwd_flops / f64 * 1e-9, f64 / ff);
     row("backward", fb, gb, bwd_flops);
     row("fwd+bwd", ff + fb, gf > 0 && gb > 0 ? gf + gb : -1.0, fwd_flops + bwd_flops);
-    rc = 0;
+    rc = bench_bwd_modes(ff, bwd_flops);
 done:
     cudaFree(qkv), cudaFree(dqkv), cudaFree(out), cudaFree(dout), cudaFree(lse), cudaFree(fscratch);
     cudaFree(att), cudaFree(gscratch);

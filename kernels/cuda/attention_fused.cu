@@ -2,8 +2,9 @@
  * for tprt's CUDA backend.  Never stores the T x T matrix: the forward walks
  * key tiles with an online softmax and keeps only the per-row logsumexp of
  * the scaled scores (fp32, (B, NH, T)); the backward recomputes each tile's
- * probabilities from q, k, out and that logsumexp.  One backward kernel per
- * key tile walks its query tiles: dk, dv in registers, dq as fp32 partial
+ * probabilities from q, k, out and that logsumexp.  One backward block per
+ * key tile (64 keys; 128, 8 warps, with TPRT_ATTENTION_BWD=k128: the kernel
+ * of attention_fused_bwd128.cu) walks its query tiles: dk, dv in registers, dq as fp32 partial
  * sums added atomically into the scratch, which a last pass scales into
  * dqkv.  Tiles stream into shared memory with cp.async, double buffered
  * (the next key or query tile loads while the current one is computed).
@@ -193,20 +194,6 @@ __global__ void fa_bwd_dot_k(float *D, float *dq, const bf16 *out, const bf16 *d
     if (ok && !sub) D[r] = s;
 }
 
-/* The query tile q0.. of one head into buffer `buf`: Q, dO, and the rows' logsumexp and D (zero past T). */
-template <int HS>
-__device__ __forceinline__ void load_query_tile(bf16 *sQ, bf16 *sO, float *sL, float *sD, const bf16 *qbase,
-                                                const bf16 *dbase, const float *lse, const float *D, int C3, int Cl,
-                                                int q0, int T) {
-    load_tile<HS>(sQ, qbase, C3, q0, T);
-    load_tile<HS>(sO, dbase, Cl, q0, T);
-    const int i = threadIdx.x & (FA_TILE - 1), q = q0 + i;
-    if (threadIdx.x < FA_TILE)
-        cp4(sL + i, lse + (q < T ? q : 0), q < T);
-    else
-        cp4(sD + i, D + (q < T ? q : 0), q < T);
-}
-
 /* The backward of one key tile: one block per (b*NH + h, key tile), the heaviest (first) first; walks the
  * query tiles from the diagonal, the next one loading while this one is computed.  Per warp the
  * transposed products S^T = K Q^T, dP^T = V dO^T (16 keys x 64 queries) give dv += P^T dO and
@@ -217,13 +204,13 @@ template <int HS>
 __global__ void __launch_bounds__(FA_THREADS)
     fa_bwd_k(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, int T, int NH,
              float sl2, float scale) {
-    constexpr int LD = HS + 8, KS = HS / 16, NO = HS / 8, TL = FA_TILE * LD, LS = FA_TILE + 8;
+    constexpr int LD = HS + 8, NO = HS / 8, TL = FA_TILE * LD, LS = FA_TILE + 8;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sK = reinterpret_cast<bf16 *>(fa_smem), *sV = sK + TL, *sQ = sV + TL, *sO = sQ + 2 * TL, *sS = sO + 2 * TL;
     float *sL = reinterpret_cast<float *>(sS + FA_TILE * LS), *sD = sL + 2 * FA_TILE;
     const int kb = blockIdx.y, nqb = gridDim.y, bh = blockIdx.x, b = bh / NH, h = bh % NH;
     const int Cl = NH * HS, C3 = 3 * Cl, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3;
-    const int k0 = kb * FA_TILE + warp * 16 + (lane >> 2), k1 = k0 + 8; /* this thread's two key rows */
+    const int k0 = kb * FA_TILE + warp * 16 + (lane >> 2); /* this thread's key rows: k0, k0 + 8 */
     const bf16 *base = qkv + (size_t)b * T * C3 + h * HS, *dbase = dout + (size_t)b * T * Cl + h * HS;
     const float *lrow = lse + (size_t)bh * T, *drow = D + (size_t)bh * T;
     float *dqb = dq + (size_t)b * T * Cl + h * HS + 2 * t4;
@@ -238,50 +225,11 @@ __global__ void __launch_bounds__(FA_THREADS)
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
     for (int qb = kb; qb < nqb; qb++) {
         const int cur = (qb - kb) & 1;
-        if (qb + 1 < nqb) { /* the buffer read two tiles ago: free since the second barrier below */
-            load_query_tile<HS>(sQ + (cur ^ 1) * TL, sO + (cur ^ 1) * TL, sL + (cur ^ 1) * FA_TILE,
-                                sD + (cur ^ 1) * FA_TILE, base, dbase, lrow, drow, C3, Cl, (qb + 1) * FA_TILE, T);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads();
+        next_query_tile<HS, FA_THREADS>(sQ, sO, sL, sD, cur, base, dbase, lrow, drow, C3, Cl, qb, nqb, T);
         const bf16 *cQ = sQ + cur * TL, *cO = sO + cur * TL;
         const float *cL = sL + cur * FA_TILE, *cD = sD + cur * FA_TILE;
-        float s[8][4], dp[8][4];
-        two_tile_products<KS>(s, dp, sK, sV, cQ, cO, LD, warp, lane);
         const bool edge = qb == kb || qb * FA_TILE + FA_TILE > T;
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int ql = n * 8 + 2 * t4 + (e & 1), q = qb * FA_TILE + ql, key = e < 2 ? k0 : k1;
-                float p = ex2(s[n][e] * sl2 - cL[ql] * FA_LOG2E);
-                if (edge && (q < key || q >= T)) p = 0.0f;
-                s[n][e] = p;
-                dp[n][e] = p * (dp[n][e] - cD[ql]);
-            }
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            uint32_t pa[4], da[4];
-            c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
-            c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
-#pragma unroll
-            for (int np = 0; np < NO / 2; np++) {
-                uint32_t bo[4], bq[4];
-                frag_b_kn(bo, cO, LD, kk * 16, np * 16, lane);
-                frag_b_kn(bq, cQ, LD, kk * 16, np * 16, lane);
-                mma2(dv[2 * np], dv[2 * np + 1], pa, bo);
-                mma2(dk[2 * np], dk[2 * np + 1], da, bq);
-            }
-        }
-        bf16 *w = sS + (warp * 16 + (lane >> 2)) * LS + 2 * t4; /* dS^T: rows keys, columns queries */
-#pragma unroll
-        for (int n = 0; n < 8; n++) {
-            *reinterpret_cast<uint32_t *>(w + n * 8) = pack2(dp[n][0], dp[n][1]);
-            *reinterpret_cast<uint32_t *>(w + 8 * LS + n * 8) = pack2(dp[n][2], dp[n][3]);
-        }
+        bwd_warp_tile<HS>(dk, dv, sS, LS, sK, sV, cQ, cO, cL, cD, edge, qb * FA_TILE, k0, T, sl2, warp, lane);
         __syncthreads();
         uint32_t da[4][4]; /* dS rows warp*16.., all 64 keys, as A operands */
 #pragma unroll
@@ -304,12 +252,7 @@ __global__ void __launch_bounds__(FA_THREADS)
             }
         }
     }
-    bf16 *g0 = dqkv + ((size_t)b * T + k0) * C3 + Cl + h * HS + 2 * t4, *g1 = g0 + (size_t)8 * C3;
-#pragma unroll
-    for (int n = 0; n < NO; n++) {
-        if (k0 < T) add2(g0 + n * 8, dk[n][0] * scale, dk[n][1] * scale), add2(g0 + Cl + n * 8, dv[n][0], dv[n][1]);
-        if (k1 < T) add2(g1 + n * 8, dk[n][2] * scale, dk[n][3] * scale), add2(g1 + Cl + n * 8, dv[n][2], dv[n][3]);
-    }
+    store_dk_dv<NO>(dqkv + ((size_t)b * T + k0) * C3 + Cl + h * HS + 2 * t4, dk, dv, k0, T, C3, Cl, scale);
 }
 
 /* dqkv's q part += scale * the dq partial sums, eight elements a thread */
@@ -345,14 +288,24 @@ template <int HS> int fwd_launch(bf16 *out, float *lse, const bf16 *qkv, int B, 
     if (e && !strcmp(e, "64")) return fwd_launch_mt<HS, 1>(out, lse, qkv, B, T, NH, sl2);
     return fwd_launch_mt<HS, (HS <= 64 ? 2 : 1)>(out, lse, qkv, B, T, NH, sl2);
 }
+/* the backward kernel, read at each call: TPRT_ATTENTION_BWD=k128 (attention_fused_bwd128.cu) is 1, anything
+ * else (unset, k64) the 64-key fa_bwd_k, 0 */
+static int bwd_mode(void) {
+    const char *e = getenv("TPRT_ATTENTION_BWD");
+    return e && !strcmp(e, "k128");
+}
 template <int HS>
 int bwd_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, int B, int T,
                int NH, float sl2, float scale) {
     size_t sm = (6 * FA_TILE * (HS + 8) + FA_TILE * (FA_TILE + 8)) * sizeof(bf16) + 4 * FA_TILE * sizeof(float);
     size_t n8 = (size_t)B * T * NH * HS / 8;
-    if (smem_opt_in(fa_bwd_k<HS>, sm)) return -1;
-    dim3 grid((unsigned)(B * NH), (unsigned)((T + FA_TILE - 1) / FA_TILE)); /* heads by x, tiles by y */
-    fa_bwd_k<HS><<<grid, FA_THREADS, sm>>>(dqkv, dq, qkv, dout, lse, D, T, NH, sl2, scale);
+    if (bwd_mode() == 1) {
+        if (fa_bwd128_launch(HS, dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale)) return -1;
+    } else {
+        if (smem_opt_in(fa_bwd_k<HS>, sm)) return -1;
+        dim3 grid((unsigned)(B * NH), (unsigned)((T + FA_TILE - 1) / FA_TILE)); /* heads by x, tiles by y */
+        fa_bwd_k<HS><<<grid, FA_THREADS, sm>>>(dqkv, dq, qkv, dout, lse, D, T, NH, sl2, scale);
+    }
     fa_bwd_dq_add_k<<<grid_for(n8, 256), 256>>>(dqkv, dq, n8, NH * HS, scale);
     return launch_ok();
 }

@@ -1,8 +1,10 @@
 /* attention_fused.cuh - the device pieces of attention_fused.cu's kernels:
  * the tile constants, bf16 mma.sync m16n8k16 with its ldmatrix operand
  * loads (A and B fragments, straight or transposed), the backward's pair of
- * tile products, cp.async tile loads (16-byte, zero fill past T) and the
- * accumulating stores (bf16 += in place, fp32 atomic adds). */
+ * tile products, cp.async tile loads (16-byte, zero fill past T; the
+ * backward's query tile with its logsumexp and D rows) and the accumulating
+ * stores (bf16 += in place, fp32 atomic adds); and the launcher of the
+ * 128-key backward of attention_fused_bwd128.cu. */
 #ifndef TPRT_ATTENTION_FUSED_CUH
 #define TPRT_ATTENTION_FUSED_CUH
 #include "common.cuh"
@@ -96,6 +98,56 @@ __device__ __forceinline__ void two_tile_products(float s[8][4], float dp[8][4],
     }
 }
 
+/* dS^T (C layout, this warp's 16 key rows) as bf16 rows warp*16.. of sS (ld LS): rows keys, columns queries */
+__device__ __forceinline__ void store_ds_t(bf16 *sS, int LS, const float ds[8][4], int warp, int lane) {
+    bf16 *w = sS + (warp * 16 + (lane >> 2)) * LS + 2 * (lane & 3);
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        *reinterpret_cast<uint32_t *>(w + n * 8) = pack2(ds[n][0], ds[n][1]);
+        *reinterpret_cast<uint32_t *>(w + 8 * LS + n * 8) = pack2(ds[n][2], ds[n][3]);
+    }
+}
+
+/* One warp's part of a backward tile: its 16 keys (rows warp*16.. of sK, sV; k0 and k0 + 8 this thread's)
+ * against the 64 queries from q0 (cQ, cO; their logsumexp cL and D cD): P^T and dS^T = P^T * (dP^T - D),
+ * masked with edge (a query before the key, or at T and beyond); dv += P^T dO and dk += dS^T Q, and dS^T
+ * stored into sS (store_ds_t). */
+template <int HS>
+__device__ __forceinline__ void bwd_warp_tile(float dk[HS / 8][4], float dv[HS / 8][4], bf16 *sS, int LS,
+                                              const bf16 *sK, const bf16 *sV, const bf16 *cQ, const bf16 *cO,
+                                              const float *cL, const float *cD, bool edge, int q0, int k0, int T,
+                                              float sl2, int warp, int lane) {
+    constexpr int LD = HS + 8, KS = HS / 16, NO = HS / 8;
+    const int t4 = lane & 3, k1 = k0 + 8;
+    float s[8][4], dp[8][4];
+    two_tile_products<KS>(s, dp, sK, sV, cQ, cO, LD, warp, lane);
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int ql = n * 8 + 2 * t4 + (e & 1), q = q0 + ql, key = e < 2 ? k0 : k1;
+            float p = ex2(s[n][e] * sl2 - cL[ql] * FA_LOG2E);
+            if (edge && (q < key || q >= T)) p = 0.0f;
+            s[n][e] = p;
+            dp[n][e] = p * (dp[n][e] - cD[ql]);
+        }
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        uint32_t pa[4], da[4];
+        c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+        c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+        for (int np = 0; np < NO / 2; np++) {
+            uint32_t bo[4], bq[4];
+            frag_b_kn(bo, cO, LD, kk * 16, np * 16, lane);
+            frag_b_kn(bq, cQ, LD, kk * 16, np * 16, lane);
+            mma2(dv[2 * np], dv[2 * np + 1], pa, bo);
+            mma2(dk[2 * np], dk[2 * np + 1], da, bq);
+        }
+    }
+    store_ds_t(sS, LS, dp, warp, lane);
+}
+
 /* 16 bytes global -> shared without the registers; ok == false zero-fills (src is not read) */
 __device__ __forceinline__ void cp16(void *dst, const void *src, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr(dst)), "l"(src), "r"(ok ? 16 : 0));
@@ -109,16 +161,50 @@ template <int N> __device__ __forceinline__ void cp_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/* rows r0..r0+63 (stride `stride` elements) of one head into a 64 x (HS+8) tile, asynchronously; rows >= T
- * are zero */
-template <int HS> __device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, size_t stride, int r0, int T) {
+/* rows r0..r0+R-1 (stride `stride` elements) of one head into an R x (HS+8) tile by a block of NT threads,
+ * asynchronously; rows >= T are zero */
+template <int HS, int NT = FA_THREADS, int R = FA_TILE>
+__device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, size_t stride, int r0, int T) {
     constexpr int CH = HS / 8, LD = HS + 8;
 #pragma unroll
-    for (int i = threadIdx.x; i < FA_TILE * CH; i += FA_THREADS) {
+    for (int i = threadIdx.x; i < R * CH; i += NT) {
         int r = i / CH, c = i % CH;
         bool ok = r0 + r < T;
         cp16(dst + r * LD + c * 8, src + (size_t)(ok ? r0 + r : 0) * stride + c * 8, ok);
     }
+}
+/* The query tile q0.. of one head into one buffer, by a block of NT threads: Q, dO, and the rows'
+ * logsumexp and D (zero past T). */
+template <int HS, int NT = FA_THREADS>
+__device__ __forceinline__ void load_query_tile(bf16 *sQ, bf16 *sO, float *sL, float *sD, const bf16 *qbase,
+                                                const bf16 *dbase, const float *lse, const float *D, int C3, int Cl,
+                                                int q0, int T) {
+    load_tile<HS, NT>(sQ, qbase, C3, q0, T);
+    load_tile<HS, NT>(sO, dbase, Cl, q0, T);
+    const int i = threadIdx.x & (FA_TILE - 1), q = q0 + i;
+    if (threadIdx.x < FA_TILE)
+        cp4(sL + i, lse + (q < T ? q : 0), q < T);
+    else if (threadIdx.x < 2 * FA_TILE)
+        cp4(sD + i, D + (q < T ? q : 0), q < T);
+}
+/* The top of a backward block's walk over query tiles: tile qb + 1 (if below nqb) starts loading into buffer
+ * cur ^ 1 (free: read two tiles ago, before that tile's second barrier), tile qb (buffer cur) is waited for,
+ * and the block meets.  Buffers: Q, dO of FA_TILE * (HS + 8), logsumexp and D of FA_TILE. */
+template <int HS, int NT>
+__device__ __forceinline__ void next_query_tile(bf16 *sQ, bf16 *sO, float *sL, float *sD, int cur, const bf16 *qbase,
+                                                const bf16 *dbase, const float *lse, const float *D, int C3, int Cl,
+                                                int qb, int nqb, int T) {
+    constexpr int TL = FA_TILE * (HS + 8);
+    const int nx = cur ^ 1;
+    if (qb + 1 < nqb) {
+        load_query_tile<HS, NT>(sQ + nx * TL, sO + nx * TL, sL + nx * FA_TILE, sD + nx * FA_TILE, qbase, dbase, lse,
+                                D, C3, Cl, (qb + 1) * FA_TILE, T);
+        cp_commit();
+        cp_wait<1>();
+    } else {
+        cp_wait<0>();
+    }
+    __syncthreads();
 }
 /* dst (two bf16 at an even column) += (x, y) */
 __device__ __forceinline__ void add2(bf16 *dst, float x, float y) {
@@ -127,6 +213,20 @@ __device__ __forceinline__ void add2(bf16 *dst, float x, float y) {
     unpack2(*p, o);
     *p = pack2(o[0] + x, o[1] + y);
 }
+/* dqkv's k and v rows k0 and k0 + 8 (from g0, the k part's row k0 at this thread's columns; v Cl further)
+ * += scale * dk and dv, rows at T and beyond left alone */
+template <int NO>
+__device__ __forceinline__ void store_dk_dv(bf16 *g0, const float dk[NO][4], const float dv[NO][4], int k0, int T,
+                                            size_t C3, int Cl, float scale) {
+    bf16 *g1 = g0 + 8 * C3;
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        if (k0 < T) add2(g0 + n * 8, dk[n][0] * scale, dk[n][1] * scale), add2(g0 + Cl + n * 8, dv[n][0], dv[n][1]);
+        if (k0 + 8 < T)
+            add2(g1 + n * 8, dk[n][2] * scale, dk[n][3] * scale), add2(g1 + Cl + n * 8, dv[n][2], dv[n][3]);
+    }
+}
+
 /* dst (two fp32 at an even column, global) += (x, y), atomically */
 __device__ __forceinline__ void red2(float *dst, float x, float y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -136,4 +236,9 @@ __device__ __forceinline__ void red2(float *dst, float x, float y) {
 #endif
 }
 } // namespace
+
+/* attention_fused_bwd128.cu: the backward kernel with 128 keys a block (8 warps), launched for head size hs
+ * (16..128, a multiple of 16); the dq partial sums and D as fa_bwd_k takes them.  0, or -1. */
+int fa_bwd128_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse,
+                     const float *D, int B, int T, int NH, float sl2, float scale);
 #endif

@@ -9,7 +9,9 @@
  * C = 768).  The multi-tensor AdamW must match cuda_adamw_update to the bit
  * over more tensors than one launch takes.  The fused attention forward in
  * both of its block shapes (128 queries, the default up to head size 64,
- * and 64 with TPRT_ATTENTION_FWD_ROWS=64): out and lse against the CPU. */
+ * and 64 with TPRT_ATTENTION_FWD_ROWS=64): out and lse against the CPU; its
+ * backward under each TPRT_ATTENTION_BWD kernel (64 and 128 keys a block):
+ * dqkv against the CPU. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "layers.h"
 #include "model.h"
@@ -270,6 +272,52 @@ static void test_attention_fwd_rows(int B, int T, int NH, int hs) {
     free(qkv), free(out), free(att), free(lse), free(sc);
 }
 
+/* attention_fused.cu's backward kernels (TPRT_ATTENTION_BWD unset: 64 keys a block; k128: 128) at
+ * B x T x NH heads of size hs: dqkv (+= into random grads, whole and by q / k / v part) against the CPU
+ * backward, from one fused forward */
+static void test_attention_bwd_modes(int B, int T, int NH, int hs) {
+    static const char *const modes[] = {NULL, "k128"};
+    int Cl = NH * hs, C3 = 3 * Cl;
+    size_t nq = (size_t)B * T * C3, no = (size_t)B * T * Cl, nl = (size_t)B * NH * T;
+    float *qkv = rnd(nq, 1.0f, 1), *out = malloc(no * 4 + 4), *att = malloc((size_t)B * NH * T * T * 4 + 4);
+    float *dy = rnd(no, 1.0f, 1), *g0 = rnd(nq, 0.05f, 1), *g = malloc(nq * 4 + 4);
+    float *pa = malloc(no * 4 + 4), *pr = malloc(no * 4 + 4);
+    memcpy(g, g0, nq * 4);
+    attention_forward(out, att, qkv, B, T, Cl, NH);
+    attention_backward(g, dy, qkv, att, B, T, Cl, NH);
+    void *dqkv = dev_bf(qkv, nq), *dout = dev_bf(NULL, no), *ddy = dev_bf(dy, no), *scratch = NULL;
+    float *dlse = dev_f(NULL, nl);
+    cudaMalloc(&scratch, cuda_attention_fused_scratch_bytes(B, T, NH));
+    sync_or_die("fused attention forward", cuda_attention_fused_forward(dout, dlse, dqkv, B, T, Cl, NH));
+    for (int m = 0; m < 2; m++) {
+        char name[112];
+        const char *tag = modes[m] ? modes[m] : "default";
+        if (modes[m])
+            setenv("TPRT_ATTENTION_BWD", modes[m], 1);
+        else
+            unsetenv("TPRT_ATTENTION_BWD");
+        void *dg = dev_bf(g0, nq);
+        sync_or_die("fused attention backward",
+                    cuda_attention_fused_backward(dg, ddy, dqkv, dout, dlse, scratch, B, T, Cl, NH));
+        float *hg = host_bf(dg, nq);
+        snprintf(name, sizeof name, "fused attn bwd %s dqkv B%d T%d NH%d hs%d", tag, B, T, NH, hs);
+        check(name, hg, g, nq, 2e-2);
+        for (int part = 0; part < 3; part++) {
+            for (size_t r = 0; r < (size_t)B * T; r++)
+                for (int c = 0; c < Cl; c++) {
+                    pa[r * Cl + c] = hg[r * C3 + part * Cl + c];
+                    pr[r * Cl + c] = g[r * C3 + part * Cl + c];
+                }
+            snprintf(name, sizeof name, "fused attn bwd %s d%c T%d hs%d", tag, "qkv"[part], T, hs);
+            check(name, pa, pr, no, 2e-2);
+        }
+        cudaFree(dg), free(hg);
+    }
+    unsetenv("TPRT_ATTENTION_BWD");
+    cudaFree(dqkv), cudaFree(dout), cudaFree(ddy), cudaFree(dlse), cudaFree(scratch);
+    free(qkv), free(out), free(att), free(dy), free(g0), free(g), free(pa), free(pr);
+}
+
 void run_fused_checks(void) {
     test_layernorm(37, 96, 0, 0);    /* one partial chunk */
     test_layernorm(203, 768, 0, 0);  /* GPT-2: three full chunks */
@@ -295,4 +343,14 @@ void run_fused_checks(void) {
     test_attention_fwd_rows(1, 77, 3, 32);
     test_attention_fwd_rows(1, 130, 2, 16);
     test_attention_fwd_rows(2, 1, 2, 64);
+    test_attention_bwd_modes(2, 33, 3, 16);
+    test_attention_bwd_modes(1, 1, 2, 64);
+    test_attention_bwd_modes(2, 100, 2, 64);
+    test_attention_bwd_modes(1, 200, 2, 64);
+    test_attention_bwd_modes(2, 300, 2, 64); /* three 128-key blocks, the last partial */
+    test_attention_bwd_modes(1, 256, 2, 64); /* key blocks ending at T */
+    test_attention_bwd_modes(2, 64, 2, 32);
+    test_attention_bwd_modes(1, 77, 2, 96);
+    test_attention_bwd_modes(1, 130, 1, 128);
+    test_attention_bwd_modes(1, 150, 2, 48);
 }
