@@ -184,7 +184,7 @@ __device__ __forceinline__ void load_query_tile(bf16 *sQ, bf16 *sO, float *sL, f
     const int i = threadIdx.x & (FA_TILE - 1), q = q0 + i;
     if (threadIdx.x < FA_TILE)
         cp4(sL + i, lse + (q < T ? q : 0), q < T);
-    else if (threadIdx.x < 2 * FA_TILE)
+    else if (NT <= 2 * FA_TILE || threadIdx.x < 2 * FA_TILE)
         cp4(sD + i, D + (q < T ? q : 0), q < T);
 }
 /* The top of a backward block's walk over query tiles: tile qb + 1 (if below nqb) starts loading into buffer
