@@ -4,7 +4,7 @@
  * kernel).  8 warps of 16 keys each walk the 64-query tiles from the
  * diagonal: each Q, dO tile loaded once feeds 128 keys, and the dq partial
  * sums of a query tile take one fp32 atomic add per 128 keys instead of per
- * 64.  Per warp, as in fa_bwd_k: S^T = K Q^T and dP^T = V dO^T (16 keys x
+ * 64.  Per warp, as in fa_bwd_k (bwd_warp_tile): S^T = K Q^T and dP^T = V dO^T (16 keys x
  * 64 queries), dv += P^T dO and dk += dS^T Q in registers; dS^T (128 x 64)
  * goes through shared memory, then warp w takes query rows 16*(w%4).. and
  * every other 16-column group of the head from w/4 for dq += dS K.  A warp
