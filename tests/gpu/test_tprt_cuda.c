@@ -6,8 +6,10 @@
  * never passing.  Forward outputs are poisoned (NaN) before each launch so
  * an unwritten element fails; backward outputs start from random values so
  * the accumulation (+=) is checked.  The fused (flash) attention is checked
- * at several shapes (T = 1, T not a multiple of its 64-row tile, head sizes
- * 16..128) against the same CPU attention.  The layernorm's paths, the
+ * at several shapes (T = 1, T not a multiple of its 64- or 128-row blocks,
+ * head sizes 16..128) against the same CPU attention, in each forward block
+ * shape (TPRT_ATTENTION_FWD_ROWS) and with each backward kernel
+ * (TPRT_ATTENTION_BWD).  The layernorm's paths, the
  * fused residual+layernorm, the one-pass cross-entropy and the multi-tensor
  * AdamW are checked in test_tprt_cuda_fused.c, the helpers shared through
  * tprt_cuda_check.h.  Exit 77 (skip) without a GPU. */
@@ -109,57 +111,84 @@ static void test_attention(void) {
 
 /* attention_fused.cu at B x T x NH heads of size hs: out and lse against the CPU forward (lse from its
  * scores), dqkv (+= into random grads, whole and by q / k / v part) against the CPU backward. */
-static void test_attention_fused(int B, int T, int NH, int hs) {
+/* dqkv of a fused backward (hg) against the CPU's (g), whole and by its q, k and v parts; tag names the kernel */
+static void check_dqkv(const char *tag, const float *hg, const float *g, int B, int T, int NH, int hs) {
     int Cl = NH * hs, C3 = 3 * Cl;
-    size_t nq = (size_t)B * T * C3, no = (size_t)B * T * Cl, na = (size_t)B * NH * T * T, nl = (size_t)B * NH * T;
-    char name[96];
-    float *qkv = rnd(nq, 1.0f, 1), *out = malloc(no * 4 + 4), *att = malloc(na * 4 + 4), *lse = malloc(nl * 4 + 4);
-    attention_forward(out, att, qkv, B, T, Cl, NH);
-    double scale = 1.0 / sqrt((double)hs);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
-                double mx = -1e300, sum = 0, sc[t + 1];
-                for (int u = 0; u <= t; u++) {
-                    double d = 0;
-                    for (int i = 0; i < hs; i++)
-                        d += (double)qkv[((size_t)b * T + t) * C3 + h * hs + i] *
-                             qkv[((size_t)b * T + u) * C3 + Cl + h * hs + i];
-                    sc[u] = d * scale;
-                    if (sc[u] > mx) mx = sc[u];
-                }
-                for (int u = 0; u <= t; u++) sum += exp(sc[u] - mx);
-                lse[((size_t)b * NH + h) * T + t] = (float)(mx + log(sum));
-            }
-    void *dqkv = dev_bf(qkv, nq), *dout = dev_bf(NULL, no), *scratch;
-    float *dlse = dev_f(NULL, nl);
-    cudaMalloc(&scratch, cuda_attention_fused_scratch_bytes(B, T, NH));
-    sync_or_die("fused attention forward", cuda_attention_fused_forward(dout, dlse, dqkv, B, T, Cl, NH));
-    float *got = host_bf(dout, no), *glse = host_f(dlse, nl);
-    snprintf(name, sizeof name, "fused attn fwd out B%d T%d NH%d hs%d", B, T, NH, hs);
-    check(name, got, out, no, BF_TOL);
-    snprintf(name, sizeof name, "fused attn fwd lse T%d hs%d", T, hs);
-    check(name, glse, lse, nl, F32_TOL);
-    float *dy = rnd(no, 1.0f, 1), *g = rnd(nq, 0.05f, 1);
-    void *ddy = dev_bf(dy, no), *dg = dev_bf(g, nq);
-    sync_or_die("fused attention backward",
-                cuda_attention_fused_backward(dg, ddy, dqkv, dout, dlse, scratch, B, T, Cl, NH));
-    attention_backward(g, dy, qkv, att, B, T, Cl, NH);
-    float *hg = host_bf(dg, nq);
-    snprintf(name, sizeof name, "fused attn bwd dqkv T%d hs%d", T, hs);
-    check(name, hg, g, nq, 2e-2);
+    size_t no = (size_t)B * T * Cl;
+    char name[112];
     float *pa = malloc(no * 4 + 4), *pr = malloc(no * 4 + 4);
+    snprintf(name, sizeof name, "fused attn bwd %sdqkv B%d T%d NH%d hs%d", tag, B, T, NH, hs);
+    check(name, hg, g, (size_t)B * T * C3, 2e-2);
     for (int part = 0; part < 3; part++) {
         for (size_t r = 0; r < (size_t)B * T; r++)
             for (int c = 0; c < Cl; c++) {
                 pa[r * Cl + c] = hg[r * C3 + part * Cl + c];
                 pr[r * Cl + c] = g[r * C3 + part * Cl + c];
             }
-        snprintf(name, sizeof name, "fused attn bwd d%c T%d hs%d", "qkv"[part], T, hs);
+        snprintf(name, sizeof name, "fused attn bwd %sd%c T%d hs%d", tag, "qkv"[part], T, hs);
         check(name, pa, pr, no, 2e-2);
     }
-    cudaFree(dqkv), cudaFree(dout), cudaFree(dlse), cudaFree(scratch), cudaFree(ddy), cudaFree(dg);
-    free(qkv), free(out), free(att), free(lse), free(got), free(glse), free(dy), free(g), free(hg), free(pa), free(pr);
+    free(pa), free(pr);
+}
+
+/* The fused attention at B x T x NH heads of size hs, in each forward block shape (TPRT_ATTENTION_FWD_ROWS:
+ * 64 queries, then the default, 128 up to head size 64): out and lse (against the CPU scores' logsumexp,
+ * in double); then from the default forward each backward kernel (TPRT_ATTENTION_BWD: the default, 64 keys
+ * a block, and k128): dqkv, added (+=) into random grads, against the CPU backward. */
+static void test_attention_fused(int B, int T, int NH, int hs) {
+    static const char *const fwd_rows[] = {"64", NULL}, *const bwd_kernels[] = {NULL, "k128"};
+    int Cl = NH * hs, C3 = 3 * Cl;
+    size_t nq = (size_t)B * T * C3, no = (size_t)B * T * Cl, na = (size_t)B * NH * T * T, nl = (size_t)B * NH * T;
+    char name[112], tag[32];
+    float *qkv = rnd(nq, 1.0f, 1), *out = malloc(no * 4 + 4), *att = malloc(na * 4 + 4), *lse = malloc(nl * 4 + 4);
+    double *sc = malloc((size_t)T * sizeof(double)), scale = 1.0 / sqrt((double)hs);
+    attention_forward(out, att, qkv, B, T, Cl, NH);
+    for (int bh = 0; bh < B * NH; bh++)
+        for (int t = 0; t < T; t++) {
+            const float *q = qkv + ((size_t)(bh / NH) * T + t) * C3 + (bh % NH) * hs;
+            double mx = -1e300, sum = 0;
+            for (int u = 0; u <= t; u++) {
+                const float *k = qkv + ((size_t)(bh / NH) * T + u) * C3 + Cl + (bh % NH) * hs;
+                double d = 0;
+                for (int i = 0; i < hs; i++) d += (double)q[i] * k[i];
+                sc[u] = d * scale, mx = sc[u] > mx ? sc[u] : mx;
+            }
+            for (int u = 0; u <= t; u++) sum += exp(sc[u] - mx);
+            lse[(size_t)bh * T + t] = (float)(mx + log(sum));
+        }
+    void *dqkv = dev_bf(qkv, nq), *dout = dev_bf(NULL, no), *scratch;
+    float *dlse = dev_f(NULL, nl);
+    cudaMalloc(&scratch, cuda_attention_fused_scratch_bytes(B, T, NH));
+    for (int f = 0; f < 2; f++) {
+        if (fwd_rows[f]) setenv("TPRT_ATTENTION_FWD_ROWS", fwd_rows[f], 1);
+        else unsetenv("TPRT_ATTENTION_FWD_ROWS");
+        snprintf(tag, sizeof tag, "%s%s", fwd_rows[f] ? fwd_rows[f] : "", fwd_rows[f] ? "-query blocks " : "");
+        sync_or_die("fused attention forward", cuda_attention_fused_forward(dout, dlse, dqkv, B, T, Cl, NH));
+        float *got = host_bf(dout, no), *glse = host_f(dlse, nl);
+        snprintf(name, sizeof name, "fused attn fwd %sout B%d T%d NH%d hs%d", tag, B, T, NH, hs);
+        check(name, got, out, no, BF_TOL);
+        snprintf(name, sizeof name, "fused attn fwd %slse T%d hs%d", tag, T, hs);
+        check(name, glse, lse, nl, F32_TOL);
+        free(got), free(glse);
+    }
+    float *dy = rnd(no, 1.0f, 1), *g0 = rnd(nq, 0.05f, 1), *g = malloc(nq * 4 + 4);
+    memcpy(g, g0, nq * 4);
+    attention_backward(g, dy, qkv, att, B, T, Cl, NH);
+    void *ddy = dev_bf(dy, no);
+    for (int k = 0; k < 2; k++) {
+        if (bwd_kernels[k]) setenv("TPRT_ATTENTION_BWD", bwd_kernels[k], 1);
+        else unsetenv("TPRT_ATTENTION_BWD");
+        snprintf(tag, sizeof tag, "%s%s", bwd_kernels[k] ? bwd_kernels[k] : "", bwd_kernels[k] ? " " : "");
+        void *dg = dev_bf(g0, nq);
+        sync_or_die("fused attention backward",
+                    cuda_attention_fused_backward(dg, ddy, dqkv, dout, dlse, scratch, B, T, Cl, NH));
+        float *hg = host_bf(dg, nq);
+        check_dqkv(tag, hg, g, B, T, NH, hs);
+        cudaFree(dg), free(hg);
+    }
+    unsetenv("TPRT_ATTENTION_BWD");
+    cudaFree(dqkv), cudaFree(dout), cudaFree(dlse), cudaFree(scratch), cudaFree(ddy);
+    free(qkv), free(out), free(att), free(lse), free(sc), free(dy), free(g0), free(g);
 }
 
 /* the path switch: fused for head sizes 16..128 (multiples of 16) unless TPRT_ATTENTION=gemm */
@@ -302,9 +331,15 @@ int main(void) {
     test_attention_switch();
     test_attention_fused(2, 33, 3, 16);
     test_attention_fused(1, 1, 2, 64);
+    test_attention_fused(2, 1, 2, 64);
     test_attention_fused(2, 100, 2, 64);
     test_attention_fused(1, 200, 2, 64);
+    test_attention_fused(2, 300, 2, 64); /* a last 128-query block whose second 64 rows lie past T; 128-key blocks too */
+    test_attention_fused(1, 256, 2, 64); /* key blocks ending at T */
     test_attention_fused(2, 64, 2, 32);
+    test_attention_fused(1, 77, 3, 32);
+    test_attention_fused(1, 130, 2, 16);
+    test_attention_fused(1, 150, 2, 48);
     test_attention_fused(1, 77, 2, 96);
     test_attention_fused(1, 130, 1, 128);
     test_pointwise();

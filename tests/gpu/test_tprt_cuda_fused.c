@@ -7,12 +7,7 @@
  * the rows a block takes, several rows per warp in the backward) and its
  * scalar one (C % 8 != 0, rows 8 bytes off alignment, the scalar entry at
  * C = 768).  The multi-tensor AdamW must match cuda_adamw_update to the bit
- * over more tensors than one launch takes.  The fused attention forward in
- * both of its block shapes (128 queries, the default up to head size 64,
- * and 64 with TPRT_ATTENTION_FWD_ROWS=64): out and lse against the CPU; its
- * backward under each TPRT_ATTENTION_BWD kernel (64 and 128 keys a block):
- * dqkv against the CPU. */
-#define _POSIX_C_SOURCE 200809L /* setenv */
+ * over more tensors than one launch takes. */
 #include "layers.h"
 #include "model.h"
 #include "tprt_cuda_check.h"
@@ -231,93 +226,6 @@ static void test_adamw_multi(void) {
     free(p), free(g), free(m), free(v), free(h_multi), free(h_one), free(xa), free(xb), free(hp);
 }
 
-/* attention_fused.cu's forward with 128- and 64-query blocks at B x T x NH heads of size hs: out against
- * the CPU forward, lse against the CPU scores' logsumexp (in double) */
-static void test_attention_fwd_rows(int B, int T, int NH, int hs) {
-    int Cl = NH * hs, C3 = 3 * Cl;
-    size_t nq = (size_t)B * T * C3, no = (size_t)B * T * Cl, nl = (size_t)B * NH * T;
-    float *qkv = rnd(nq, 1.0f, 1), *out = malloc(no * 4 + 4), *att = malloc((size_t)B * NH * T * T * 4 + 4);
-    float *lse = malloc(nl * 4 + 4);
-    double *sc = malloc((size_t)T * sizeof(double)), scale = 1.0 / sqrt((double)hs);
-    attention_forward(out, att, qkv, B, T, Cl, NH);
-    for (int bh = 0; bh < B * NH; bh++)
-        for (int t = 0; t < T; t++) {
-            const float *q = qkv + ((size_t)(bh / NH) * T + t) * C3 + (bh % NH) * hs;
-            double mx = -1e300, sum = 0;
-            for (int u = 0; u <= t; u++) {
-                const float *k = qkv + ((size_t)(bh / NH) * T + u) * C3 + Cl + (bh % NH) * hs;
-                double d = 0;
-                for (int i = 0; i < hs; i++) d += (double)q[i] * k[i];
-                sc[u] = d * scale, mx = sc[u] > mx ? sc[u] : mx;
-            }
-            for (int u = 0; u <= t; u++) sum += exp(sc[u] - mx);
-            lse[(size_t)bh * T + t] = (float)(mx + log(sum));
-        }
-    void *dqkv = dev_bf(qkv, nq);
-    for (int rows = 128; rows >= 64; rows -= 64) {
-        char name[96];
-        if (rows == 64) setenv("TPRT_ATTENTION_FWD_ROWS", "64", 1);
-        void *dout = dev_bf(NULL, no);
-        float *dlse = dev_f(NULL, nl);
-        sync_or_die("fused attention forward", cuda_attention_fused_forward(dout, dlse, dqkv, B, T, Cl, NH));
-        float *got = host_bf(dout, no), *glse = host_f(dlse, nl);
-        snprintf(name, sizeof name, "fused attn fwd %d-query blocks out B%d T%d NH%d hs%d", rows, B, T, NH, hs);
-        check(name, got, out, no, BF_TOL);
-        snprintf(name, sizeof name, "fused attn fwd %d-query blocks lse T%d hs%d", rows, T, hs);
-        check(name, glse, lse, nl, F32_TOL);
-        free(got), free(glse), cudaFree(dout), cudaFree(dlse);
-    }
-    unsetenv("TPRT_ATTENTION_FWD_ROWS");
-    cudaFree(dqkv);
-    free(qkv), free(out), free(att), free(lse), free(sc);
-}
-
-/* attention_fused.cu's backward kernels (TPRT_ATTENTION_BWD unset: 64 keys a block; k128: 128) at
- * B x T x NH heads of size hs: dqkv (+= into random grads, whole and by q / k / v part) against the CPU
- * backward, from one fused forward */
-static void test_attention_bwd_modes(int B, int T, int NH, int hs) {
-    static const char *const modes[] = {NULL, "k128"};
-    int Cl = NH * hs, C3 = 3 * Cl;
-    size_t nq = (size_t)B * T * C3, no = (size_t)B * T * Cl, nl = (size_t)B * NH * T;
-    float *qkv = rnd(nq, 1.0f, 1), *out = malloc(no * 4 + 4), *att = malloc((size_t)B * NH * T * T * 4 + 4);
-    float *dy = rnd(no, 1.0f, 1), *g0 = rnd(nq, 0.05f, 1), *g = malloc(nq * 4 + 4);
-    float *pa = malloc(no * 4 + 4), *pr = malloc(no * 4 + 4);
-    memcpy(g, g0, nq * 4);
-    attention_forward(out, att, qkv, B, T, Cl, NH);
-    attention_backward(g, dy, qkv, att, B, T, Cl, NH);
-    void *dqkv = dev_bf(qkv, nq), *dout = dev_bf(NULL, no), *ddy = dev_bf(dy, no), *scratch = NULL;
-    float *dlse = dev_f(NULL, nl);
-    cudaMalloc(&scratch, cuda_attention_fused_scratch_bytes(B, T, NH));
-    sync_or_die("fused attention forward", cuda_attention_fused_forward(dout, dlse, dqkv, B, T, Cl, NH));
-    for (int m = 0; m < 2; m++) {
-        char name[112];
-        const char *tag = modes[m] ? modes[m] : "default";
-        if (modes[m])
-            setenv("TPRT_ATTENTION_BWD", modes[m], 1);
-        else
-            unsetenv("TPRT_ATTENTION_BWD");
-        void *dg = dev_bf(g0, nq);
-        sync_or_die("fused attention backward",
-                    cuda_attention_fused_backward(dg, ddy, dqkv, dout, dlse, scratch, B, T, Cl, NH));
-        float *hg = host_bf(dg, nq);
-        snprintf(name, sizeof name, "fused attn bwd %s dqkv B%d T%d NH%d hs%d", tag, B, T, NH, hs);
-        check(name, hg, g, nq, 2e-2);
-        for (int part = 0; part < 3; part++) {
-            for (size_t r = 0; r < (size_t)B * T; r++)
-                for (int c = 0; c < Cl; c++) {
-                    pa[r * Cl + c] = hg[r * C3 + part * Cl + c];
-                    pr[r * Cl + c] = g[r * C3 + part * Cl + c];
-                }
-            snprintf(name, sizeof name, "fused attn bwd %s d%c T%d hs%d", tag, "qkv"[part], T, hs);
-            check(name, pa, pr, no, 2e-2);
-        }
-        cudaFree(dg), free(hg);
-    }
-    unsetenv("TPRT_ATTENTION_BWD");
-    cudaFree(dqkv), cudaFree(dout), cudaFree(ddy), cudaFree(dlse), cudaFree(scratch);
-    free(qkv), free(out), free(att), free(dy), free(g0), free(g), free(pa), free(pr);
-}
-
 void run_fused_checks(void) {
     test_layernorm(37, 96, 0, 0);    /* one partial chunk */
     test_layernorm(203, 768, 0, 0);  /* GPT-2: three full chunks */
@@ -339,18 +247,4 @@ void run_fused_checks(void) {
     test_ce_fused(4, 50304, 50257, 50304, 1.0f);
     test_ce_mean(1000);
     test_adamw_multi();
-    test_attention_fwd_rows(2, 300, 2, 64); /* a last block whose second 64-row tile lies past T */
-    test_attention_fwd_rows(1, 77, 3, 32);
-    test_attention_fwd_rows(1, 130, 2, 16);
-    test_attention_fwd_rows(2, 1, 2, 64);
-    test_attention_bwd_modes(2, 33, 3, 16);
-    test_attention_bwd_modes(1, 1, 2, 64);
-    test_attention_bwd_modes(2, 100, 2, 64);
-    test_attention_bwd_modes(1, 200, 2, 64);
-    test_attention_bwd_modes(2, 300, 2, 64); /* three 128-key blocks, the last partial */
-    test_attention_bwd_modes(1, 256, 2, 64); /* key blocks ending at T */
-    test_attention_bwd_modes(2, 64, 2, 32);
-    test_attention_bwd_modes(1, 77, 2, 96);
-    test_attention_bwd_modes(1, 130, 1, 128);
-    test_attention_bwd_modes(1, 150, 2, 48);
 }
