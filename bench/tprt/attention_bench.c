@@ -128,7 +128,7 @@ static int bench(int batch) {
     qkv = dev_alloc(nq * 2, "qkv"), dqkv = dev_alloc(nq * 2, "dqkv");
     out = dev_alloc(no * 2, "out"), dout = dev_alloc(no * 2, "dout");
     lse = dev_alloc((size_t)B * NH * T * sizeof(float), "lse");
-    fscratch = dev_alloc(cuda_attention_fused_scratch_bytes(B, T, NH), "fused scratch");
+    fscratch = dev_alloc(cuda_attention_fused_scratch_bytes(B, T, CL, NH), "fused scratch");
     int rc = -1;
     if (!qkv || !dqkv || !out || !dout || !lse || !fscratch || fill_bf16(qkv, nq, 1.0f, 1) ||
         fill_bf16(dout, no, 1.0f, 2) || fill_bf16(dqkv, nq, 0.0f, 3))

@@ -336,11 +336,10 @@ extern "C" int cuda_attention_use_fused(int Cl, int NH) {
     return cuda_attention_fused_supported(Cl, NH);
 }
 
-/* the scratch: D (B*NH*T fp32), then at a 256-byte boundary the dq partial sums (B, T, Cl) fp32, sized
- * for the largest head size since the head size is not known here */
+/* the scratch: D (B*NH*T fp32), then at a 256-byte boundary the dq partial sums (B, T, Cl) fp32 */
 static size_t dot_bytes(int B, int T, int NH) { return ((size_t)B * NH * T * sizeof(float) + 255) & ~(size_t)255; }
-extern "C" size_t cuda_attention_fused_scratch_bytes(int B, int T, int NH) {
-    return dot_bytes(B, T, NH) + (size_t)B * NH * T * 128 * sizeof(float) + 256;
+extern "C" size_t cuda_attention_fused_scratch_bytes(int B, int T, int Cl, int NH) {
+    return dot_bytes(B, T, NH) + (size_t)B * T * Cl * sizeof(float) + 256;
 }
 
 extern "C" int cuda_attention_fused_forward(tprt_bf16 *out, float *lse, const tprt_bf16 *qkv, int B, int T, int Cl,

@@ -250,7 +250,7 @@ tprt_cuda_model *tprt_cuda_create(gpt2_model *m, tprt_adamw *o, int B, int T, in
     }
     g.base = d->grads_block, g.off = 0;
     carve_grads(d, &g);
-    size_t scratch = d->attn_fused ? cuda_attention_fused_scratch_bytes(B, T, t.NHl)
+    size_t scratch = d->attn_fused ? cuda_attention_fused_scratch_bytes(B, T, t.Cl, t.NHl)
                                    : cuda_attention_scratch_bytes(B, T, t.Cl, t.NHl);
     if (cudaMalloc(&d->attn_scratch, scratch) != cudaSuccess) {
         tprt_cuda_fail("attention scratch");

@@ -110,7 +110,7 @@ int cuda_attention_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const tprt_b
  * (the cuBLAS path above, kept for comparison). */
 int cuda_attention_fused_supported(int Cl, int NH);
 int cuda_attention_use_fused(int Cl, int NH);
-size_t cuda_attention_fused_scratch_bytes(int B, int T, int NH);
+size_t cuda_attention_fused_scratch_bytes(int B, int T, int Cl, int NH);
 int cuda_attention_fused_forward(tprt_bf16 *out, float *lse, const tprt_bf16 *qkv, int B, int T, int Cl, int NH);
 int cuda_attention_fused_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const tprt_bf16 *qkv, const tprt_bf16 *out,
                                   const float *lse, void *scratch, int B, int T, int Cl, int NH);

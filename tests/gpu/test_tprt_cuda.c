@@ -158,7 +158,7 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
         }
     void *dqkv = dev_bf(qkv, nq), *dout = dev_bf(NULL, no), *scratch;
     float *dlse = dev_f(NULL, nl);
-    cudaMalloc(&scratch, cuda_attention_fused_scratch_bytes(B, T, NH));
+    cudaMalloc(&scratch, cuda_attention_fused_scratch_bytes(B, T, Cl, NH));
     for (int f = 0; f < 2; f++) {
         if (fwd_rows[f]) setenv("TPRT_ATTENTION_FWD_ROWS", fwd_rows[f], 1);
         else unsetenv("TPRT_ATTENTION_FWD_ROWS");
