@@ -6,8 +6,10 @@
  * each two) after 5 warm-ups, printed in milliseconds and in TFLOP/s of the
  * causal products (forward 4*B*NH*T*T*hs/2 FLOPs, backward 2.5 times that).
  * The forward is also timed with 64-query blocks (TPRT_ATTENTION_FWD_ROWS=64)
- * where that variable is unset.  Then each backward kernel of
- * TPRT_ATTENTION_BWD (k64, the default; k128) with its ratio to the default.
+ * where that variable is unset.  Then each backward variant
+ * (TPRT_ATTENTION_BWD=k64, the default; k128; TPRT_ATTENTION_BWD_BLOCKS=2,
+ * the registers the kernel asks for; TPRT_ATTENTION_GROUP=100000, every
+ * head's heaviest key tile first) with its ratio to the default.
  * The backward accumulates into dqkv, so its runs add up; the figures are
  * times only.  Not a test: it prints figures.
  * Usage: tprt_attention_bench [B ...]   (default 8 128) */
@@ -90,33 +92,36 @@ static void row(const char *name, double fused, double gemm, double flops) {
         printf(" | gemm: skip\n");
 }
 
-/* every backward kernel (TPRT_ATTENTION_BWD, set for each and then put back as it was): its ms, TFLOP/s,
- * the fused forward + it, and the default's (k64) time over its own (above 1: faster than the default) */
+/* every backward variant (each variable set for its run, then put back as it was): its ms, TFLOP/s, the
+ * fused forward + it, and the default's time over its own (above 1: faster than the default) */
+static const char *const bwd_variants[][2] = {
+    {"TPRT_ATTENTION_BWD", "k64"}, {"TPRT_ATTENTION_BWD", "k128"}, {"TPRT_ATTENTION_BWD_BLOCKS", "2"},
+    {"TPRT_ATTENTION_GROUP", "100000"}};
 static int bench_bwd_modes(double ff, double bwd_flops) {
-    static const char *const modes[] = {"k64", "k128"};
-    const char *env = getenv("TPRT_ATTENTION_BWD");
-    char *keep = env ? strdup(env) : NULL;
     double base = -1.0;
     int rc = 0;
-    for (int m = 0; m < (int)(sizeof modes / sizeof modes[0]); m++) {
-        setenv("TPRT_ATTENTION_BWD", modes[m], 1);
+    for (int m = 0; m < (int)(sizeof bwd_variants / sizeof bwd_variants[0]); m++) {
+        const char *var = bwd_variants[m][0], *env = getenv(var);
+        char *keep = env ? strdup(env) : NULL, label[48];
+        setenv(var, bwd_variants[m][1], 1);
         double t = median_ms(fused_bwd);
+        if (keep)
+            setenv(var, keep, 1), free(keep);
+        else
+            unsetenv(var);
         if (t < 0) {
             rc = -1;
             continue;
         }
         if (m == 0) base = t;
-        printf("B=%-4d backward  TPRT_ATTENTION_BWD=%-5s %8.3f ms %6.1f TFLOP/s | fwd+bwd %8.3f ms", B, modes[m], t,
-               bwd_flops / t * 1e-9, ff + t);
+        snprintf(label, sizeof label, "%s=%s", var, bwd_variants[m][1]);
+        printf("B=%-4d backward  %-32s %8.3f ms %6.1f TFLOP/s | fwd+bwd %8.3f ms", B, label, t, bwd_flops / t * 1e-9,
+               ff + t);
         if (base > 0)
-            printf(" | k64/that %5.2fx\n", base / t);
+            printf(" | default/that %5.2fx\n", base / t);
         else
             printf("\n");
     }
-    if (keep)
-        setenv("TPRT_ATTENTION_BWD", keep, 1), free(keep);
-    else
-        unsetenv("TPRT_ATTENTION_BWD");
     return rc;
 }
 

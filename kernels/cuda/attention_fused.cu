@@ -64,16 +64,20 @@ __device__ __forceinline__ void softmax_step(float s[8][4], float o[NO][4], floa
     }
 }
 
-/* Forward: one block per (b*NH + h, block of 64*MT queries), grid y runs the heaviest (last) blocks first;
+/* Forward: one block per (b*NH + h, block of 64*MT queries) in block_work's order, the heaviest (last)
+ * query block of each head first;
  * each warp takes MT m-tiles of 16 rows, so that each K and V fragment feeds MT products.  Shared: two
  * stages of [K tile, V tile]; Q passes through the second stage before the key tiles start. */
 template <int HS, int MT>
 __global__ void __launch_bounds__(FA_THREADS)
-    fa_fwd_k(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, float sl2) {
+    fa_fwd_k(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, int BH, int group, float sl2) {
     constexpr int LD = HS + 8, KS = HS / 16, NO = HS / 8, TL = FA_TILE * LD, BM = FA_TILE * MT, WR = 16 * MT;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sm = reinterpret_cast<bf16 *>(fa_smem); /* stage j: K at sm + 2j*TL, V at sm + (2j+1)*TL */
-    const int qb = gridDim.y - 1 - blockIdx.y, bh = blockIdx.x, b = bh / NH, h = bh % NH;
+    const int nqb = (T + BM - 1) / BM;
+    int rank, bh;
+    block_work(nqb, BH, group, &rank, &bh);
+    const int qb = nqb - 1 - rank, b = bh / NH, h = bh % NH;
     const int Cl = NH * HS, C3 = 3 * Cl, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3;
     const int w0 = qb * BM + warp * WR; /* this warp's first query row */
     const int nk = min((T + FA_TILE - 1) / FA_TILE, (qb * BM + BM - 1) / FA_TILE + 1);
@@ -194,21 +198,26 @@ __global__ void fa_bwd_dot_k(float *D, float *dq, const bf16 *out, const bf16 *d
     if (ok && !sub) D[r] = s;
 }
 
-/* The backward of one key tile: one block per (b*NH + h, key tile), the heaviest (first) first; walks the
+/* The backward of one key tile: one block per (b*NH + h, key tile) in block_work's order, the heaviest
+ * (first) tile of each head first; walks the
  * query tiles from the diagonal, the next one loading while this one is computed.  Per warp the
  * transposed products S^T = K Q^T, dP^T = V dO^T (16 keys x 64 queries) give dv += P^T dO and
  * dk += dS^T Q in registers; dS^T goes through shared memory so that each warp then takes 16 query rows
  * of dS K and adds them (fp32, atomically) to the dq partial sums.
- * Shared: K, V; Q, dO two buffers each; dS^T (64 x 72); logsumexp and D, two buffers. */
-template <int HS>
-__global__ void __launch_bounds__(FA_THREADS)
+ * Shared: K, V; Q, dO two buffers each; dS^T (64 x 72); logsumexp and D, two buffers.  MINB: the blocks
+ * an SM is to hold (3 bounds the registers to 168 at the cost of a few spills; see bwd_launch). */
+template <int HS, int MINB>
+__global__ void __launch_bounds__(FA_THREADS, MINB)
     fa_bwd_k(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, int T, int NH,
-             float sl2, float scale) {
+             int BH, int group, float sl2, float scale) {
     constexpr int LD = HS + 8, NO = HS / 8, TL = FA_TILE * LD, LS = FA_TILE + 8;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sK = reinterpret_cast<bf16 *>(fa_smem), *sV = sK + TL, *sQ = sV + TL, *sO = sQ + 2 * TL, *sS = sO + 2 * TL;
     float *sL = reinterpret_cast<float *>(sS + FA_TILE * LS), *sD = sL + 2 * FA_TILE;
-    const int kb = blockIdx.y, nqb = gridDim.y, bh = blockIdx.x, b = bh / NH, h = bh % NH;
+    const int nqb = (T + FA_TILE - 1) / FA_TILE;
+    int kb, bh;
+    block_work(nqb, BH, group, &kb, &bh);
+    const int b = bh / NH, h = bh % NH;
     const int Cl = NH * HS, C3 = 3 * Cl, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3;
     const int k0 = kb * FA_TILE + warp * 16 + (lane >> 2); /* this thread's key rows: k0, k0 + 8 */
     const bf16 *base = qkv + (size_t)b * T * C3 + h * HS, *dbase = dout + (size_t)b * T * Cl + h * HS;
@@ -278,8 +287,9 @@ template <int HS, int MT> int fwd_launch_mt(bf16 *out, float *lse, const bf16 *q
     constexpr int BM = FA_TILE * MT;
     size_t sm = (size_t)4 * FA_TILE * (HS + 8) * sizeof(bf16); /* K, V: two stages */
     if (smem_opt_in(fa_fwd_k<HS, MT>, sm)) return -1;
-    dim3 grid((unsigned)(B * NH), (unsigned)((T + BM - 1) / BM)); /* heads by x, query blocks by y */
-    fa_fwd_k<HS, MT><<<grid, FA_THREADS, sm>>>(out, lse, qkv, T, NH, sl2);
+    const int BH = B * NH;
+    /* one group of every head: each head's heaviest block first (grouping measured slower here) */
+    fa_fwd_k<HS, MT><<<(unsigned)(BH * ((T + BM - 1) / BM)), FA_THREADS, sm>>>(out, lse, qkv, T, NH, BH, BH, sl2);
     return launch_ok();
 }
 /* two m-tiles a warp (blocks of 128 queries) up to head size 64, unless TPRT_ATTENTION_FWD_ROWS=64 */
@@ -294,6 +304,21 @@ static int bwd_mode(void) {
     const char *e = getenv("TPRT_ATTENTION_BWD");
     return e && !strcmp(e, "k128");
 }
+/* fa_bwd_k's blocks per SM up to head size 64: 3 (168 registers), or with TPRT_ATTENTION_BWD_BLOCKS=2 the
+ * registers it asks for (239 at head size 64: two blocks); above 64 always the latter */
+static int bwd_blocks(void) {
+    const char *e = getenv("TPRT_ATTENTION_BWD_BLOCKS");
+    return e && !strcmp(e, "2") ? 2 : 3;
+}
+template <int HS, int MINB>
+int bwd_k_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, int B,
+                 int T, int NH, float sl2, float scale, size_t sm) {
+    if (smem_opt_in(fa_bwd_k<HS, MINB>, sm)) return -1;
+    const int BH = B * NH;
+    fa_bwd_k<HS, MINB><<<(unsigned)(BH * ((T + FA_TILE - 1) / FA_TILE)), FA_THREADS, sm>>>(
+        dqkv, dq, qkv, dout, lse, D, T, NH, BH, launch_group(BH), sl2, scale);
+    return 0;
+}
 template <int HS>
 int bwd_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, int B, int T,
                int NH, float sl2, float scale) {
@@ -301,10 +326,10 @@ int bwd_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const f
     size_t n8 = (size_t)B * T * NH * HS / 8;
     if (bwd_mode() == 1) {
         if (fa_bwd128_launch(HS, dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale)) return -1;
+    } else if (HS <= 64 && bwd_blocks() == 3) {
+        if (bwd_k_launch<HS, 3>(dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, sm)) return -1;
     } else {
-        if (smem_opt_in(fa_bwd_k<HS>, sm)) return -1;
-        dim3 grid((unsigned)(B * NH), (unsigned)((T + FA_TILE - 1) / FA_TILE)); /* heads by x, tiles by y */
-        fa_bwd_k<HS><<<grid, FA_THREADS, sm>>>(dqkv, dq, qkv, dout, lse, D, T, NH, sl2, scale);
+        if (bwd_k_launch<HS, 1>(dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, sm)) return -1;
     }
     fa_bwd_dq_add_k<<<grid_for(n8, 256), 256>>>(dqkv, dq, n8, NH * HS, scale);
     return launch_ok();

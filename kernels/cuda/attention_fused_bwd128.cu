@@ -17,18 +17,20 @@ namespace {
 constexpr int KB = 2 * FA_TILE, NT = 2 * FA_THREADS; /* keys a block, threads a block */
 
 /* Shared: K, V (128 rows); Q, dO two buffers each (64 rows); dS^T (128 x 72); logsumexp and D, two buffers.
- * Grid: x heads, y blocks of 128 keys, the first (heaviest: the most query tiles) first. */
+ * One block per (head, block of 128 keys) in block_work's order, the first (heaviest: the most query
+ * tiles) of each head first. */
 template <int HS>
 __global__ void __launch_bounds__(NT)
     fa_bwd128_k(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, int T,
-                int NH, float sl2, float scale) {
+                int NH, int BH, int group, float sl2, float scale) {
     constexpr int LD = HS + 8, KS = HS / 16, NO = HS / 8, TL = FA_TILE * LD, LS = FA_TILE + 8;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sK = reinterpret_cast<bf16 *>(fa_smem), *sV = sK + 2 * TL, *sQ = sV + 2 * TL, *sO = sQ + 2 * TL;
     bf16 *sS = sO + 2 * TL;
     float *sL = reinterpret_cast<float *>(sS + KB * LS), *sD = sL + 2 * FA_TILE;
-    const int kb = blockIdx.y, nqb = (T + FA_TILE - 1) / FA_TILE, qb0 = 2 * kb, bh = blockIdx.x, b = bh / NH,
-              h = bh % NH;
+    int kb, bh;
+    block_work((T + KB - 1) / KB, BH, group, &kb, &bh);
+    const int nqb = (T + FA_TILE - 1) / FA_TILE, qb0 = 2 * kb, b = bh / NH, h = bh % NH;
     const int Cl = NH * HS, C3 = 3 * Cl, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3;
     const int wk = kb * KB + warp * 16, k0 = wk + (lane >> 2); /* this thread's key rows: k0, k0 + 8 */
     const bf16 *base = qkv + (size_t)b * T * C3 + h * HS, *dbase = dout + (size_t)b * T * Cl + h * HS;
@@ -94,8 +96,9 @@ int launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float
     if (sm > 48 * 1024 &&
         cudaFuncSetAttribute(fa_bwd128_k<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) != cudaSuccess)
         return -1;
-    dim3 grid((unsigned)(B * NH), (unsigned)((T + KB - 1) / KB)); /* heads by x, key blocks by y */
-    fa_bwd128_k<HS><<<grid, NT, sm>>>(dqkv, dq, qkv, dout, lse, D, T, NH, sl2, scale);
+    const int BH = B * NH;
+    fa_bwd128_k<HS><<<(unsigned)(BH * ((T + KB - 1) / KB)), NT, sm>>>(dqkv, dq, qkv, dout, lse, D, T, NH, BH,
+                                                                    launch_group(BH), sl2, scale);
     return launch_ok();
 }
 } // namespace

@@ -66,29 +66,29 @@ __global__ void bias_acc_k(float *dbias, const float *add, int n) {
     if (i < n) dbias[i] += add[i];
 }
 
-static int bias_grad_column(float *dbias, const bf16 *dout, int BT, int OC, int ld) {
+static int bias_grad_column(float *dbias, const bf16 *dout, int BT, int OC, int ld, cudaStream_t st) {
     int rows_per = 64;
     dim3 grid(grid_for((size_t)OC, 128), grid_for((size_t)BT, rows_per));
-    bias_bwd_k<<<grid, 128>>>(dbias, dout, BT, OC, ld, rows_per);
+    bias_bwd_k<<<grid, 128, 0, st>>>(dbias, dout, BT, OC, ld, rows_per);
     return launch_ok();
 }
 
 static bool bias_grad_tile_fits(const bf16 *dout, int OC, int ld) { return OC % 8 == 0 && ld % 8 == 0 && aligned16(dout); }
 
 /* About eight blocks per SM in all, each over at least 64 rows (a multiple of 32). */
-static int bias_grad_tile(float *dbias, const bf16 *dout, int BT, int OC, int ld) {
+static int bias_grad_tile(float *dbias, const bf16 *dout, int BT, int OC, int ld, cudaStream_t st) {
     unsigned cols = grid_for((size_t)OC, BG_COLS);
     long chunks = (long)sm_count() * 8 / (long)cols;
     if (chunks < 1) chunks = 1;
     long rows_per = ((long)BT + chunks - 1) / chunks;
     rows_per = rows_per < 64 ? 64 : (rows_per + 31) / 32 * 32;
     dim3 grid(cols, grid_for((size_t)BT, (int)rows_per)), block(32, BG_LANES);
-    bias_bwd_tile_k<<<grid, block>>>(dbias, dout, BT, OC, ld, (int)rows_per);
+    bias_bwd_tile_k<<<grid, block, 0, st>>>(dbias, dout, BT, OC, ld, (int)rows_per);
     return launch_ok();
 }
 
-static int bias_grad_acc(float *dbias, const float *add, int n) {
-    bias_acc_k<<<grid_for((size_t)n, 256), 256>>>(dbias, add, n);
+static int bias_grad_acc(float *dbias, const float *add, int n, cudaStream_t st) {
+    bias_acc_k<<<grid_for((size_t)n, 256), 256, 0, st>>>(dbias, add, n);
     return launch_ok();
 }
 #endif

@@ -6,8 +6,15 @@
  * input grads of the column-parallel layers all-reduced, cross-entropy in
  * its three steps with the row max (MAX) and the sums (SUM) all-reduced in
  * fp32.  At TP=1 no collective runs and the calls are the TP=1 backend's.
- * The residual gradient lives in one buffer (its backward is the identity). */
+ * The residual gradient lives in one buffer (its backward is the identity).
+ * At TP>1 (or with TPRT_WGRAD_STREAM=1) the backward's weight and bias
+ * grads run on the weight-grad stream (wgrad_stream.c) beside the input
+ * grads, their all-reduces and the attention of the layers below; the
+ * compute stream waits for one by its ticket before it overwrites what that
+ * weight grad reads, and for all of them before the token embedding's grad
+ * (shared with the LM head's). */
 #include "gpt2_cuda_impl.h"
+#include "wgrad_stream.h"
 
 void tprt_cuda_zero_grad(tprt_cuda_model *d) {
     for (int i = 0; i < d->m->n_params; i++) {
@@ -122,7 +129,7 @@ int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets,
     return 0;
 }
 
-int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
+static int backward_pass(tprt_cuda_model *d, tprt_comm *comm) {
     gpt2_model *m = d->m;
     tp_dims t = tp_dims_of(m);
     int B = d->B, T = d->T, BT = B * T, C = t.C, Cl = t.Cl, Hl = t.Hl, L = m->cfg.n_layer;
@@ -148,19 +155,25 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
     TRY(cuda_layernorm_backward(d->dres, PG(m->n_params - 2), PG(m->n_params - 1), d->dln, res_last,
                                 PW(m->n_params - 2), d->lnfm, d->lnfr, BT, C),
         "ln_f backward");
+    /* tickets of the weight grads still reading dfch (c_fc's) and dqkv (c_attn's) of the layer above */
+    long t_fc = 0, t_qkv = 0;
     for (int l = L - 1; l >= 0; l--) {
         layer_acts *a = &d->la[l];
         tprt_bf16 *res = l ? d->la[l - 1].res3 : d->enc;
         /* d->dres holds d(res3) = d(fcp); the ln_2 path adds into it: d(res2) */
         tprt_mark(d, K_MATMUL); /* the GELU's backward in this product's epilogue: dfch = (dres W) * gelu'(fch) */
+        TRY(cuda_wgrad_wait(t_fc), "weight-grad stream");
         TRY(cuda_matmul_backward_set(d->dfch, a->fch, LG(l, P_FCPW), LG(l, P_FCPB), d->dres, a->fcg, LW(l, P_FCPW), BT,
                                      Hl, C, C),
             "mlp.c_proj + gelu backward");
+        long t_fcp = cuda_wgrad_last(); /* reads dres */
         TRY(cuda_matmul_backward_set(d->dln, NULL, LG(l, P_FCW), LG(l, P_FCB), d->dfch, a->ln2, LW(l, P_FCW), BT, C, Hl,
                                      Hl),
             "c_fc backward");
+        t_fc = cuda_wgrad_last();
         PASS(sum_input_grad(d, d->dln, BTC, comm, "c_fc backward"));
         tprt_mark(d, K_LAYERNORM);
+        TRY(cuda_wgrad_wait(t_fcp), "weight-grad stream");
         TRY(cuda_layernorm_backward(d->dres, LG(l, P_LN2W), LG(l, P_LN2B), d->dln, a->res2, LW(l, P_LN2W), a->ln2m,
                                     a->ln2r, BT, C),
             "ln_2 backward");
@@ -168,7 +181,9 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
         TRY(cuda_matmul_backward_set(d->datty, NULL, LG(l, P_ATTPW), LG(l, P_ATTPB), d->dres, a->atty, LW(l, P_ATTPW),
                                      BT, Cl, C, C),
             "attn.c_proj backward");
+        long t_attp = cuda_wgrad_last(); /* reads dres */
         tprt_mark(d, K_OTHER);
+        TRY(cuda_wgrad_wait(t_qkv), "weight-grad stream");
         cudaMemsetAsync(d->dqkv, 0, (size_t)BT * 3 * Cl * bf, 0); /* the attention backward adds into it */
         tprt_mark(d, K_ATTENTION);
         if (d->attn_fused)
@@ -182,17 +197,29 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
         TRY(cuda_matmul_backward_set(d->dln, NULL, LG(l, P_QKVW), LG(l, P_QKVB), d->dqkv, a->ln1, LW(l, P_QKVW), BT, C,
                                      3 * Cl, 3 * Cl),
             "c_attn backward");
+        t_qkv = cuda_wgrad_last();
         PASS(sum_input_grad(d, d->dln, BTC, comm, "c_attn backward"));
         tprt_mark(d, K_LAYERNORM);
+        TRY(cuda_wgrad_wait(t_attp), "weight-grad stream");
         TRY(cuda_layernorm_backward(d->dres, LG(l, P_LN1W), LG(l, P_LN1B), d->dln, res, LW(l, P_LN1W), a->ln1m, a->ln1r,
                                     BT, C),
             "ln_1 backward");
     }
     tprt_mark(d, K_ENCODER);
+    TRY(cuda_wgrad_join(), "weight-grad stream"); /* the LM head's weight grad adds into the token embedding's */
     TRY(cuda_pos_backward(PG(1), d->dres, B, T, C) || cuda_encoder_backward(PG(0), d->dres, d->tok, v0, vl, BT, C),
         "encoder backward");
     tprt_mark(d, K_OTHER);
     cuda_matmul_dbias_fresh(0);
     m->grads_ready = 1;
     return 0;
+}
+
+int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
+    /* by default at TP>1, where the input grads' all-reduces run beside the weight grads; at TP=1 on an
+     * H200 it measured 0.99-1.01x of one stream (docs/TPRT.md) */
+    cuda_wgrad_begin(d->m->tp_world > 1);
+    int rc = backward_pass(d, comm);
+    if (cuda_wgrad_join() && !rc) rc = tprt_cuda_fail("weight-grad stream"); /* also after a failed pass */
+    return rc;
 }

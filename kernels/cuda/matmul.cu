@@ -11,6 +11,7 @@
  * cuBLAS on the transposed matrices. */
 #include "bias_grad.cuh"
 #include "common.cuh"
+#include "wgrad_stream.h"
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@
 
 static cublasHandle_t g_blas;
 static cublasLtHandle_t g_lt;
-static void *g_lt_ws;
+static void *g_lt_ws, *g_lt_ws_side; /* the second: weight grads on the stream of wgrad_stream.c */
 static int g_lt_off; /* TPRT_MATMUL=cublas */
 static int g_tune = LT_TUNE_DEFAULT;
 static int g_bias_mode;   /* TPRT_BIAS_GRAD_EPILOGUE, _TILE or _COLUMN (env TPRT_BIAS_GRAD) */
@@ -74,6 +75,7 @@ typedef struct {
     cublasLtEpilogue_t epi;
     const void *A, *B, *bias;
     void *D, *aux;
+    cudaStream_t st; /* the compute stream (0), or the weight-grad stream */
 } gemm_call;
 
 /* Descriptors of one product shape; the pointers in them are set per call. */
@@ -109,8 +111,9 @@ extern "C" void cuda_blas_shutdown(void) {
     if (g_blas) cublasDestroy(g_blas);
     if (g_lt) cublasLtDestroy(g_lt);
     cudaFree(g_lt_ws);
+    cudaFree(g_lt_ws_side);
     cudaFree(g_bg_scratch);
-    g_blas = NULL, g_lt = NULL, g_lt_ws = NULL, g_bg_scratch = NULL, g_bg_scratch_n = 0;
+    g_blas = NULL, g_lt = NULL, g_lt_ws = NULL, g_lt_ws_side = NULL, g_bg_scratch = NULL, g_bg_scratch_n = 0;
 }
 
 static int align_of(const void *p) {
@@ -213,6 +216,7 @@ static int lt_pick(const gemm_call *c, const lt_descs *x, cublasLtMatmulPreferen
         D = scratch;
     }
     float best = -1.0f;
+    cudaDeviceSynchronize(); /* timed alone: no deferred weight grad runs beside the candidates */
     for (int i = 0; i < found; i++) {
         float ms = lt_time(c, x, &h[i].algo, D);
         if (ms >= 0.0f && (best < 0.0f || ms < best)) best = ms, *out = h[i].algo;
@@ -262,7 +266,7 @@ static int lt_gemm(const gemm_call *c) {
     if (!p || !p->ok || !lt_set_pointers(c, p->x.desc)) return 1;
     const float one = 1.0f;
     if (cublasLtMatmul(g_lt, p->x.desc, &one, c->A, p->x.a, c->B, p->x.b, &c->beta, c->D, p->x.d, c->D, p->x.d,
-                       &p->algo, g_lt_ws, LT_WORKSPACE_BYTES, 0) == CUBLAS_STATUS_SUCCESS)
+                       &p->algo, c->st ? g_lt_ws_side : g_lt_ws, LT_WORKSPACE_BYTES, c->st) == CUBLAS_STATUS_SUCCESS)
         return 0;
     p->ok = 0; /* refused at launch: this shape takes the plain path from now on */
     return 1;
@@ -271,9 +275,11 @@ static int lt_gemm(const gemm_call *c) {
 /* The same product through cublasGemmEx, without an epilogue. */
 static int plain_gemm(const gemm_call *c) {
     const float one = 1.0f;
+    if (c->st && cublasSetStream(g_blas, c->st) != CUBLAS_STATUS_SUCCESS) return -1;
     cublasStatus_t s = cublasGemmEx(g_blas, c->ta ? CUBLAS_OP_T : CUBLAS_OP_N, c->tb ? CUBLAS_OP_T : CUBLAS_OP_N, c->m,
                                     c->n, c->k, &one, c->A, CUDA_R_16BF, c->lda, c->B, CUDA_R_16BF, c->ldb, &c->beta,
                                     c->D, c->dt, c->ldd, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (c->st) cublasSetStream(g_blas, 0);
     return s == CUBLAS_STATUS_SUCCESS ? 0 : -1;
 }
 
@@ -290,12 +296,16 @@ extern "C" int cuda_bias_add(tprt_bf16 *out, const tprt_bf16 *bias, int BT, int 
     if (n) bias_add_k<<<grid_for(n, 256), 256>>>(BF(out), CBF(bias), BT, OC, ld);
     return launch_ok();
 }
-/* The standalone bias grad: the tile kernel where it fits (the column kernel in TPRT_BIAS_GRAD_COLUMN). */
-extern "C" int cuda_bias_backward(float *dbias, const tprt_bf16 *dout, int BT, int OC, int ld) {
+/* The standalone bias grad on stream st: the tile kernel where it fits (the column kernel in
+ * TPRT_BIAS_GRAD_COLUMN). */
+static int bias_backward_on(float *dbias, const tprt_bf16 *dout, int BT, int OC, int ld, cudaStream_t st) {
     if (BT <= 0 || OC <= 0) return 0;
     if (g_bias_mode != TPRT_BIAS_GRAD_COLUMN && bias_grad_tile_fits(CBF(dout), OC, ld))
-        return bias_grad_tile(dbias, CBF(dout), BT, OC, ld);
-    return bias_grad_column(dbias, CBF(dout), BT, OC, ld);
+        return bias_grad_tile(dbias, CBF(dout), BT, OC, ld, st);
+    return bias_grad_column(dbias, CBF(dout), BT, OC, ld, st);
+}
+extern "C" int cuda_bias_backward(float *dbias, const tprt_bf16 *dout, int BT, int OC, int ld) {
+    return bias_backward_on(dbias, dout, BT, OC, ld, 0);
 }
 
 extern "C" int cuda_bias_grad_mode(int mode) {
@@ -380,10 +390,10 @@ static int input_grad(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, const tprt_bf1
  * over BT: op(B)'s k) in the same GEMM's BGRADB epilogue when cuBLASLt takes it, written into dbias
  * when the caller said it holds zeros, else into a scratch then added; *bias_done says it ran. */
 static int weight_grad(float *dw, float *dbias, const tprt_bf16 *dout, const tprt_bf16 *inp, int BT, int IC, int OC,
-                       int ld, int *bias_done) {
+                       int ld, int *bias_done, cudaStream_t st) {
     gemm_call c;
     memset(&c, 0, sizeof c);
-    c.tb = true, c.m = IC, c.n = OC, c.k = BT, c.A = inp, c.lda = IC, c.B = dout, c.ldb = ld, c.D = dw,
+    c.st = st, c.tb = true, c.m = IC, c.n = OC, c.k = BT, c.A = inp, c.lda = IC, c.B = dout, c.ldb = ld, c.D = dw,
     c.dt = CUDA_R_32F;
     c.ldd = IC, c.beta = 1.0f, c.epi = CUBLASLT_EPILOGUE_DEFAULT;
     *bias_done = 0;
@@ -395,7 +405,7 @@ static int weight_grad(float *dw, float *dbias, const tprt_bf16 *dout, const tpr
         e.epi = CUBLASLT_EPILOGUE_BGRADB, e.bias = dst;
         if (!lt_gemm(&e)) {
             g_bg_fused++, *bias_done = 1;
-            return dst == dbias ? 0 : bias_grad_acc(dbias, dst, OC);
+            return dst == dbias ? 0 : bias_grad_acc(dbias, dst, OC, st);
         }
         g_bg_refused++;
     }
@@ -403,16 +413,35 @@ static int weight_grad(float *dw, float *dbias, const tprt_bf16 *dout, const tpr
     return rc <= 0 ? rc : plain_gemm(&c);
 }
 
+/* The stream for this call's weight and bias grads: the weight-grad stream while the backward
+ * defers them (wgrad_stream.c) and its workspace can be had, else the compute stream (0). */
+static cudaStream_t weight_grad_stream(void) {
+    if (!cuda_wgrad_deferring()) return 0;
+    if (!g_lt_off && !g_lt_ws_side && cudaMalloc(&g_lt_ws_side, LT_WORKSPACE_BYTES) != cudaSuccess) {
+        cudaGetLastError();
+        g_lt_ws_side = NULL;
+        return 0;
+    }
+    return cuda_wgrad_open();
+}
+
 /* The backward products: the input grad added into dinp (beta 1) or
  * written over it (beta 0, GELU's gradient fused when pre_gelu is given),
- * the weight and bias grads always added. */
+ * the weight and bias grads always added, on the weight-grad stream when
+ * the backward defers them (their inputs marked ready before the input
+ * grad is issued, so the two products may run side by side). */
 static int backward(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, float beta, float *dw, float *dbias,
                     const tprt_bf16 *dout, const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC, int ld) {
     int bias_done = 0;
     if (cuda_blas_init()) return -1;
+    cudaStream_t st = dw || dbias ? weight_grad_stream() : 0;
+    int rc = 0;
+    if (dw) rc = weight_grad(dw, dbias, dout, inp, BT, IC, OC, ld, &bias_done, st);
+    if (!rc && dbias && !bias_done) rc = bias_backward_on(dbias, dout, BT, OC, ld, st);
+    if (cuda_wgrad_close()) rc = -1;
+    if (rc) return -1;
     if (dinp && input_grad(dinp, pre_gelu, dout, w, BT, IC, OC, ld, beta)) return -1;
-    if (dw && weight_grad(dw, dbias, dout, inp, BT, IC, OC, ld, &bias_done)) return -1;
-    return dbias && !bias_done ? cuda_bias_backward(dbias, dout, BT, OC, ld) : launch_ok();
+    return launch_ok();
 }
 
 extern "C" int cuda_matmul_backward(tprt_bf16 *dinp, float *dw, float *dbias, const tprt_bf16 *dout,

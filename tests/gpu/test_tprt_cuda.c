@@ -133,10 +133,13 @@ static void check_dqkv(const char *tag, const float *hg, const float *g, int B, 
 
 /* The fused attention at B x T x NH heads of size hs, in each forward block shape (TPRT_ATTENTION_FWD_ROWS:
  * 64 queries, then the default, 128 up to head size 64): out and lse (against the CPU scores' logsumexp,
- * in double); then from the default forward each backward kernel (TPRT_ATTENTION_BWD: the default, 64 keys
- * a block, and k128): dqkv, added (+=) into random grads, against the CPU backward. */
+ * in double); then from the default forward each backward kernel (the default: 64 keys a block, three
+ * blocks an SM, heads in groups of 16; TPRT_ATTENTION_BWD=k128; TPRT_ATTENTION_BWD_BLOCKS=2; and one head
+ * a group, TPRT_ATTENTION_GROUP=1): dqkv, added (+=) into random grads, against the CPU backward. */
 static void test_attention_fused(int B, int T, int NH, int hs) {
-    static const char *const fwd_rows[] = {"64", NULL}, *const bwd_kernels[] = {NULL, "k128"};
+    static const char *const fwd_rows[] = {"64", NULL};
+    static const char *const bwd_env[][2] = {
+        {NULL, NULL}, {"TPRT_ATTENTION_BWD", "k128"}, {"TPRT_ATTENTION_BWD_BLOCKS", "2"}, {"TPRT_ATTENTION_GROUP", "1"}};
     int Cl = NH * hs, C3 = 3 * Cl;
     size_t nq = (size_t)B * T * C3, no = (size_t)B * T * Cl, na = (size_t)B * NH * T * T, nl = (size_t)B * NH * T;
     char name[112], tag[32];
@@ -175,18 +178,19 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
     memcpy(g, g0, nq * 4);
     attention_backward(g, dy, qkv, att, B, T, Cl, NH);
     void *ddy = dev_bf(dy, no);
-    for (int k = 0; k < 2; k++) {
-        if (bwd_kernels[k]) setenv("TPRT_ATTENTION_BWD", bwd_kernels[k], 1);
-        else unsetenv("TPRT_ATTENTION_BWD");
-        snprintf(tag, sizeof tag, "%s%s", bwd_kernels[k] ? bwd_kernels[k] : "", bwd_kernels[k] ? " " : "");
+    for (int k = 0; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++) {
+        if (bwd_env[k][0]) setenv(bwd_env[k][0], bwd_env[k][1], 1);
+        snprintf(tag, sizeof tag, "%s%s%s", bwd_env[k][0] ? bwd_env[k][0] + 15 : "", bwd_env[k][0] ? "=" : "",
+                 bwd_env[k][0] ? bwd_env[k][1] : "");
+        if (bwd_env[k][0]) strcat(tag, " ");
         void *dg = dev_bf(g0, nq);
         sync_or_die("fused attention backward",
                     cuda_attention_fused_backward(dg, ddy, dqkv, dout, dlse, scratch, B, T, Cl, NH));
         float *hg = host_bf(dg, nq);
         check_dqkv(tag, hg, g, B, T, NH, hs);
         cudaFree(dg), free(hg);
+        if (bwd_env[k][0]) unsetenv(bwd_env[k][0]);
     }
-    unsetenv("TPRT_ATTENTION_BWD");
     cudaFree(dqkv), cudaFree(dout), cudaFree(dlse), cudaFree(scratch), cudaFree(ddy);
     free(qkv), free(out), free(att), free(lse), free(sc), free(dy), free(g0), free(g);
 }
