@@ -31,6 +31,8 @@
 #      TPRT_BENCH_SKIP="tprt eager compile llmc llmc-cudnn" (systems to leave out),
 #      PYTHON (python3), TPRT_BENCH_TORCH_ARGS (more torch_gpt2.py flags; a check
 #      off the GPU: "--device cpu --tiny").
+#      TPRT_BENCH_COMMIT (the commit the header names, for a copied tree whose
+#      own git HEAD is not the one built).
 # exit: 1 when a row failed for another reason than memory, else 0.
 set -uo pipefail
 tprt="${1:?usage: bench_tprt.sh TPRT [STEPS]}"
@@ -196,7 +198,7 @@ main() {
   local t_start=$SECONDS
   have_llmc="" have_cudnn=""
   echo "bench_tprt: $(date -u +%Y-%m-%dT%H:%MZ), $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -n 1)," \
-       "tprt $(git -C "$here" rev-parse --short HEAD 2>/dev/null), GPT-2 124M, T=$seq, median of steps $((warmup + 1))-$steps"
+       "tprt ${TPRT_BENCH_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null)}, GPT-2 124M, T=$seq, median of steps $((warmup + 1))-$steps"
   llmc_usable llm.c "${LLMC_BIN:-}" "without cuDNN" && have_llmc=1
   llmc_usable llm.c-cudnn "${LLMC_CUDNN_BIN:-}" \
     "USE_CUDNN=1: $(cat "$(dirname "${LLMC_CUDNN_BIN:-.}")/CUDNN" 2>/dev/null || echo 'cuDNN of unknown version')" && have_cudnn=1
