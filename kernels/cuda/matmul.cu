@@ -425,22 +425,30 @@ static cudaStream_t weight_grad_stream(void) {
     return cuda_wgrad_open();
 }
 
+/* The weight and bias grads of one backward on stream st. */
+static int weight_and_bias_grads(float *dw, float *dbias, const tprt_bf16 *dout, const tprt_bf16 *inp, int BT, int IC,
+                                 int OC, int ld, cudaStream_t st) {
+    int bias_done = 0;
+    if (dw && weight_grad(dw, dbias, dout, inp, BT, IC, OC, ld, &bias_done, st)) return -1;
+    return dbias && !bias_done ? bias_backward_on(dbias, dout, BT, OC, ld, st) : 0;
+}
+
 /* The backward products: the input grad added into dinp (beta 1) or
  * written over it (beta 0, GELU's gradient fused when pre_gelu is given),
- * the weight and bias grads always added, on the weight-grad stream when
- * the backward defers them (their inputs marked ready before the input
- * grad is issued, so the two products may run side by side). */
+ * the weight and bias grads always added: after the input grad on the
+ * compute stream, or first issued on the weight-grad stream when the
+ * backward defers them (their inputs marked ready before the input grad
+ * is issued, so the two products may run side by side). */
 static int backward(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, float beta, float *dw, float *dbias,
                     const tprt_bf16 *dout, const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC, int ld) {
-    int bias_done = 0;
     if (cuda_blas_init()) return -1;
     cudaStream_t st = dw || dbias ? weight_grad_stream() : 0;
-    int rc = 0;
-    if (dw) rc = weight_grad(dw, dbias, dout, inp, BT, IC, OC, ld, &bias_done, st);
-    if (!rc && dbias && !bias_done) rc = bias_backward_on(dbias, dout, BT, OC, ld, st);
-    if (cuda_wgrad_close()) rc = -1;
-    if (rc) return -1;
+    if (st) {
+        int rc = weight_and_bias_grads(dw, dbias, dout, inp, BT, IC, OC, ld, st);
+        if (cuda_wgrad_close() || rc) return -1;
+    }
     if (dinp && input_grad(dinp, pre_gelu, dout, w, BT, IC, OC, ld, beta)) return -1;
+    if (!st && weight_and_bias_grads(dw, dbias, dout, inp, BT, IC, OC, ld, 0)) return -1;
     return launch_ok();
 }
 
