@@ -179,7 +179,7 @@ def test_library_frames_between_user_frames_are_folded(tmp_path):
 
 @pytest.mark.parametrize("argv,rank,suite", [
     (["python", "-X", "dev", "train.py", "--lr", "1"], 0, "tpaudit.train.rank0"),
-    (["/usr/bin/python3", "-u", "/work/x/finetune.py"], 3, "tpaudit.finetune.rank3"),
+    (["/usr/bin/python3", "-u", "/srv/jobs/finetune.py"], 3, "tpaudit.finetune.rank3"),
     (["/venv/bin/python3", "-m", "torch.distributed.run", "--nproc_per_node", "2", "t.py"], None,
      "tpaudit.torch.distributed.run"),
     (["/venv/bin/python", "/venv/bin/torchrun", "t.py"], None, "tpaudit.torchrun"),
