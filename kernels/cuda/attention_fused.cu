@@ -64,20 +64,17 @@ __device__ __forceinline__ void softmax_step(float s[8][4], float o[NO][4], floa
     }
 }
 
-/* Forward: one block per (b*NH + h, block of 64*MT queries) in block_work's order, the heaviest (last)
- * query block of each head first;
+/* Forward: one block per (b*NH + h, block of 64*MT queries), grid y runs the heaviest (last) blocks first
+ * (the backward's grouped order, block_work, measured slower here);
  * each warp takes MT m-tiles of 16 rows, so that each K and V fragment feeds MT products.  Shared: two
  * stages of [K tile, V tile]; Q passes through the second stage before the key tiles start. */
 template <int HS, int MT>
 __global__ void __launch_bounds__(FA_THREADS)
-    fa_fwd_k(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, int BH, int group, float sl2) {
+    fa_fwd_k(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, float sl2) {
     constexpr int LD = HS + 8, KS = HS / 16, NO = HS / 8, TL = FA_TILE * LD, BM = FA_TILE * MT, WR = 16 * MT;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sm = reinterpret_cast<bf16 *>(fa_smem); /* stage j: K at sm + 2j*TL, V at sm + (2j+1)*TL */
-    const int nqb = (T + BM - 1) / BM;
-    int rank, bh;
-    block_work(nqb, BH, group, &rank, &bh);
-    const int qb = nqb - 1 - rank, b = bh / NH, h = bh % NH;
+    const int qb = gridDim.y - 1 - blockIdx.y, bh = blockIdx.x, b = bh / NH, h = bh % NH;
     const int Cl = NH * HS, C3 = 3 * Cl, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3;
     const int w0 = qb * BM + warp * WR; /* this warp's first query row */
     const int nk = min((T + FA_TILE - 1) / FA_TILE, (qb * BM + BM - 1) / FA_TILE + 1);
@@ -287,9 +284,8 @@ template <int HS, int MT> int fwd_launch_mt(bf16 *out, float *lse, const bf16 *q
     constexpr int BM = FA_TILE * MT;
     size_t sm = (size_t)4 * FA_TILE * (HS + 8) * sizeof(bf16); /* K, V: two stages */
     if (smem_opt_in(fa_fwd_k<HS, MT>, sm)) return -1;
-    const int BH = B * NH;
-    /* one group of every head: each head's heaviest block first (grouping measured slower here) */
-    fa_fwd_k<HS, MT><<<(unsigned)(BH * ((T + BM - 1) / BM)), FA_THREADS, sm>>>(out, lse, qkv, T, NH, BH, BH, sl2);
+    dim3 grid((unsigned)(B * NH), (unsigned)((T + BM - 1) / BM)); /* heads by x, query blocks by y */
+    fa_fwd_k<HS, MT><<<grid, FA_THREADS, sm>>>(out, lse, qkv, T, NH, sl2);
     return launch_ok();
 }
 /* two m-tiles a warp (blocks of 128 queries) up to head size 64, unless TPRT_ATTENTION_FWD_ROWS=64 */

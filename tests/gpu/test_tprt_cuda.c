@@ -138,8 +138,11 @@ static void check_dqkv(const char *tag, const float *hg, const float *g, int B, 
  * a group, TPRT_ATTENTION_GROUP=1): dqkv, added (+=) into random grads, against the CPU backward. */
 static void test_attention_fused(int B, int T, int NH, int hs) {
     static const char *const fwd_rows[] = {"64", NULL};
-    static const char *const bwd_env[][2] = {
-        {NULL, NULL}, {"TPRT_ATTENTION_BWD", "k128"}, {"TPRT_ATTENTION_BWD_BLOCKS", "2"}, {"TPRT_ATTENTION_GROUP", "1"}};
+    static const char *const bwd_env[][3] = {/* variable, value, the checks' tag */
+                                             {NULL, NULL, ""},
+                                             {"TPRT_ATTENTION_BWD", "k128", "k128 "},
+                                             {"TPRT_ATTENTION_BWD_BLOCKS", "2", "BWD_BLOCKS=2 "},
+                                             {"TPRT_ATTENTION_GROUP", "1", "GROUP=1 "}};
     int Cl = NH * hs, C3 = 3 * Cl;
     size_t nq = (size_t)B * T * C3, no = (size_t)B * T * Cl, na = (size_t)B * NH * T * T, nl = (size_t)B * NH * T;
     char name[112], tag[32];
@@ -178,16 +181,14 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
     memcpy(g, g0, nq * 4);
     attention_backward(g, dy, qkv, att, B, T, Cl, NH);
     void *ddy = dev_bf(dy, no);
+    for (int k = 1; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++) unsetenv(bwd_env[k][0]); /* the default */
     for (int k = 0; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++) {
         if (bwd_env[k][0]) setenv(bwd_env[k][0], bwd_env[k][1], 1);
-        snprintf(tag, sizeof tag, "%s%s%s", bwd_env[k][0] ? bwd_env[k][0] + 15 : "", bwd_env[k][0] ? "=" : "",
-                 bwd_env[k][0] ? bwd_env[k][1] : "");
-        if (bwd_env[k][0]) strcat(tag, " ");
         void *dg = dev_bf(g0, nq);
         sync_or_die("fused attention backward",
                     cuda_attention_fused_backward(dg, ddy, dqkv, dout, dlse, scratch, B, T, Cl, NH));
         float *hg = host_bf(dg, nq);
-        check_dqkv(tag, hg, g, B, T, NH, hs);
+        check_dqkv(bwd_env[k][2], hg, g, B, T, NH, hs);
         cudaFree(dg), free(hg);
         if (bwd_env[k][0]) unsetenv(bwd_env[k][0]);
     }
