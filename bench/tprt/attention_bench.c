@@ -10,8 +10,9 @@
  * (TPRT_ATTENTION_BWD=k64, the default; k128; TPRT_ATTENTION_BWD_BLOCKS=2,
  * the registers the kernel asks for; TPRT_ATTENTION_GROUP=100000, every
  * head's heaviest key tile first) with its ratio to the default.
- * The backward accumulates into dqkv, so its runs add up; the figures are
- * times only.  Not a test: it prints figures.
+ * The fused backward writes dqkv, as the model calls it (the gemm path adds
+ * into it, so its runs add up); the figures are times only.  Not a test: it
+ * prints figures.
  * Usage: tprt_attention_bench [B ...]   (default 8 128) */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "tprt_cuda.h"
@@ -30,7 +31,7 @@ static void *qkv, *out, *dout, *dqkv, *fscratch, *att, *gscratch;
 static float *lse;
 
 static int fused_fwd(void) { return cuda_attention_fused_forward(out, lse, qkv, B, T, CL, NH); }
-static int fused_bwd(void) { return cuda_attention_fused_backward(dqkv, dout, qkv, out, lse, fscratch, B, T, CL, NH); }
+static int fused_bwd(void) { return cuda_attention_fused_backward(dqkv, dout, qkv, out, lse, fscratch, B, T, CL, NH, 0); }
 static int gemm_fwd(void) { return cuda_attention_forward(out, att, qkv, gscratch, B, T, CL, NH); }
 static int gemm_bwd(void) { return cuda_attention_backward(dqkv, dout, qkv, att, gscratch, B, T, CL, NH); }
 

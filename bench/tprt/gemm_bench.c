@@ -108,9 +108,9 @@ static void bias_row(const weight *w, double *saved) {
                                  TPRT_BIAS_GRAD_EPILOGUE};
     p.op = DW_BIAS;
     for (int v = 0; v < 4; v++) {
-        int was = cuda_bias_grad_mode(modes[v]), fresh = cuda_matmul_dbias_fresh(v == 3);
+        int was = cuda_bias_grad_mode(modes[v]), fresh = cuda_matmul_grads_fresh(v == 3);
         ms[v] = time_ms(&p);
-        cuda_matmul_dbias_fresh(fresh), cuda_bias_grad_mode(was);
+        cuda_matmul_grads_fresh(fresh), cuda_bias_grad_mode(was);
     }
     p.op = DBIAS;
     for (int v = 0; v < 2; v++) {

@@ -4,6 +4,7 @@
  * arithmetic as adamw.c, in fp32, every operation rounded on its own (no
  * fused multiply-add), so the per-tensor and multi-tensor kernels agree to
  * the bit and both match the CPU's order.
+ * The same table zeroes the grads before a backward (cuda_zero_multi).
  * Multi-tensor: one launch per TPRT_ADAMW_SLOTS_PER_LAUNCH tensors; the
  * table (pointers, sizes, the first block of each tensor) travels in the
  * kernel parameters and a block finds its tensor by binary search of the
@@ -16,6 +17,7 @@
 #define ADAMW_CHUNK   (4 * ADAMW_THREADS) /* elements of one update block */
 #define SUMSQ_UNROLL  4                   /* float4 loads in flight per thread */
 #define SUMSQ_CHUNK   65536               /* elements of one sumsq block (one atomic each) */
+#define ZERO_CHUNK    (16 * ADAMW_THREADS) /* elements of one zeroing block: four float4 stores a thread */
 
 /* acc += the block's sum of s */
 static __device__ void block_sum_add(float *acc, float s) {
@@ -191,6 +193,29 @@ extern "C" int cuda_sumsq_multi(float *acc, const tprt_adamw_slot *slots, int n_
         long long grid = fill_batch(&b, slots, n_slots, &next, SUMSQ_CHUNK, 0.0f);
         if (grid < 0) return -1;
         if (grid) sumsq_multi_k<<<(unsigned)grid, ADAMW_THREADS>>>(acc, b);
+        if (launch_ok()) return -1;
+    }
+    return 0;
+}
+/* a block zeroes its chunk of its slot's grad (the table's g, which only this kernel writes) */
+__global__ void __launch_bounds__(ADAMW_THREADS) zero_multi_k(const adamw_batch b) {
+    int s = batch_job(b, blockIdx.x);
+    float *g = const_cast<float *>(b.job[s].g);
+    size_t lo = (size_t)(blockIdx.x - b.start[s]) * ZERO_CHUNK, hi = lo + ZERO_CHUNK;
+    if (hi > b.job[s].n) hi = b.job[s].n;
+    if (b.job[s].vec) { /* lo and hi are multiples of 4 */
+        float4 *g4 = reinterpret_cast<float4 *>(g);
+        for (size_t i = lo / 4 + threadIdx.x; i < hi / 4; i += ADAMW_THREADS) g4[i] = make_float4(0, 0, 0, 0);
+    } else {
+        for (size_t i = lo + threadIdx.x; i < hi; i += ADAMW_THREADS) g[i] = 0.0f;
+    }
+}
+extern "C" int cuda_zero_multi(const tprt_adamw_slot *slots, int n_slots) {
+    adamw_batch b;
+    for (int next = 0; next < n_slots;) {
+        long long grid = fill_batch(&b, slots, n_slots, &next, ZERO_CHUNK, 0.0f);
+        if (grid < 0) return -1;
+        if (grid) zero_multi_k<<<(unsigned)grid, ADAMW_THREADS>>>(b);
         if (launch_ok()) return -1;
     }
     return 0;

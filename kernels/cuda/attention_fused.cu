@@ -6,7 +6,7 @@
  * key tile (64 keys; 128, 8 warps, with TPRT_ATTENTION_BWD=k128: the kernel
  * of attention_fused_bwd128.cu) walks its query tiles: dk, dv in registers, dq as fp32 partial
  * sums added atomically into the scratch, which a last pass scales into
- * dqkv.  Tiles stream into shared memory with cp.async, double buffered
+ * dqkv.  dqkv is written (=), or added into (+=) when the caller asks.  Tiles stream into shared memory with cp.async, double buffered
  * (the next key or query tile loads while the current one is computed).
  * bf16 operands on the tensor cores (mma.sync m16n8k16, operands through
  * ldmatrix), fp32 accumulation and softmax; P and dS are rounded to bf16
@@ -16,8 +16,8 @@
  * key tiles above the diagonal are never visited, the diagonal (and the
  * tile holding T) is masked.  Head sizes: multiples of 16 up to 128.
  * q, k, v are read in place from qkv (B, T, 3*Cl) = [q|k|v], head h at
- * columns h*hs; dqkv is accumulated (+=) in that layout, out written as
- * (B, T, Cl). */
+ * columns h*hs; dqkv is written or accumulated in that layout, out written
+ * as (B, T, Cl). */
 #include "attention_fused.cuh"
 #include <stdlib.h>
 #include <string.h>
@@ -205,8 +205,8 @@ __global__ void fa_bwd_dot_k(float *D, float *dq, const bf16 *out, const bf16 *d
  * an SM is to hold (3 bounds the registers to 168 at the cost of a few spills; see bwd_launch). */
 template <int HS, int MINB>
 __global__ void __launch_bounds__(FA_THREADS, MINB)
-    fa_bwd_k(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, int T, int NH,
-             int BH, int group, float sl2, float scale) {
+    fa_bwd_k(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc, int T,
+             int NH, int BH, int group, float sl2, float scale) {
     constexpr int LD = HS + 8, NO = HS / 8, TL = FA_TILE * LD, LS = FA_TILE + 8;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sK = reinterpret_cast<bf16 *>(fa_smem), *sV = sK + TL, *sQ = sV + TL, *sO = sQ + 2 * TL, *sS = sO + 2 * TL;
@@ -258,18 +258,18 @@ __global__ void __launch_bounds__(FA_THREADS, MINB)
             }
         }
     }
-    store_dk_dv<NO>(dqkv + ((size_t)b * T + k0) * C3 + Cl + h * HS + 2 * t4, dk, dv, k0, T, C3, Cl, scale);
+    store_dk_dv<NO>(dqkv + ((size_t)b * T + k0) * C3 + Cl + h * HS + 2 * t4, dk, dv, k0, T, C3, Cl, scale, acc);
 }
 
-/* dqkv's q part += scale * the dq partial sums, eight elements a thread */
-__global__ void fa_bwd_dq_add_k(bf16 *dqkv, const float *dq, size_t n8, int Cl, float scale) {
+/* dqkv's q part = scale * the dq partial sums, or += with acc, eight elements a thread */
+__global__ void fa_bwd_dq_add_k(bf16 *dqkv, const float *dq, size_t n8, int Cl, float scale, bool acc) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n8) return;
     size_t e = i * 8, row = e / (size_t)Cl, col = e % (size_t)Cl;
     bf16 *g = dqkv + row * 3 * (size_t)Cl + col;
     float4 x = reinterpret_cast<const float4 *>(dq + e)[0], y = reinterpret_cast<const float4 *>(dq + e)[1];
-    float f[8];
-    unpack8(ld_vec8(g), f);
+    float f[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    if (acc) unpack8(ld_vec8(g), f);
     f[0] += scale * x.x, f[1] += scale * x.y, f[2] += scale * x.z, f[3] += scale * x.w;
     f[4] += scale * y.x, f[5] += scale * y.y, f[6] += scale * y.z, f[7] += scale * y.w;
     st_vec8(g, pack8(f));
@@ -307,27 +307,27 @@ static int bwd_blocks(void) {
     return e && !strcmp(e, "2") ? 2 : 3;
 }
 template <int HS, int MINB>
-int bwd_k_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, int B,
-                 int T, int NH, float sl2, float scale, size_t sm) {
+int bwd_k_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc,
+                 int B, int T, int NH, float sl2, float scale, size_t sm) {
     if (smem_opt_in(fa_bwd_k<HS, MINB>, sm)) return -1;
     const int BH = B * NH;
     fa_bwd_k<HS, MINB><<<(unsigned)(BH * ((T + FA_TILE - 1) / FA_TILE)), FA_THREADS, sm>>>(
-        dqkv, dq, qkv, dout, lse, D, T, NH, BH, launch_group(BH), sl2, scale);
+        dqkv, dq, qkv, dout, lse, D, acc, T, NH, BH, launch_group(BH), sl2, scale);
     return 0;
 }
 template <int HS>
-int bwd_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, int B, int T,
-               int NH, float sl2, float scale) {
+int bwd_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc,
+               int B, int T, int NH, float sl2, float scale) {
     size_t sm = (6 * FA_TILE * (HS + 8) + FA_TILE * (FA_TILE + 8)) * sizeof(bf16) + 4 * FA_TILE * sizeof(float);
     size_t n8 = (size_t)B * T * NH * HS / 8;
     if (bwd_mode() == 1) {
-        if (fa_bwd128_launch(HS, dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale)) return -1;
+        if (fa_bwd128_launch(HS, dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc)) return -1;
     } else if (HS <= 64 && bwd_blocks() == 3) {
-        if (bwd_k_launch<HS, 3>(dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, sm)) return -1;
+        if (bwd_k_launch<HS, 3>(dqkv, dq, qkv, dout, lse, D, acc, B, T, NH, sl2, scale, sm)) return -1;
     } else {
-        if (bwd_k_launch<HS, 1>(dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, sm)) return -1;
+        if (bwd_k_launch<HS, 1>(dqkv, dq, qkv, dout, lse, D, acc, B, T, NH, sl2, scale, sm)) return -1;
     }
-    fa_bwd_dq_add_k<<<grid_for(n8, 256), 256>>>(dqkv, dq, n8, NH * HS, scale);
+    fa_bwd_dq_add_k<<<grid_for(n8, 256), 256>>>(dqkv, dq, n8, NH * HS, scale, acc);
     return launch_ok();
 }
 } // namespace
@@ -376,14 +376,14 @@ extern "C" int cuda_attention_fused_forward(tprt_bf16 *out, float *lse, const tp
 
 extern "C" int cuda_attention_fused_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const tprt_bf16 *qkv,
                                              const tprt_bf16 *out, const float *lse, void *scratch, int B, int T,
-                                             int Cl, int NH) {
+                                             int Cl, int NH, int accumulate) {
     if (!cuda_attention_fused_supported(Cl, NH)) return -1;
     if ((size_t)B * T * Cl == 0) return 0;
     int hs = Cl / NH, rows = B * NH * T;
     float scale = 1.0f / sqrtf((float)hs), sl2 = FA_LOG2E * scale, *D = (float *)scratch;
     float *dq = (float *)((char *)scratch + dot_bytes(B, T, NH));
     fa_bwd_dot_k<<<grid_for((size_t)rows, 32), 256>>>(D, dq, CBF(out), CBF(dout), B, T, NH, hs);
-#define FA_BWD(H) bwd_launch<H>(BF(dqkv), dq, CBF(qkv), CBF(dout), lse, D, B, T, NH, sl2, scale)
+#define FA_BWD(H) bwd_launch<H>(BF(dqkv), dq, CBF(qkv), CBF(dout), lse, D, accumulate != 0, B, T, NH, sl2, scale)
     FA_SWITCH(hs, FA_BWD)
 #undef FA_BWD
 }

@@ -239,17 +239,25 @@ __device__ __forceinline__ void add2(bf16 *dst, float x, float y) {
     unpack2(*p, o);
     *p = pack2(o[0] + x, o[1] + y);
 }
+/* dst (two bf16 at an even column) = (x, y), or += with acc */
+__device__ __forceinline__ void put2(bf16 *dst, float x, float y, bool acc) {
+    if (acc)
+        add2(dst, x, y);
+    else
+        *reinterpret_cast<uint32_t *>(dst) = pack2(x, y);
+}
 /* dqkv's k and v rows k0 and k0 + 8 (from g0, the k part's row k0 at this thread's columns; v Cl further)
- * += scale * dk and dv, rows at T and beyond left alone */
+ * = scale * dk and dv, or += with acc; rows at T and beyond left alone */
 template <int NO>
 __device__ __forceinline__ void store_dk_dv(bf16 *g0, const float dk[NO][4], const float dv[NO][4], int k0, int T,
-                                            size_t C3, int Cl, float scale) {
+                                            size_t C3, int Cl, float scale, bool acc) {
     bf16 *g1 = g0 + 8 * C3;
 #pragma unroll
     for (int n = 0; n < NO; n++) {
-        if (k0 < T) add2(g0 + n * 8, dk[n][0] * scale, dk[n][1] * scale), add2(g0 + Cl + n * 8, dv[n][0], dv[n][1]);
+        if (k0 < T)
+            put2(g0 + n * 8, dk[n][0] * scale, dk[n][1] * scale, acc), put2(g0 + Cl + n * 8, dv[n][0], dv[n][1], acc);
         if (k0 + 8 < T)
-            add2(g1 + n * 8, dk[n][2] * scale, dk[n][3] * scale), add2(g1 + Cl + n * 8, dv[n][2], dv[n][3]);
+            put2(g1 + n * 8, dk[n][2] * scale, dk[n][3] * scale, acc), put2(g1 + Cl + n * 8, dv[n][2], dv[n][3], acc);
     }
 }
 
@@ -264,7 +272,8 @@ __device__ __forceinline__ void red2(float *dst, float x, float y) {
 } // namespace
 
 /* attention_fused_bwd128.cu: the backward kernel with 128 keys a block (8 warps), launched for head size hs
- * (16..128, a multiple of 16); the dq partial sums and D as fa_bwd_k takes them.  0, or -1. */
+ * (16..128, a multiple of 16); the dq partial sums and D as fa_bwd_k takes them, dk and dv written into
+ * dqkv, or added with acc.  0, or -1. */
 int fa_bwd128_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse,
-                     const float *D, int B, int T, int NH, float sl2, float scale);
+                     const float *D, int B, int T, int NH, float sl2, float scale, bool acc);
 #endif

@@ -228,7 +228,8 @@ tprt_cuda_model *tprt_cuda_create(gpt2_model *m, tprt_adamw *o, int B, int T, in
         tprt_cuda_fail("device setup");
         goto bad;
     }
-    if (upload_params(d) || upload_masters(d) || upload_state(d) || upload_stale_working(d)) {
+    if (upload_params(d) || upload_masters(d) || upload_state(d) || upload_stale_working(d) ||
+        tprt_cuda_zero_table(d)) {
         tprt_cuda_fail("upload");
         goto bad;
     }
@@ -280,6 +281,7 @@ void tprt_cuda_free(tprt_cuda_model *d) {
     free(d->dt);
     free(d->la);
     free(d->slots);
+    free(d->zero_slots);
     free(d);
 }
 

@@ -55,6 +55,8 @@ struct tprt_cuda_model {
     tprt_bf16 *dres, *dln, *datty, *dqkv, *dfch;
     int logits_are_grads;   /* TP=1: the forward's one-pass cross-entropy left dlogits in d->logits */
     tprt_adamw_slot *slots; /* the step's multi-tensor AdamW table (one entry per optimizer entry) */
+    tprt_adamw_slot *zero_slots; /* the grads zero_grad zeroes (gpt2_cuda_pass.c) */
+    int n_zero;
     int *tok, *tgt;
     /* profiling: events and the kind each one opens */
     int profile, n_marks, steps_seen, steps_profiled; /* the first PROFILE_SKIP steps are warm-up */
@@ -73,6 +75,9 @@ static inline tp_dims tp_dims_of(const gpt2_model *m) {
     t.Cl = t.C / t.N, t.NHl = t.NH / t.N, t.Hl = 4 * t.C / t.N;
     return t;
 }
+
+/* gpt2_cuda_pass.c: the table of the grads that zero_grad zeroes; 0 or -1 */
+int tprt_cuda_zero_table(tprt_cuda_model *d);
 
 /* gpt2_cuda.c */
 int tprt_cuda_fail(const char *what);                            /* sets the error from CUDA's last one; -1 */

@@ -15,14 +15,35 @@
  * (shared with the LM head's). */
 #include "gpt2_cuda_impl.h"
 #include "wgrad_stream.h"
+#include <stdlib.h>
 
-void tprt_cuda_zero_grad(tprt_cuda_model *d) {
-    for (int i = 0; i < d->m->n_params; i++) {
-        dev_tensor *x = tprt_dev_find(d, d->m->params[i]);
-        if (x && x->grad) cudaMemsetAsync(x->grad, 0, x->numel * sizeof(float), 0);
+/* The grads the backward's first product writes whole (beta 0, cuda_matmul_grads_fresh): the weight
+ * matrices and, through the LM head (before the lookup's grad adds into it), the token embedding. */
+static int written_whole(const gpt2_model *m, int i) {
+    if (i == 0) return 1;
+    if (i < 2 || i >= gpt2_layer_param(m->cfg.n_layer, 0)) return 0;
+    int s = (i - 2) % GPT2_PARAMS_PER_LAYER;
+    return s == P_QKVW || s == P_ATTPW || s == P_FCW || s == P_FCPW;
+}
+
+/* The table of the other grads (those the backward adds into), for tprt_cuda_zero_grad. */
+int tprt_cuda_zero_table(tprt_cuda_model *d) {
+    const gpt2_model *m = d->m;
+    if (!(d->zero_slots = calloc((size_t)m->n_params + 1, sizeof *d->zero_slots))) return -1;
+    for (int i = 0; i < m->n_params; i++) {
+        const dev_tensor *x = tprt_dev_find(d, m->params[i]);
+        if (x && x->grad && !written_whole(m, i)) d->zero_slots[d->n_zero++] = (tprt_adamw_slot){.grad = x->grad, .n = x->numel};
     }
+    return 0;
+}
+
+/* Those grads zeroed in one multi-tensor launch (a memset each should it fail to launch). */
+void tprt_cuda_zero_grad(tprt_cuda_model *d) {
+    if (cuda_zero_multi(d->zero_slots, d->n_zero))
+        for (int i = 0; i < d->n_zero; i++)
+            cudaMemsetAsync((float *)d->zero_slots[i].grad, 0, d->zero_slots[i].n * sizeof(float), 0);
     d->m->grads_ready = 0;
-    cuda_matmul_dbias_fresh(1); /* until the backward ends: its bias grads may be written, not added */
+    cuda_matmul_grads_fresh(1); /* until the backward ends: its weight and bias grads are written, not added */
 }
 
 /* out = inp @ W^T (+ bias) of a row-parallel layer: partial sums all-reduced first at TP>1. */
@@ -184,11 +205,11 @@ static int backward_pass(tprt_cuda_model *d, tprt_comm *comm) {
         long t_attp = cuda_wgrad_last(); /* reads dres */
         tprt_mark(d, K_OTHER);
         TRY(cuda_wgrad_wait(t_qkv), "weight-grad stream");
-        cudaMemsetAsync(d->dqkv, 0, (size_t)BT * 3 * Cl * bf, 0); /* the attention backward adds into it */
+        if (!d->attn_fused) cudaMemsetAsync(d->dqkv, 0, (size_t)BT * 3 * Cl * bf, 0); /* the gemm path adds into it */
         tprt_mark(d, K_ATTENTION);
-        if (d->attn_fused)
+        if (d->attn_fused) /* writes dqkv whole */
             TRY(cuda_attention_fused_backward(d->dqkv, d->datty, a->qkv, a->atty, a->lse, d->attn_scratch, B, T, Cl,
-                                              t.NHl),
+                                              t.NHl, 0),
                 "attention backward");
         else
             TRY(cuda_attention_backward(d->dqkv, d->datty, a->qkv, a->att, d->attn_scratch, B, T, Cl, t.NHl),
@@ -210,7 +231,7 @@ static int backward_pass(tprt_cuda_model *d, tprt_comm *comm) {
     TRY(cuda_pos_backward(PG(1), d->dres, B, T, C) || cuda_encoder_backward(PG(0), d->dres, d->tok, v0, vl, BT, C),
         "encoder backward");
     tprt_mark(d, K_OTHER);
-    cuda_matmul_dbias_fresh(0);
+    cuda_matmul_grads_fresh(0);
     m->grads_ready = 1;
     return 0;
 }

@@ -28,7 +28,7 @@ static void *g_lt_ws, *g_lt_ws_side; /* the second: weight grads on the stream o
 static int g_lt_off; /* TPRT_MATMUL=cublas */
 static int g_tune = LT_TUNE_DEFAULT;
 static int g_bias_mode;   /* TPRT_BIAS_GRAD_EPILOGUE, _TILE or _COLUMN (env TPRT_BIAS_GRAD) */
-static int g_dbias_fresh; /* cuda_matmul_dbias_fresh(): the epilogue may write dbias itself */
+static int g_grads_fresh; /* cuda_matmul_grads_fresh(): dw is written (beta 0), the epilogue may write dbias */
 static float *g_bg_scratch; /* an epilogue's bias grad before it is added into dbias */
 static int g_bg_scratch_n;
 static long g_bg_fused, g_bg_refused;
@@ -314,9 +314,9 @@ extern "C" int cuda_bias_grad_mode(int mode) {
     g_bias_mode = mode;
     return was;
 }
-extern "C" int cuda_matmul_dbias_fresh(int fresh) {
-    int was = g_dbias_fresh;
-    g_dbias_fresh = fresh;
+extern "C" int cuda_matmul_grads_fresh(int fresh) {
+    int was = g_grads_fresh;
+    g_grads_fresh = fresh;
     return was;
 }
 extern "C" void cuda_matmul_bias_grad_counts(long *fused, long *refused) {
@@ -386,19 +386,20 @@ static int input_grad(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, const tprt_bf1
     if (plain_gemm(&c)) return -1;
     return pre_gelu ? cuda_gelu_scale_by_slope(dinp, pre_gelu, (size_t)BT * IC) : launch_ok();
 }
-/* dW^T (IC x OC) += inp^T (IC x BT) . dout (BT x OC), fp32; with dbias, the bias grad (dout summed
- * over BT: op(B)'s k) in the same GEMM's BGRADB epilogue when cuBLASLt takes it, written into dbias
- * when the caller said it holds zeros, else into a scratch then added; *bias_done says it ran. */
+/* dW^T (IC x OC) += inp^T (IC x BT) . dout (BT x OC), fp32, or = while the grads are fresh
+ * (cuda_matmul_grads_fresh); with dbias, the bias grad (dout summed over BT: op(B)'s k) in the same
+ * GEMM's BGRADB epilogue when cuBLASLt takes it, written into dbias while the grads are fresh, else
+ * into a scratch then added; *bias_done says it ran. */
 static int weight_grad(float *dw, float *dbias, const tprt_bf16 *dout, const tprt_bf16 *inp, int BT, int IC, int OC,
                        int ld, int *bias_done, cudaStream_t st) {
     gemm_call c;
     memset(&c, 0, sizeof c);
     c.st = st, c.tb = true, c.m = IC, c.n = OC, c.k = BT, c.A = inp, c.lda = IC, c.B = dout, c.ldb = ld, c.D = dw,
     c.dt = CUDA_R_32F;
-    c.ldd = IC, c.beta = 1.0f, c.epi = CUBLASLT_EPILOGUE_DEFAULT;
+    c.ldd = IC, c.beta = g_grads_fresh ? 0.0f : 1.0f, c.epi = CUBLASLT_EPILOGUE_DEFAULT;
     *bias_done = 0;
     float *dst = !dbias || g_lt_off || g_bias_mode != TPRT_BIAS_GRAD_EPILOGUE ? NULL
-                 : g_dbias_fresh                                           ? dbias
+                 : g_grads_fresh                                           ? dbias
                                                                            : bias_grad_scratch(OC);
     if (dst) {
         gemm_call e = c;

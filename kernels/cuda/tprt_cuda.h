@@ -83,10 +83,11 @@ int cuda_bias_backward(float *dbias, const tprt_bf16 *dout, int BT, int OC, int 
  * or by the column kernel (env TPRT_BIAS_GRAD=tile|epilogue|column); returns the previous mode. */
 enum { TPRT_BIAS_GRAD_EPILOGUE = 0, TPRT_BIAS_GRAD_TILE = 1, TPRT_BIAS_GRAD_COLUMN = 2 };
 int cuda_bias_grad_mode(int mode);
-/* 1: until it is set to 0, every dbias given to a backward holds zeros and gets one call's grad,
- * so the epilogue writes it in place instead of into a scratch that is then added; returns the
- * previous setting (0 at start). */
-int cuda_matmul_dbias_fresh(int fresh);
+/* 1: until it is set to 0, every dw given to a backward holds no grad yet (its contents are
+ * overwritten: the weight grad is written, beta 0) and every dbias holds zeros, and each gets one
+ * call's grad, so an epilogue writes dbias in place instead of into a scratch that is then added;
+ * returns the previous setting (0 at start). */
+int cuda_matmul_grads_fresh(int fresh);
 /* Backward calls whose bias grad ran in the epilogue, and those where cuBLASLt refused it. */
 void cuda_matmul_bias_grad_counts(long *fused, long *refused);
 
@@ -112,8 +113,9 @@ int cuda_attention_fused_supported(int Cl, int NH);
 int cuda_attention_use_fused(int Cl, int NH);
 size_t cuda_attention_fused_scratch_bytes(int B, int T, int Cl, int NH);
 int cuda_attention_fused_forward(tprt_bf16 *out, float *lse, const tprt_bf16 *qkv, int B, int T, int Cl, int NH);
+/* accumulate: dqkv += the grads (as cuda_attention_backward); 0: dqkv = the grads, its old contents never read */
 int cuda_attention_fused_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const tprt_bf16 *qkv, const tprt_bf16 *out,
-                                  const float *lse, void *scratch, int B, int T, int Cl, int NH);
+                                  const float *lse, void *scratch, int B, int T, int Cl, int NH, int accumulate);
 
 /* gelu.cu (tanh approximation) */
 int cuda_gelu_forward(tprt_bf16 *out, const tprt_bf16 *inp, size_t n);
@@ -170,6 +172,9 @@ typedef struct {
 int cuda_sumsq_multi(float *acc, const tprt_adamw_slot *slots, int n_slots);
 int cuda_adamw_multi(const tprt_adamw_slot *slots, int n_slots, const float *acc, float clip, float lr, float beta1,
                      float beta2, float eps, float weight_decay, float bc1, float bc2);
+/* Zeroes each slot's grad (n floats; the other fields are not read), in as few launches as
+ * the multi-tensor forms above. */
+int cuda_zero_multi(const tprt_adamw_slot *slots, int n_slots);
 
 #ifdef __cplusplus
 }

@@ -135,7 +135,8 @@ static void check_dqkv(const char *tag, const float *hg, const float *g, int B, 
  * 64 queries, then the default, 128 up to head size 64): out and lse (against the CPU scores' logsumexp,
  * in double); then from the default forward each backward kernel (the default: 64 keys a block, three
  * blocks an SM, heads in groups of 16; TPRT_ATTENTION_BWD=k128; TPRT_ATTENTION_BWD_BLOCKS=2; and one head
- * a group, TPRT_ATTENTION_GROUP=1): dqkv, added (+=) into random grads, against the CPU backward. */
+ * a group, TPRT_ATTENTION_GROUP=1): dqkv, added (+=) into random grads, against the CPU backward; the
+ * default and k128 also written (=) over those grads, the model's call, against the CPU's grads alone. */
 static void test_attention_fused(int B, int T, int NH, int hs) {
     static const char *const fwd_rows[] = {"64", NULL};
     static const char *const bwd_env[][3] = {/* variable, value, the checks' tag */
@@ -177,23 +178,28 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
         check(name, glse, lse, nl, F32_TOL);
         free(got), free(glse);
     }
-    float *dy = rnd(no, 1.0f, 1), *g0 = rnd(nq, 0.05f, 1), *g = malloc(nq * 4 + 4);
+    float *dy = rnd(no, 1.0f, 1), *g0 = rnd(nq, 0.05f, 1), *g = malloc(nq * 4 + 4), *gset = calloc(nq + 1, 4);
     memcpy(g, g0, nq * 4);
     attention_backward(g, dy, qkv, att, B, T, Cl, NH);
+    attention_backward(gset, dy, qkv, att, B, T, Cl, NH);
     void *ddy = dev_bf(dy, no);
     for (int k = 1; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++) unsetenv(bwd_env[k][0]); /* the default */
-    for (int k = 0; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++) {
-        if (bwd_env[k][0]) setenv(bwd_env[k][0], bwd_env[k][1], 1);
-        void *dg = dev_bf(g0, nq);
-        sync_or_die("fused attention backward",
-                    cuda_attention_fused_backward(dg, ddy, dqkv, dout, dlse, scratch, B, T, Cl, NH));
-        float *hg = host_bf(dg, nq);
-        check_dqkv(bwd_env[k][2], hg, g, B, T, NH, hs);
-        cudaFree(dg), free(hg);
-        if (bwd_env[k][0]) unsetenv(bwd_env[k][0]);
-    }
+    /* every variant adds into random grads; the two kernels also write over them (the model's call) */
+    for (int k = 0; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++)
+        for (int acc = 1; acc >= 0; acc--) {
+            if (!acc && k > 1) break;
+            if (bwd_env[k][0]) setenv(bwd_env[k][0], bwd_env[k][1], 1);
+            void *dg = dev_bf(g0, nq);
+            sync_or_die("fused attention backward",
+                        cuda_attention_fused_backward(dg, ddy, dqkv, dout, dlse, scratch, B, T, Cl, NH, acc));
+            float *hg = host_bf(dg, nq);
+            snprintf(tag, sizeof tag, "%s%s", bwd_env[k][2], acc ? "" : "(=) ");
+            check_dqkv(tag, hg, acc ? g : gset, B, T, NH, hs);
+            cudaFree(dg), free(hg);
+            if (bwd_env[k][0]) unsetenv(bwd_env[k][0]);
+        }
     cudaFree(dqkv), cudaFree(dout), cudaFree(dlse), cudaFree(scratch), cudaFree(ddy);
-    free(qkv), free(out), free(att), free(lse), free(sc), free(dy), free(g0), free(g);
+    free(qkv), free(out), free(att), free(lse), free(sc), free(dy), free(g0), free(g), free(gset);
 }
 
 /* the path switch: fused for head sizes 16..128 (multiples of 16) unless TPRT_ATTENTION=gemm */

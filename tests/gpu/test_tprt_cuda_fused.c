@@ -221,6 +221,18 @@ static void test_adamw_multi(void) {
         }
     float *hp = host_f(pa, total);
     check("adamw_multi master vs CPU", hp, p, total, 1e-6);
+    /* cuda_zero_multi over the even slots (more than one launch's worth): their grads become 0, the odd
+     * slots' and the gaps between them stay as they were */
+    tprt_adamw_slot even[N_SLOTS];
+    int n_even = 0;
+    for (int i = 0; i < N_SLOTS; i += 2) {
+        even[n_even++] = (tprt_adamw_slot){.grad = dg + off[i], .n = len[i]};
+        memset(g + off[i], 0, len[i] * sizeof(float));
+    }
+    sync_or_die("zero multi", cuda_zero_multi(even, n_even));
+    float *hg = host_f(dg, total);
+    check_bits("zero_multi grads (bits)", hg, g, total * 4);
+    free(hg);
     cudaFree(pa), cudaFree(ma), cudaFree(va), cudaFree(dg), cudaFree(pb), cudaFree(mb), cudaFree(vb), cudaFree(wa);
     cudaFree(wb), cudaFree(acc_multi), cudaFree(acc_one);
     free(p), free(g), free(m), free(v), free(h_multi), free(h_one), free(xa), free(xb), free(hp);

@@ -54,14 +54,16 @@ static void check_backward_set(const char *tag, int with_gelu, int fresh, int BT
     size_t ni = (size_t)BT * IC;
     char what[64];
     float *w = rnd((size_t)OC * IC, 0.2f, 1), *dy = rnd((size_t)BT * OC, 1.0f, 1);
-    float *gw = rnd((size_t)OC * IC, 1.0f, 0), *gb = fresh ? calloc(OC, 4) : rnd(OC, 1.0f, 0);
+    /* fresh: the device's dw starts as junk that must be overwritten, the CPU's at 0; dbias at 0 on both */
+    float *gw = fresh ? calloc((size_t)OC * IC, 4) : rnd((size_t)OC * IC, 1.0f, 0);
+    float *gb = fresh ? calloc(OC, 4) : rnd(OC, 1.0f, 0), *junk = rnd((size_t)OC * IC, 1.0f, 0);
     float *dact = calloc(ni, 4), *dinp = calloc(ni, 4);
     void *dw = dev_bf(w, (size_t)OC * IC), *ddy = dev_bf(dy, (size_t)BT * OC), *ddinp = dev_bf(NULL, ni);
-    float *dgw = dev_f(gw, (size_t)OC * IC), *dgb = dev_f(gb, OC);
-    int was = cuda_matmul_dbias_fresh(fresh);
+    float *dgw = dev_f(fresh ? junk : gw, (size_t)OC * IC), *dgb = dev_f(gb, OC);
+    int was = cuda_matmul_grads_fresh(fresh);
     sync_or_die("matmul backward_set",
                 cuda_matmul_backward_set(ddinp, with_gelu ? d_pre : NULL, dgw, dgb, ddy, d_act, dw, BT, IC, OC, OC));
-    cuda_matmul_dbias_fresh(was);
+    cuda_matmul_grads_fresh(was);
     matmul_backward(dact, gw, gb, dy, act, w, BT, IC, OC); /* gw, gb accumulate on the CPU too */
     if (with_gelu)
         gelu_backward(dinp, pre, dact, (int)ni);
@@ -70,10 +72,10 @@ static void check_backward_set(const char *tag, int with_gelu, int fresh, int BT
     float *h1 = host_bf(ddinp, ni), *h2 = host_f(dgw, (size_t)OC * IC), *h3 = host_f(dgb, OC);
     snprintf(what, sizeof what, "backward_set dinp%s", with_gelu ? "*gelu'" : "");
     check_tagged(what, tag, h1, dinp, ni, BF_TOL);
-    check_tagged("backward_set dw", tag, h2, gw, (size_t)OC * IC, 1e-3);
+    check_tagged(fresh ? "backward_set dw (fresh)" : "backward_set dw", tag, h2, gw, (size_t)OC * IC, 1e-3);
     check_tagged(fresh ? "backward_set dbias (fresh)" : "backward_set dbias", tag, h3, gb, OC, 1e-3);
     cudaFree(dw), cudaFree(ddy), cudaFree(ddinp), cudaFree(dgw), cudaFree(dgb);
-    free(w), free(dy), free(gw), free(gb), free(dact), free(dinp), free(h1), free(h2), free(h3);
+    free(w), free(dy), free(gw), free(gb), free(junk), free(dact), free(dinp), free(h1), free(h2), free(h3);
 }
 
 static const char *const mode_names[] = {"epilogue", "tile", "column"};
@@ -117,8 +119,8 @@ static void check_bias_grad(int bias_mode, int BT, int OC, int ld) {
 }
 
 /* At a GPT-2 layer's shape (the algorithms cuBLASLt picks there, split or not): the weight grad
- * with its bias grad in the epilogue (added, and written in place) against the same grads with the
- * bias grad by the tile kernel, itself checked against the CPU above. */
+ * with its bias grad in the epilogue (added, and both written in place while the grads are fresh)
+ * against the same grads with the bias grad by the tile kernel, itself checked against the CPU above. */
 static void check_bias_epilogue_at(int BT, int IC, int OC) {
     size_t nw = (size_t)OC * IC;
     float *x = rnd((size_t)BT * IC, 1.0f, 1), *dy = rnd((size_t)BT * OC, 1.0f, 1), *gw = rnd(nw, 1.0f, 0);
@@ -129,12 +131,14 @@ static void check_bias_epilogue_at(int BT, int IC, int OC) {
     for (int v = 0; v < 3; v++) { /* tile kernel (reference), epilogue +=, epilogue written in place */
         float *dgw = dev_f(gw, nw), *dgb = dev_f(v == 2 ? zero : gb, OC);
         int was = cuda_bias_grad_mode(v ? TPRT_BIAS_GRAD_EPILOGUE : TPRT_BIAS_GRAD_TILE),
-            fresh = cuda_matmul_dbias_fresh(v == 2);
+            fresh = cuda_matmul_grads_fresh(v == 2);
         sync_or_die("bias grad epilogue", cuda_matmul_backward_set(NULL, NULL, dgw, dgb, ddy, dx, NULL, BT, IC, OC, OC));
-        cuda_matmul_dbias_fresh(fresh), cuda_bias_grad_mode(was);
+        cuda_matmul_grads_fresh(fresh), cuda_bias_grad_mode(was);
         float *hw = host_f(dgw, nw), *hb = host_f(dgb, OC);
-        if (v == 2)
-            for (int o = 0; o < OC; o++) hb[o] += gb[o]; /* the same total as the added ones */
+        if (v == 2) { /* written, not added: the same totals as the added ones once the start is added */
+            for (int o = 0; o < OC; o++) hb[o] += gb[o];
+            for (size_t i = 0; i < nw; i++) hw[i] += gw[i];
+        }
         if (!v) {
             ref_w = hw, ref_b = hb;
         } else {
