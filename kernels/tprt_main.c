@@ -158,7 +158,8 @@ static int rank_main(const options *op, tprt_comm *comm) {
     void *st = NULL;
     gpt2_model *m = gpt2_create(&cfg, op->seed);
     tprt_adamw *o = m ? tprt_adamw_create(m, op->lr, 0.1f, 1.0f) : NULL;
-    int *tok = malloc(sizeof(int) * (size_t)BT), *tgt = malloc(sizeof(int) * (size_t)BT);
+    /* two batches: step s's in half s % 2, so the next one is made while this one's backward runs */
+    int *tok = malloc(2 * sizeof(int) * (size_t)BT), *tgt = malloc(2 * sizeof(int) * (size_t)BT);
     if (!m || !o || !tok || !tgt) {
         status = rank_fail(NULL, comm, "model setup", -1);
         goto done;
@@ -173,10 +174,14 @@ static int rank_main(const options *op, tprt_comm *comm) {
         status = rank_fail(be, comm, "setup", -1);
         goto done;
     }
+    tprt_synthetic_batch(tok + BT, tgt + BT, op->batch, op->seq, cfg.vocab, op->seed, 1);
     for (int step = 1; step <= op->steps; step++) {
         double t0 = now_s();
-        tprt_synthetic_batch(tok, tgt, op->batch, op->seq, cfg.vocab, op->seed, step);
-        if ((status = rank_grads(be, st, comm, tok, tgt, step))) goto done;
+        size_t cur = (size_t)(step % 2) * (size_t)BT, next = (size_t)BT - cur;
+        if ((status = rank_grads(be, st, comm, tok + cur, tgt + cur, step))) goto done;
+        /* the forward has read this batch; the device's backward is still under way (CUDA) */
+        if (step < op->steps)
+            tprt_synthetic_batch(tok + next, tgt + next, op->batch, op->seq, cfg.vocab, op->seed, step + 1);
         if (tprt_audit_wanted(step)) tprt_audit(m, o, "step", step);
         if ((rc = be->step(st, comm))) {
             status = rank_fail(be, comm, "optimizer step", rc);
