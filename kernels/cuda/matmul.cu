@@ -436,7 +436,7 @@ static int weight_and_bias_grads(float *dw, float *dbias, const tprt_bf16 *dout,
 
 /* The backward products: the input grad added into dinp (beta 1) or
  * written over it (beta 0, GELU's gradient fused when pre_gelu is given),
- * the weight and bias grads always added: after the input grad on the
+ * the weight and bias grads added (written while the grads are fresh): after the input grad on the
  * compute stream, or first issued on the weight-grad stream when the
  * backward defers them (their inputs marked ready before the input grad
  * is issued, so the two products may run side by side). */

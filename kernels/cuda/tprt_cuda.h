@@ -1,6 +1,7 @@
 /* tprt_cuda.h - the CUDA kernels of tprt, one .cu file per layer, callable
  * from C.  Semantics follow the CPU reference (layers.h, crossentropy.c,
- * adamw.c): backward functions accumulate (+=).  Activations and weights are
+ * adamw.c): backward functions accumulate (+=), where a function does not say it writes (the
+ * *_set products, the fused attention's model call, fresh grads).  Activations and weights are
  * bf16 (tprt_bf16, raw bits), parameter grads, optimizer state, norms and
  * layernorm/softmax statistics fp32.  Every launcher runs on the default
  * stream and returns 0, or -1 when a launch or cuBLAS call failed. */
