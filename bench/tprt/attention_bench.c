@@ -31,7 +31,9 @@ static void *qkv, *out, *dout, *dqkv, *fscratch, *att, *gscratch;
 static float *lse;
 
 static int fused_fwd(void) { return cuda_attention_fused_forward(out, lse, qkv, B, T, CL, NH); }
-static int fused_bwd(void) { return cuda_attention_fused_backward(dqkv, dout, qkv, out, lse, fscratch, B, T, CL, NH, 0); }
+static int fused_bwd(void) {
+    return cuda_attention_fused_backward(dqkv, dout, qkv, out, lse, fscratch, B, T, CL, NH, 0);
+}
 static int gemm_fwd(void) { return cuda_attention_forward(out, att, qkv, gscratch, B, T, CL, NH); }
 static int gemm_bwd(void) { return cuda_attention_backward(dqkv, dout, qkv, att, gscratch, B, T, CL, NH); }
 

@@ -14,9 +14,9 @@
 #include "tprt_cuda_paths.h"
 
 #define ADAMW_THREADS 256
-#define ADAMW_CHUNK   (4 * ADAMW_THREADS) /* elements of one update block */
-#define SUMSQ_UNROLL  4                   /* float4 loads in flight per thread */
-#define SUMSQ_CHUNK   65536               /* elements of one sumsq block (one atomic each) */
+#define ADAMW_CHUNK   (4 * ADAMW_THREADS)  /* elements of one update block */
+#define SUMSQ_UNROLL  4                    /* float4 loads in flight per thread */
+#define SUMSQ_CHUNK   65536                /* elements of one sumsq block (one atomic each) */
 #define ZERO_CHUNK    (16 * ADAMW_THREADS) /* elements of one zeroing block: four float4 stores a thread */
 
 /* acc += the block's sum of s */

@@ -6,8 +6,9 @@
  * key tile (64 keys; 128, 8 warps, with TPRT_ATTENTION_BWD=k128: the kernel
  * of attention_fused_bwd128.cu) walks its query tiles: dk, dv in registers, dq as fp32 partial
  * sums added atomically into the scratch, which a last pass scales into
- * dqkv.  dqkv is written (=), or added into (+=) when the caller asks.  Tiles stream into shared memory with cp.async, double buffered
- * (the next key or query tile loads while the current one is computed).
+ * dqkv.  dqkv is written (=), or added into (+=) when the caller asks.
+ * Tiles stream into shared memory with cp.async, double buffered (the next
+ * key or query tile loads while the current one is computed).
  * bf16 operands on the tensor cores (mma.sync m16n8k16, operands through
  * ldmatrix), fp32 accumulation and softmax; P and dS are rounded to bf16
  * only as mma operands.  Tiles of 64 queries x 64 keys, 4 warps of 16 rows
@@ -205,8 +206,8 @@ __global__ void fa_bwd_dot_k(float *D, float *dq, const bf16 *out, const bf16 *d
  * an SM is to hold (3 bounds the registers to 168 at the cost of a few spills; see bwd_launch). */
 template <int HS, int MINB>
 __global__ void __launch_bounds__(FA_THREADS, MINB)
-    fa_bwd_k(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc, int T,
-             int NH, int BH, int group, float sl2, float scale) {
+    fa_bwd_k(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc,
+             int T, int NH, int BH, int group, float sl2, float scale) {
     constexpr int LD = HS + 8, NO = HS / 8, TL = FA_TILE * LD, LS = FA_TILE + 8;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sK = reinterpret_cast<bf16 *>(fa_smem), *sV = sK + TL, *sQ = sV + TL, *sO = sQ + 2 * TL, *sS = sO + 2 * TL;

@@ -21,8 +21,8 @@ constexpr int KB = 2 * FA_TILE, NT = 2 * FA_THREADS; /* keys a block, threads a 
  * tiles) of each head first. */
 template <int HS>
 __global__ void __launch_bounds__(NT)
-    fa_bwd128_k(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc, int T,
-                int NH, int BH, int group, float sl2, float scale) {
+    fa_bwd128_k(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc,
+                int T, int NH, int BH, int group, float sl2, float scale) {
     constexpr int LD = HS + 8, KS = HS / 16, NO = HS / 8, TL = FA_TILE * LD, LS = FA_TILE + 8;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sK = reinterpret_cast<bf16 *>(fa_smem), *sV = sK + 2 * TL, *sQ = sV + 2 * TL, *sO = sQ + 2 * TL;

@@ -53,8 +53,8 @@ struct tprt_cuda_model {
     tprt_bf16 *enc, *lnf, *logits;
     float *lnfm, *lnfr, *rowmax, *rowsum, *ce_scratch, *loss, *norm2;
     tprt_bf16 *dres, *dln, *datty, *dqkv, *dfch;
-    int logits_are_grads;   /* TP=1: the forward's one-pass cross-entropy left dlogits in d->logits */
-    tprt_adamw_slot *slots; /* the step's multi-tensor AdamW table (one entry per optimizer entry) */
+    int logits_are_grads;        /* TP=1: the forward's one-pass cross-entropy left dlogits in d->logits */
+    tprt_adamw_slot *slots;      /* the step's multi-tensor AdamW table (one entry per optimizer entry) */
     tprt_adamw_slot *zero_slots; /* the grads zero_grad zeroes (gpt2_cuda_pass.c) */
     int n_zero;
     int *tok, *tgt;

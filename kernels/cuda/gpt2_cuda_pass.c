@@ -32,7 +32,8 @@ int tprt_cuda_zero_table(tprt_cuda_model *d) {
     if (!(d->zero_slots = calloc((size_t)m->n_params + 1, sizeof *d->zero_slots))) return -1;
     for (int i = 0; i < m->n_params; i++) {
         const dev_tensor *x = tprt_dev_find(d, m->params[i]);
-        if (x && x->grad && !written_whole(m, i)) d->zero_slots[d->n_zero++] = (tprt_adamw_slot){.grad = x->grad, .n = x->numel};
+        if (x && x->grad && !written_whole(m, i))
+            d->zero_slots[d->n_zero++] = (tprt_adamw_slot){.grad = x->grad, .n = x->numel};
     }
     return 0;
 }
