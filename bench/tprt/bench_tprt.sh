@@ -39,6 +39,8 @@ tprt="${1:?usage: bench_tprt.sh TPRT [STEPS]}"
 steps="${2:-30}"
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 bench="$here/bench/tprt"
+# shellcheck source=bench/tprt/median.sh
+. "$bench/median.sh"
 python="${PYTHON:-python3}"
 warmup=9
 seq=1024
@@ -57,8 +59,7 @@ rows="$work/rows.tsv"
 skipped() { [[ "$skip" == *" $1 "* ]]; }
 # Median of the second column over the lines whose first column (a step) is in warmup+1..steps.
 median_of_steps() {
-  awk -v lo=$((warmup + 1)) -v hi="$steps" '$1 >= lo && $1 <= hi {print $2}' | sort -g |
-    awk '{a[NR] = $1} END {if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2); else print 0}'
+  awk -v lo=$((warmup + 1)) -v hi="$steps" '$1 >= lo && $1 <= hi {print $2}' | median
 }
 # system batch tokens/s ms/step status note
 add_row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$seq" "$3" "$4" "$5" "${6:-}" >> "$rows"; }

@@ -228,9 +228,12 @@ tprt_cuda_model *tprt_cuda_create(gpt2_model *m, tprt_adamw *o, int B, int T, in
         tprt_cuda_fail("device setup");
         goto bad;
     }
-    if (upload_params(d) || upload_masters(d) || upload_state(d) || upload_stale_working(d) ||
-        tprt_cuda_zero_table(d)) {
+    if (upload_params(d) || upload_masters(d) || upload_state(d) || upload_stale_working(d)) {
         tprt_cuda_fail("upload");
+        goto bad;
+    }
+    if (tprt_cuda_zero_table(d)) {
+        tprt_cuda_fail("zero-grad table");
         goto bad;
     }
     tp_dims t = tp_dims_of(m);

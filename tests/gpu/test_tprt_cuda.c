@@ -139,11 +139,13 @@ static void check_dqkv(const char *tag, const float *hg, const float *g, int B, 
  * default and k128 also written (=) over those grads, the model's call, against the CPU's grads alone. */
 static void test_attention_fused(int B, int T, int NH, int hs) {
     static const char *const fwd_rows[] = {"64", NULL};
-    static const char *const bwd_env[][3] = {/* variable, value, the checks' tag */
-                                             {NULL, NULL, ""},
-                                             {"TPRT_ATTENTION_BWD", "k128", "k128 "},
-                                             {"TPRT_ATTENTION_BWD_BLOCKS", "2", "BWD_BLOCKS=2 "},
-                                             {"TPRT_ATTENTION_GROUP", "1", "GROUP=1 "}};
+    static const struct {
+        const char *var, *value, *tag; /* the variable (NULL: the default), its value, the checks' tag */
+        int writes;                    /* also checked writing (=) over the grads: a kernel of its own */
+    } bwd_env[] = {{NULL, NULL, "", 1},
+                   {"TPRT_ATTENTION_BWD", "k128", "k128 ", 1},
+                   {"TPRT_ATTENTION_BWD_BLOCKS", "2", "BWD_BLOCKS=2 ", 0},
+                   {"TPRT_ATTENTION_GROUP", "1", "GROUP=1 ", 0}};
     int Cl = NH * hs, C3 = 3 * Cl;
     size_t nq = (size_t)B * T * C3, no = (size_t)B * T * Cl, na = (size_t)B * NH * T * T, nl = (size_t)B * NH * T;
     char name[112], tag[32];
@@ -183,20 +185,19 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
     attention_backward(g, dy, qkv, att, B, T, Cl, NH);
     attention_backward(gset, dy, qkv, att, B, T, Cl, NH);
     void *ddy = dev_bf(dy, no);
-    for (int k = 1; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++) unsetenv(bwd_env[k][0]); /* the default */
+    for (int k = 1; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++) unsetenv(bwd_env[k].var); /* the default */
     /* every variant adds into random grads; the two kernels also write over them (the model's call) */
     for (int k = 0; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++)
-        for (int acc = 1; acc >= 0; acc--) {
-            if (!acc && k > 1) break;
-            if (bwd_env[k][0]) setenv(bwd_env[k][0], bwd_env[k][1], 1);
+        for (int acc = 1; acc >= !bwd_env[k].writes; acc--) {
+            if (bwd_env[k].var) setenv(bwd_env[k].var, bwd_env[k].value, 1);
             void *dg = dev_bf(g0, nq);
             sync_or_die("fused attention backward",
                         cuda_attention_fused_backward(dg, ddy, dqkv, dout, dlse, scratch, B, T, Cl, NH, acc));
             float *hg = host_bf(dg, nq);
-            snprintf(tag, sizeof tag, "%s%s", bwd_env[k][2], acc ? "" : "(=) ");
+            snprintf(tag, sizeof tag, "%s%s", bwd_env[k].tag, acc ? "" : "(=) ");
             check_dqkv(tag, hg, acc ? g : gset, B, T, NH, hs);
             cudaFree(dg), free(hg);
-            if (bwd_env[k][0]) unsetenv(bwd_env[k][0]);
+            if (bwd_env[k].var) unsetenv(bwd_env[k].var);
         }
     cudaFree(dqkv), cudaFree(dout), cudaFree(dlse), cudaFree(scratch), cudaFree(ddy);
     free(qkv), free(out), free(att), free(lse), free(sc), free(dy), free(g0), free(g), free(gset);
