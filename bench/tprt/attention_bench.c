@@ -7,7 +7,7 @@
  * causal products (forward 4*B*NH*T*T*hs/2 FLOPs, backward 2.5 times that).
  * The forward is also timed with 64-query blocks (TPRT_ATTENTION_FWD_ROWS=64)
  * where that variable is unset.  Then each backward variant
- * (TPRT_ATTENTION_BWD=k64, the default; k128; TPRT_ATTENTION_BWD_BLOCKS=2,
+ * (TPRT_ATTENTION_BWD=k64, the default; k128; wgmma, on Hopper's warpgroup products; TPRT_ATTENTION_BWD_BLOCKS=2,
  * the registers the kernel asks for; TPRT_ATTENTION_GROUP=100000, every
  * head's heaviest key tile first) with its ratio to the default.
  * The fused backward writes dqkv, as the model calls it (the gemm path adds
@@ -97,9 +97,11 @@ static void row(const char *name, double fused, double gemm, double flops) {
 
 /* every backward variant (each variable set for its run, then put back as it was): its ms, TFLOP/s, the
  * fused forward + it, and the default's time over its own (above 1: faster than the default) */
-static const char *const bwd_variants[][2] = {
-    {"TPRT_ATTENTION_BWD", "k64"}, {"TPRT_ATTENTION_BWD", "k128"}, {"TPRT_ATTENTION_BWD_BLOCKS", "2"},
-    {"TPRT_ATTENTION_GROUP", "100000"}};
+static const char *const bwd_variants[][2] = {{"TPRT_ATTENTION_BWD", "k64"},
+                                              {"TPRT_ATTENTION_BWD", "k128"},
+                                              {"TPRT_ATTENTION_BWD", "wgmma"},
+                                              {"TPRT_ATTENTION_BWD_BLOCKS", "2"},
+                                              {"TPRT_ATTENTION_GROUP", "100000"}};
 static int bench_bwd_modes(double ff, double bwd_flops) {
     double base = -1.0;
     int rc = 0;

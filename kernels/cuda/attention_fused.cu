@@ -295,11 +295,11 @@ template <int HS> int fwd_launch(bf16 *out, float *lse, const bf16 *qkv, int B, 
     if (e && !strcmp(e, "64")) return fwd_launch_mt<HS, 1>(out, lse, qkv, B, T, NH, sl2);
     return fwd_launch_mt<HS, (HS <= 64 ? 2 : 1)>(out, lse, qkv, B, T, NH, sl2);
 }
-/* the backward kernel, read at each call: TPRT_ATTENTION_BWD=k128 (attention_fused_bwd128.cu) is 1, anything
- * else (unset, k64) the 64-key fa_bwd_k, 0 */
+/* the backward kernel, read at each call: TPRT_ATTENTION_BWD=k128 (attention_fused_bwd128.cu) is 1, wgmma
+ * (attention_wgmma.cu) 2, anything else (unset, k64) the 64-key fa_bwd_k, 0 */
 static int bwd_mode(void) {
     const char *e = getenv("TPRT_ATTENTION_BWD");
-    return e && !strcmp(e, "k128");
+    return !e ? 0 : !strcmp(e, "k128") ? 1 : !strcmp(e, "wgmma") ? 2 : 0;
 }
 /* fa_bwd_k's blocks per SM up to head size 64: 3 (168 registers), or with TPRT_ATTENTION_BWD_BLOCKS=2 the
  * registers it asks for (239 at head size 64: two blocks); above 64 always the latter */
@@ -316,18 +316,25 @@ int bwd_k_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const
         dqkv, dq, qkv, dout, lse, D, acc, T, NH, BH, launch_group(BH), sl2, scale);
     return 0;
 }
+/* the mma.sync kernel TPRT_ATTENTION_BWD and TPRT_ATTENTION_BWD_BLOCKS pick (wgmma aside) */
+template <int HS>
+int mma_bwd_launch(int mode, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
+                   bool acc, int B, int T, int NH, float sl2, float scale) {
+    size_t sm = (6 * FA_TILE * (HS + 8) + FA_TILE * (FA_TILE + 8)) * sizeof(bf16) + 4 * FA_TILE * sizeof(float);
+    if (mode == 1) return fa_bwd128_launch(HS, dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
+    if (HS <= 64 && bwd_blocks() == 3)
+        return bwd_k_launch<HS, 3>(dqkv, dq, qkv, dout, lse, D, acc, B, T, NH, sl2, scale, sm);
+    return bwd_k_launch<HS, 1>(dqkv, dq, qkv, dout, lse, D, acc, B, T, NH, sl2, scale, sm);
+}
+/* the backward kernel (the wgmma one where asked and it runs here), then the dq pass */
 template <int HS>
 int bwd_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc,
                int B, int T, int NH, float sl2, float scale) {
-    size_t sm = (6 * FA_TILE * (HS + 8) + FA_TILE * (FA_TILE + 8)) * sizeof(bf16) + 4 * FA_TILE * sizeof(float);
+    const int mode = bwd_mode();
+    const int wg = mode == 2 ? fa_bwd_wg_launch(HS, dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc) : 1;
+    if (wg < 0 || (wg == 1 && mma_bwd_launch<HS>(mode, dqkv, dq, qkv, dout, lse, D, acc, B, T, NH, sl2, scale)))
+        return -1;
     size_t n8 = (size_t)B * T * NH * HS / 8;
-    if (bwd_mode() == 1) {
-        if (fa_bwd128_launch(HS, dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc)) return -1;
-    } else if (HS <= 64 && bwd_blocks() == 3) {
-        if (bwd_k_launch<HS, 3>(dqkv, dq, qkv, dout, lse, D, acc, B, T, NH, sl2, scale, sm)) return -1;
-    } else {
-        if (bwd_k_launch<HS, 1>(dqkv, dq, qkv, dout, lse, D, acc, B, T, NH, sl2, scale, sm)) return -1;
-    }
     fa_bwd_dq_add_k<<<grid_for(n8, 256), 256>>>(dqkv, dq, n8, NH * HS, scale, acc);
     return launch_ok();
 }

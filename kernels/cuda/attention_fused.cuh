@@ -13,12 +13,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#define FA_TILE    64
-#define FA_THREADS 128
-#define FA_GROUP   16  /* heads side by side in the backward's launch order (block_work) */
+#define FA_TILE      64
+#define FA_THREADS   128
+#define FA_GROUP     16  /* heads side by side in the backward's launch order (block_work) */
 #define FA_GROUP_MIN 128 /* fewer heads than this: one group of all (see launch_group) */
-#define FA_LOG2E   1.4426950408889634f
-#define FA_LN2     0.6931471805599453f
+#define FA_LOG2E     1.4426950408889634f
+#define FA_LN2       0.6931471805599453f
 
 namespace {
 
@@ -223,8 +223,8 @@ __device__ __forceinline__ void next_query_tile(bf16 *sQ, bf16 *sO, float *sL, f
     constexpr int TL = FA_TILE * (HS + 8);
     const int nx = cur ^ 1;
     if (qb + 1 < nqb) {
-        load_query_tile<HS, NT>(sQ + nx * TL, sO + nx * TL, sL + nx * FA_TILE, sD + nx * FA_TILE, qbase, dbase, lse,
-                                D, C3, Cl, (qb + 1) * FA_TILE, T);
+        load_query_tile<HS, NT>(sQ + nx * TL, sO + nx * TL, sL + nx * FA_TILE, sD + nx * FA_TILE, qbase, dbase, lse, D,
+                                C3, Cl, (qb + 1) * FA_TILE, T);
         cp_commit();
         cp_wait<1>();
     } else {
@@ -274,6 +274,10 @@ __device__ __forceinline__ void red2(float *dst, float x, float y) {
 /* attention_fused_bwd128.cu: the backward kernel with 128 keys a block (8 warps), launched for head size hs
  * (16..128, a multiple of 16); the dq partial sums and D as fa_bwd_k takes them, dk and dv written into
  * dqkv, or added with acc.  0, or -1. */
-int fa_bwd128_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse,
-                     const float *D, int B, int T, int NH, float sl2, float scale, bool acc);
+int fa_bwd128_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
+                     int B, int T, int NH, float sl2, float scale, bool acc);
+/* attention_wgmma.cu: the backward on warpgroup products (head size 64, sm_90a), as fa_bwd128_launch takes
+ * it.  0 launched, 1 not for this head size, build or device (the caller's kernel then runs), -1 failed. */
+int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
+                     int B, int T, int NH, float sl2, float scale, bool acc);
 #endif

@@ -117,6 +117,10 @@ int cuda_attention_fused_forward(tprt_bf16 *out, float *lse, const tprt_bf16 *qk
 /* accumulate: dqkv += the grads (as cuda_attention_backward); 0: dqkv = the grads, its old contents never read */
 int cuda_attention_fused_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const tprt_bf16 *qkv, const tprt_bf16 *out,
                                   const float *lse, void *scratch, int B, int T, int Cl, int NH, int accumulate);
+/* attention_wgmma.cu: 1 when the backward on Hopper's warpgroup products runs here for head size hs (64,
+ * an sm_90 device, this build), the kernel env TPRT_ATTENTION_BWD=wgmma picks; elsewhere that value keeps
+ * the default kernel */
+int cuda_attention_wgmma_ready(int hs);
 
 /* gelu.cu (tanh approximation) */
 int cuda_gelu_forward(tprt_bf16 *out, const tprt_bf16 *inp, size_t n);

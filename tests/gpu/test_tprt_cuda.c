@@ -134,9 +134,10 @@ static void check_dqkv(const char *tag, const float *hg, const float *g, int B, 
 /* The fused attention at B x T x NH heads of size hs, in each forward block shape (TPRT_ATTENTION_FWD_ROWS:
  * 64 queries, then the default, 128 up to head size 64): out and lse (against the CPU scores' logsumexp,
  * in double); then from the default forward each backward kernel (the default: 64 keys a block, three
- * blocks an SM, heads in groups of 16; TPRT_ATTENTION_BWD=k128; TPRT_ATTENTION_BWD_BLOCKS=2; and one head
+ * blocks an SM, heads in groups of 16; TPRT_ATTENTION_BWD=k128; TPRT_ATTENTION_BWD=wgmma, the default's
+ * kernel but at head size 64 on sm_90; TPRT_ATTENTION_BWD_BLOCKS=2; and one head
  * a group, TPRT_ATTENTION_GROUP=1): dqkv, added (+=) into random grads, against the CPU backward; the
- * default and k128 also written (=) over those grads, the model's call, against the CPU's grads alone. */
+ * default, k128 and wgmma also written (=) over those grads, the model's call, against the CPU's grads alone. */
 static void test_attention_fused(int B, int T, int NH, int hs) {
     static const char *const fwd_rows[] = {"64", NULL};
     static const struct {
@@ -144,6 +145,7 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
         int writes;                    /* also checked writing (=) over the grads: a kernel of its own */
     } bwd_env[] = {{NULL, NULL, "", 1},
                    {"TPRT_ATTENTION_BWD", "k128", "k128 ", 1},
+                   {"TPRT_ATTENTION_BWD", "wgmma", "wgmma ", 1},
                    {"TPRT_ATTENTION_BWD_BLOCKS", "2", "BWD_BLOCKS=2 ", 0},
                    {"TPRT_ATTENTION_GROUP", "1", "GROUP=1 ", 0}};
     int Cl = NH * hs, C3 = 3 * Cl;
@@ -169,8 +171,10 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
     float *dlse = dev_f(NULL, nl);
     cudaMalloc(&scratch, cuda_attention_fused_scratch_bytes(B, T, Cl, NH));
     for (int f = 0; f < 2; f++) {
-        if (fwd_rows[f]) setenv("TPRT_ATTENTION_FWD_ROWS", fwd_rows[f], 1);
-        else unsetenv("TPRT_ATTENTION_FWD_ROWS");
+        if (fwd_rows[f])
+            setenv("TPRT_ATTENTION_FWD_ROWS", fwd_rows[f], 1);
+        else
+            unsetenv("TPRT_ATTENTION_FWD_ROWS");
         snprintf(tag, sizeof tag, "%s%s", fwd_rows[f] ? fwd_rows[f] : "", fwd_rows[f] ? "-query blocks " : "");
         sync_or_die("fused attention forward", cuda_attention_fused_forward(dout, dlse, dqkv, B, T, Cl, NH));
         float *got = host_bf(dout, no), *glse = host_f(dlse, nl);
@@ -341,12 +345,14 @@ int main(void) {
     test_matmul(6);
     test_attention();
     test_attention_switch();
+    run_wgmma_checks();
     test_attention_fused(2, 33, 3, 16);
     test_attention_fused(1, 1, 2, 64);
     test_attention_fused(2, 1, 2, 64);
     test_attention_fused(2, 100, 2, 64);
     test_attention_fused(1, 200, 2, 64);
-    test_attention_fused(2, 300, 2, 64); /* a last 128-query block whose second 64 rows lie past T; 128-key blocks too */
+    test_attention_fused(2, 300, 2,
+                         64); /* a last 128-query block whose second 64 rows lie past T; 128-key blocks too */
     test_attention_fused(1, 256, 2, 64); /* key blocks ending at T */
     test_attention_fused(2, 64, 2, 32);
     test_attention_fused(1, 77, 3, 32);

@@ -41,6 +41,8 @@ void ce_forward_cpu(float *loss, float *rowmax, float *rowsum, const float *logi
 
 /* test_tprt_cuda_fused.c: layernorm paths, residual+layernorm, one-pass cross-entropy, multi-tensor AdamW */
 void run_fused_checks(void);
+/* test_tprt_cuda_wgmma.cu: the warpgroup products of kernels/cuda/wgmma.cuh (skipped off sm_90) */
+void run_wgmma_checks(void);
 /* test_tprt_cuda_matmul.c: the GEMM epilogues (bias + GELU forward, overwriting backward with GELU gradient) */
 void run_matmul_checks(void);
 #endif

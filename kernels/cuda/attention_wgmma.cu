@@ -1,0 +1,160 @@
+/* attention_wgmma.cu - the fused attention backward on Hopper's warpgroup
+ * products (wgmma.cuh), head size 64: the kernel TPRT_ATTENTION_BWD=wgmma
+ * selects (attention_fused.cu runs its D pass before it and its dq pass
+ * after it, as for its own kernels).  One block of one warpgroup per
+ * (head, 64-key tile), in block_work's order, walks the 64-query tiles
+ * from the diagonal; per tile, products of the whole group on swizzled
+ * shared tiles: S^T = K Q^T and dP^T = V dO^T (64 keys x 64 queries), then
+ * P^T and dS^T = P^T * (dP^T - D) in registers feed dv += P^T dO and
+ * dk += dS^T Q straight from the registers; dS^T goes to shared memory for
+ * dq = dS K, added (fp32, atomically) into the dq partial sums.  Unlike the
+ * mma.sync kernels, each operand tile is read from shared memory once per
+ * product rather than once per warp.  The next query tile streams in
+ * (cp.async, two buffers) while this one is computed.  Built for sm_90a
+ * alone; elsewhere fa_bwd_wg_launch says no and the caller keeps its own
+ * kernel. */
+#include "attention_fused.cuh"
+#include "wgmma.cuh"
+
+#if defined(__CUDA_ARCH__) && !WG_ENABLED
+#error "attention_wgmma.cu is built for sm_90a alone (kernels/CMakeLists.txt)"
+#endif
+
+namespace {
+constexpr int WG_HS = 64;
+/* shared: K, V, Q and dO (two buffers each), dS^T: 7 tiles, then logsumexp and D (two buffers each) */
+constexpr size_t WG_SMEM = 7 * WG_TILE_BYTES + 4 * FA_TILE * sizeof(float) + 1024; /* + alignment to 1024 */
+
+/* rows r0.. of one head (64 columns, row stride `stride`) into a swizzled tile, asynchronously; rows >= T zero */
+__device__ __forceinline__ void load_tile_sw(bf16 *dst, const bf16 *src, size_t stride, int r0, int T) {
+#pragma unroll
+    for (int i = threadIdx.x; i < FA_TILE * 8; i += FA_THREADS) {
+        const int r = i >> 3, c = (i & 7) * 8;
+        const bool ok = r0 + r < T;
+        cp16(dst + wg_sw(r, c), src + (size_t)(ok ? r0 + r : 0) * stride + c, ok);
+    }
+}
+/* the query tile q0..: Q, dO, and the rows' logsumexp and D (zero past T) */
+__device__ __forceinline__ void load_query_sw(bf16 *sQ, bf16 *sO, float *sL, float *sD, const bf16 *qbase,
+                                              const bf16 *dbase, const float *lse, const float *D, int C3, int Cl,
+                                              int q0, int T) {
+    load_tile_sw(sQ, qbase, C3, q0, T);
+    load_tile_sw(sO, dbase, Cl, q0, T);
+    const int i = threadIdx.x & (FA_TILE - 1), q = q0 + i;
+    if (threadIdx.x < FA_TILE)
+        cp4(sL + i, lse + (q < T ? q : 0), q < T);
+    else
+        cp4(sD + i, D + (q < T ? q : 0), q < T);
+}
+
+__global__ void __launch_bounds__(FA_THREADS, 3)
+    fa_bwd_wg_k(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc,
+                int T, int NH, int BH, int group, float sl2, float scale) {
+    extern __shared__ __align__(16) unsigned char fa_smem[];
+    unsigned char *aligned = fa_smem + ((1024 - (wg_saddr(fa_smem) & 1023)) & 1023);
+    bf16 *sK = reinterpret_cast<bf16 *>(aligned), *sV = sK + WG_TILE, *sQ = sV + WG_TILE, *sO = sQ + 2 * WG_TILE;
+    bf16 *sS = sO + 2 * WG_TILE;
+    float *sL = reinterpret_cast<float *>(sS + WG_TILE), *sD = sL + 2 * FA_TILE;
+    const int nqb = (T + FA_TILE - 1) / FA_TILE;
+    int kb, bh;
+    block_work(nqb, BH, group, &kb, &bh);
+    const int b = bh / NH, h = bh % NH, Cl = NH * WG_HS, C3 = 3 * Cl;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3, r0 = warp * 16 + (lane >> 2);
+    const int k0 = kb * FA_TILE + r0; /* this thread's key rows: k0, k0 + 8 */
+    const bf16 *base = qkv + (size_t)b * T * C3 + h * WG_HS, *dbase = dout + (size_t)b * T * Cl + h * WG_HS;
+    const float *lrow = lse + (size_t)bh * T, *drow = D + (size_t)bh * T;
+    float *dqb = dq + (size_t)b * T * Cl + h * WG_HS + 2 * t4;
+    load_tile_sw(sK, base + Cl, C3, kb * FA_TILE, T);
+    load_tile_sw(sV, base + 2 * Cl, C3, kb * FA_TILE, T);
+    load_query_sw(sQ, sO, sL, sD, base, dbase, lrow, drow, C3, Cl, kb * FA_TILE, T);
+    cp_commit();
+    float dk[32], dv[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) dk[i] = dv[i] = 0.0f;
+    for (int qb = kb; qb < nqb; qb++) {
+        const int cur = (qb - kb) & 1, q0 = qb * FA_TILE;
+        if (qb + 1 < nqb) { /* the buffer read two tiles ago: every product on it ended before the last barrier */
+            load_query_sw(sQ + (cur ^ 1) * WG_TILE, sO + (cur ^ 1) * WG_TILE, sL + (cur ^ 1) * FA_TILE,
+                          sD + (cur ^ 1) * FA_TILE, base, dbase, lrow, drow, C3, Cl, q0 + FA_TILE, T);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        wg_proxy_fence();
+        __syncthreads();
+        const bf16 *cQ = sQ + cur * WG_TILE, *cO = sO + cur * WG_TILE;
+        const float *cL = sL + cur * FA_TILE, *cD = sD + cur * FA_TILE;
+        float s[32], dp[32];
+        wg_fence();
+        wg_tile_abt(s, sK, cQ);  /* S^T = K Q^T */
+        wg_tile_abt(dp, sV, cO); /* dP^T = V dO^T */
+        wg_commit();
+        wg_wait<0>();
+        wg_hold(s), wg_hold(dp);
+        const bool edge = qb == kb || q0 + FA_TILE > T;
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            const int ql = 8 * (i >> 2) + 2 * t4 + (i & 1), q = q0 + ql, key = k0 + 8 * ((i >> 1) & 1);
+            float p = ex2(s[i] * sl2 - cL[ql] * FA_LOG2E);
+            if (edge && (q < key || q >= T)) p = 0.0f;
+            s[i] = p;
+            dp[i] = p * (dp[i] - cD[ql]);
+        }
+        uint32_t pa[4][4], da[4][4];
+        wg_acc_to_a(pa, s);
+        wg_acc_to_a(da, dp);
+        wg_fence();
+        wg_tile_rb(dv, pa, cO); /* dv += P^T dO */
+        wg_tile_rb(dk, da, cQ); /* dk += dS^T Q */
+        wg_commit();
+#pragma unroll
+        for (int n = 0; n < 8; n++) { /* dS^T (rows keys, columns queries) while those run */
+            *reinterpret_cast<uint32_t *>(sS + wg_sw(r0, 8 * n + 2 * t4)) = da[n >> 1][(n & 1) * 2];
+            *reinterpret_cast<uint32_t *>(sS + wg_sw(r0 + 8, 8 * n + 2 * t4)) = da[n >> 1][(n & 1) * 2 + 1];
+        }
+        wg_proxy_fence();
+        __syncthreads();
+        float dqt[32];
+        wg_fence();
+        wg_tile_atb(dqt, sS, sK); /* dq = dS K = (dS^T)^T K */
+        wg_commit();
+        wg_wait<0>();
+        wg_hold(dqt), wg_hold(dk), wg_hold(dv);
+        __syncthreads(); /* every product on this tile's buffers and dS^T has ended */
+        const int qa = q0 + r0;
+        float *d0 = dqb + (size_t)qa * Cl, *d1 = d0 + (size_t)8 * Cl;
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            if (qa < T) red2(d0 + 8 * n, dqt[4 * n], dqt[4 * n + 1]);
+            if (qa + 8 < T) red2(d1 + 8 * n, dqt[4 * n + 2], dqt[4 * n + 3]);
+        }
+    }
+    store_dk_dv<8>(dqkv + ((size_t)b * T + k0) * C3 + Cl + h * WG_HS + 2 * t4, reinterpret_cast<const float(*)[4]>(dk),
+                   reinterpret_cast<const float(*)[4]>(dv), k0, T, C3, Cl, scale, acc);
+}
+} // namespace
+
+/* this build holds the kernel for this device, and the kernel takes its shared memory: asked once */
+static int wg_usable(void) {
+    static int usable = -1;
+    if (usable < 0) {
+        cudaFuncAttributes at;
+        usable =
+            cudaFuncGetAttributes(&at, fa_bwd_wg_k) == cudaSuccess &&
+            cudaFuncSetAttribute(fa_bwd_wg_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WG_SMEM) == cudaSuccess;
+        cudaGetLastError(); /* a refusal above is an answer, not a launch's error */
+    }
+    return usable;
+}
+
+extern "C" int cuda_attention_wgmma_ready(int hs) { return hs == WG_HS && wg_usable(); }
+
+int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
+                     int B, int T, int NH, float sl2, float scale, bool acc) {
+    if (!cuda_attention_wgmma_ready(hs)) return 1;
+    const int BH = B * NH;
+    fa_bwd_wg_k<<<(unsigned)(BH * ((T + FA_TILE - 1) / FA_TILE)), FA_THREADS, WG_SMEM>>>(
+        dqkv, dq, qkv, dout, lse, D, acc, T, NH, BH, launch_group(BH), sl2, scale);
+    return launch_ok();
+}
