@@ -6,10 +6,12 @@
  * each two) after 5 warm-ups, printed in milliseconds and in TFLOP/s of the
  * causal products (forward 4*B*NH*T*T*hs/2 FLOPs, backward 2.5 times that).
  * The forward is also timed with 64-query blocks (TPRT_ATTENTION_FWD_ROWS=64)
- * where that variable is unset.  Then each backward variant
- * (TPRT_ATTENTION_BWD=k64, the default; k128; wgmma, on Hopper's warpgroup products; TPRT_ATTENTION_BWD_BLOCKS=2,
- * the registers the kernel asks for; TPRT_ATTENTION_GROUP=100000, every
- * head's heaviest key tile first) with its ratio to the default.
+ * and on warpgroup products (TPRT_ATTENTION_FWD=wgmma), each with its time
+ * over the default's.  Then each backward variant (TPRT_ATTENTION_BWD=wgmma,
+ * the default at head size 64 on sm_90; k64, the mma.sync kernel; k128;
+ * k64 with TPRT_ATTENTION_BWD_BLOCKS=2, the registers it asks for;
+ * TPRT_ATTENTION_GROUP=100000, every head's heaviest key tile first) with
+ * the default's time over its own.
  * The fused backward writes dqkv, as the model calls it (the gemm path adds
  * into it, so its runs add up); the figures are times only.  Not a test: it
  * prints figures.
@@ -95,31 +97,50 @@ static void row(const char *name, double fused, double gemm, double flops) {
         printf(" | gemm: skip\n");
 }
 
-/* every backward variant (each variable set for its run, then put back as it was): its ms, TFLOP/s, the
+/* every backward variant (its variables set for its run, then put back as they were): its ms, TFLOP/s, the
  * fused forward + it, and the default's time over its own (above 1: faster than the default) */
-static const char *const bwd_variants[][2] = {{"TPRT_ATTENTION_BWD", "k64"},
-                                              {"TPRT_ATTENTION_BWD", "k128"},
-                                              {"TPRT_ATTENTION_BWD", "wgmma"},
-                                              {"TPRT_ATTENTION_BWD_BLOCKS", "2"},
-                                              {"TPRT_ATTENTION_GROUP", "100000"}};
+static const char *const bwd_variants[][4] = {{"TPRT_ATTENTION_BWD", "wgmma", NULL, NULL},
+                                              {"TPRT_ATTENTION_BWD", "k64", NULL, NULL},
+                                              {"TPRT_ATTENTION_BWD", "k128", NULL, NULL},
+                                              {"TPRT_ATTENTION_BWD", "k64", "TPRT_ATTENTION_BWD_BLOCKS", "2"},
+                                              {"TPRT_ATTENTION_GROUP", "100000", NULL, NULL}};
+/* the median of f with var=value (nothing set for a NULL var), the variable put back as it was after */
+static double median_with(int (*f)(void), const char *var, const char *value) {
+    const char *env = var ? getenv(var) : NULL;
+    char *keep = env ? strdup(env) : NULL;
+    if (var) setenv(var, value, 1);
+    double t = median_ms(f);
+    if (keep)
+        setenv(var, keep, 1), free(keep);
+    else if (var)
+        unsetenv(var);
+    return t;
+}
+static double median_with2(int (*f)(void), const char *const v[4]) {
+    const char *env = v[2] ? getenv(v[2]) : NULL;
+    char *keep = env ? strdup(env) : NULL;
+    if (v[2]) setenv(v[2], v[3], 1);
+    double t = median_with(f, v[0], v[1]);
+    if (keep)
+        setenv(v[2], keep, 1), free(keep);
+    else if (v[2])
+        unsetenv(v[2]);
+    return t;
+}
 static int bench_bwd_modes(double ff, double bwd_flops) {
     double base = -1.0;
     int rc = 0;
     for (int m = 0; m < (int)(sizeof bwd_variants / sizeof bwd_variants[0]); m++) {
-        const char *var = bwd_variants[m][0], *env = getenv(var);
-        char *keep = env ? strdup(env) : NULL, label[48];
-        setenv(var, bwd_variants[m][1], 1);
-        double t = median_ms(fused_bwd);
-        if (keep)
-            setenv(var, keep, 1), free(keep);
-        else
-            unsetenv(var);
+        const char *const *v = bwd_variants[m];
+        char label[64];
+        double t = median_with2(fused_bwd, v);
         if (t < 0) {
             rc = -1;
             continue;
         }
         if (m == 0) base = t;
-        snprintf(label, sizeof label, "%s=%s", var, bwd_variants[m][1]);
+        snprintf(label, sizeof label, "%s=%s%s%s%s%s", v[0], v[1], v[2] ? " " : "", v[2] ? v[2] : "", v[2] ? "=" : "",
+                 v[2] ? v[3] : "");
         printf("B=%-4d backward  %-32s %8.3f ms %6.1f TFLOP/s | fwd+bwd %8.3f ms", B, label, t, bwd_flops / t * 1e-9,
                ff + t);
         if (base > 0)
@@ -145,12 +166,9 @@ static int bench(int batch) {
         goto done;
     double ff = median_ms(fused_fwd), fb = fused_fwd() ? -1.0 : median_ms(fused_bwd), gf = -1.0, gb = -1.0;
     if (ff < 0 || fb < 0) goto done;
-    double f64 = -1.0; /* the forward's other block shape: 64 queries, one 16-row tile a warp */
-    if (!getenv("TPRT_ATTENTION_FWD_ROWS")) {
-        setenv("TPRT_ATTENTION_FWD_ROWS", "64", 1);
-        f64 = median_ms(fused_fwd);
-        unsetenv("TPRT_ATTENTION_FWD_ROWS");
-    }
+    /* the forward's other kernels: blocks of 64 queries, one 16-row tile a warp; on warpgroup products */
+    double f64 = median_with(fused_fwd, "TPRT_ATTENTION_FWD_ROWS", "64");
+    double fwg = median_with(fused_fwd, "TPRT_ATTENTION_FWD", "wgmma");
     att = dev_alloc((size_t)B * NH * T * T * 2, "gemm probabilities");
     gscratch = att ? dev_alloc(cuda_attention_scratch_bytes(B, T, CL, NH), "gemm scratch") : NULL;
     if (att && gscratch) {
@@ -161,6 +179,9 @@ static int bench(int batch) {
     if (f64 > 0)
         printf("B=%-4d %-9s fused %8.3f ms %6.1f TFLOP/s (TPRT_ATTENTION_FWD_ROWS=64) | fused/that %5.2fx\n", B,
                "forward", f64, fwd_flops / f64 * 1e-9, f64 / ff);
+    if (fwg > 0)
+        printf("B=%-4d %-9s fused %8.3f ms %6.1f TFLOP/s (TPRT_ATTENTION_FWD=wgmma) | fused/that %5.2fx\n", B,
+               "forward", fwg, fwd_flops / fwg * 1e-9, fwg / ff);
     row("backward", fb, gb, bwd_flops);
     row("fwd+bwd", ff + fb, gf > 0 && gb > 0 ? gf + gb : -1.0, fwd_flops + bwd_flops);
     rc = bench_bwd_modes(ff, bwd_flops);

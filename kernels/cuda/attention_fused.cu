@@ -4,16 +4,19 @@
  * the scaled scores (fp32, (B, NH, T)); the backward recomputes each tile's
  * probabilities from q, k, out and that logsumexp.  One backward block per
  * key tile (64 keys; 128, 8 warps, with TPRT_ATTENTION_BWD=k128: the kernel
- * of attention_fused_bwd128.cu) walks its query tiles: dk, dv in registers, dq as fp32 partial
- * sums added atomically into the scratch, which a last pass scales into
- * dqkv.  dqkv is written (=), or added into (+=) when the caller asks.
+ * of attention_fused_bwd128.cu) walks its query tiles: dk, dv in registers,
+ * dq as fp32 partial sums added atomically into the scratch, which a last
+ * pass scales into dqkv.  At head size 64 on sm_90 the backward kernel is
+ * attention_wgmma.cu's (on warpgroup products) unless TPRT_ATTENTION_BWD
+ * names one of these.  dqkv is written (=), or added into (+=) when the caller asks.
  * Tiles stream into shared memory with cp.async, double buffered (the next
  * key or query tile loads while the current one is computed).
  * bf16 operands on the tensor cores (mma.sync m16n8k16, operands through
  * ldmatrix), fp32 accumulation and softmax; P and dS are rounded to bf16
  * only as mma operands.  Tiles of 64 queries x 64 keys, 4 warps of 16 rows
  * each; the forward gives each warp two such 16-row tiles (blocks of 128
- * queries) up to head size 64 (env TPRT_ATTENTION_FWD_ROWS=64 keeps one);
+ * queries) up to head size 64 (env TPRT_ATTENTION_FWD_ROWS=64 keeps one;
+ * TPRT_ATTENTION_FWD=wgmma takes attention_wgmma.cu's forward);
  * key tiles above the diagonal are never visited, the diagonal (and the
  * tile holding T) is masked.  Head sizes: multiples of 16 up to 128.
  * q, k, v are read in place from qkv (B, T, 3*Cl) = [q|k|v], head h at
@@ -24,46 +27,6 @@
 #include <string.h>
 
 namespace {
-
-/* The online softmax of one key tile for one 16-row m-tile: its scores s (C layout) become probabilities,
- * the running max m and sum l of the thread's two rows r0, r1 move on and the output o is rescaled.  Keys
- * from c0; with edge, keys after the row or at T and beyond are masked. */
-template <int NO>
-__device__ __forceinline__ void softmax_step(float s[8][4], float o[NO][4], float m[2], float l[2], bool edge, int c0,
-                                             int r0, int r1, int T, float sl2, int t4) {
-    float mx0 = m[0], mx1 = m[1];
-#pragma unroll
-    for (int n = 0; n < 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            float x = s[n][e] * sl2;
-            if (edge) {
-                int col = c0 + n * 8 + 2 * t4 + (e & 1), row = e < 2 ? r0 : r1;
-                if (col > row || col >= T) x = -INFINITY;
-            }
-            s[n][e] = x;
-            if (e < 2)
-                mx0 = fmaxf(mx0, x);
-            else
-                mx1 = fmaxf(mx1, x);
-        }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float u0 = mx0 == -INFINITY ? 0.0f : mx0, u1 = mx1 == -INFINITY ? 0.0f : mx1;
-    const float a0 = ex2(m[0] - u0), a1 = ex2(m[1] - u1);
-    m[0] = mx0, m[1] = mx1;
-    l[0] *= a0, l[1] *= a1;
-#pragma unroll
-    for (int n = 0; n < NO; n++) o[n][0] *= a0, o[n][1] *= a0, o[n][2] *= a1, o[n][3] *= a1;
-#pragma unroll
-    for (int n = 0; n < 8; n++) {
-        s[n][0] = ex2(s[n][0] - u0), s[n][1] = ex2(s[n][1] - u0);
-        s[n][2] = ex2(s[n][2] - u1), s[n][3] = ex2(s[n][3] - u1);
-        l[0] += s[n][0] + s[n][1], l[1] += s[n][2] + s[n][3];
-    }
-}
 
 /* Forward: one block per (b*NH + h, block of 64*MT queries), grid y runs the heaviest (last) blocks first
  * (the backward's grouped order, block_work, measured slower here);
@@ -153,25 +116,9 @@ __global__ void __launch_bounds__(FA_THREADS)
         __syncthreads(); /* this stage is loaded again two tiles on */
     }
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-        float l0 = l[mt][0], l1 = l[mt][1];
-        l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-        l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-        const float i0 = 1.0f / l0, i1 = 1.0f / l1;
-        const int r0 = w0 + mt * 16 + (lane >> 2), r1 = r0 + 8;
-        bf16 *o0 = out + ((size_t)b * T + r0) * Cl + h * HS + 2 * t4, *o1 = o0 + (size_t)8 * Cl;
-#pragma unroll
-        for (int n = 0; n < NO; n++) {
-            if (r0 < T) *reinterpret_cast<uint32_t *>(o0 + n * 8) = pack2(o[mt][n][0] * i0, o[mt][n][1] * i0);
-            if (r1 < T) *reinterpret_cast<uint32_t *>(o1 + n * 8) = pack2(o[mt][n][2] * i1, o[mt][n][3] * i1);
-        }
-        if (t4 == 0) { /* natural-log logsumexp of the scaled scores */
-            if (r0 < T) lse[(size_t)bh * T + r0] = (m[mt][0] + log2f(l0)) * FA_LN2;
-            if (r1 < T) lse[(size_t)bh * T + r1] = (m[mt][1] + log2f(l1)) * FA_LN2;
-        }
-    }
+    for (int mt = 0; mt < MT; mt++)
+        fwd_finish<NO>(out, lse + (size_t)bh * T, o[mt], m[mt], l[mt], w0 + mt * 16 + (lane >> 2), T,
+                       (size_t)b * T * Cl + h * HS + 2 * t4, Cl, t4);
 }
 
 /* Before the backward, per row t of head bh: D[bh*T + t] = dout_t . out_t over the head, and the row's dq
@@ -291,15 +238,20 @@ template <int HS, int MT> int fwd_launch_mt(bf16 *out, float *lse, const bf16 *q
 }
 /* two m-tiles a warp (blocks of 128 queries) up to head size 64, unless TPRT_ATTENTION_FWD_ROWS=64 */
 template <int HS> int fwd_launch(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
-    const char *e = getenv("TPRT_ATTENTION_FWD_ROWS");
+    const char *e = getenv("TPRT_ATTENTION_FWD_ROWS"), *f = getenv("TPRT_ATTENTION_FWD");
+    if (f && !strcmp(f, "wgmma")) {
+        int wg = fa_fwd_wg_launch(HS, out, lse, qkv, B, T, NH, sl2);
+        if (wg <= 0) return wg;
+    }
     if (e && !strcmp(e, "64")) return fwd_launch_mt<HS, 1>(out, lse, qkv, B, T, NH, sl2);
     return fwd_launch_mt<HS, (HS <= 64 ? 2 : 1)>(out, lse, qkv, B, T, NH, sl2);
 }
-/* the backward kernel, read at each call: TPRT_ATTENTION_BWD=k128 (attention_fused_bwd128.cu) is 1, wgmma
- * (attention_wgmma.cu) 2, anything else (unset, k64) the 64-key fa_bwd_k, 0 */
+/* the backward kernel, read at each call: TPRT_ATTENTION_BWD=k64 the 64-key fa_bwd_k, 0; k128
+ * (attention_fused_bwd128.cu) 1; anything else (unset, wgmma) 2, attention_wgmma.cu's where it runs
+ * (head size 64 on sm_90), else fa_bwd_k */
 static int bwd_mode(void) {
     const char *e = getenv("TPRT_ATTENTION_BWD");
-    return !e ? 0 : !strcmp(e, "k128") ? 1 : !strcmp(e, "wgmma") ? 2 : 0;
+    return !e ? 2 : !strcmp(e, "k64") ? 0 : !strcmp(e, "k128") ? 1 : 2;
 }
 /* fa_bwd_k's blocks per SM up to head size 64: 3 (168 registers), or with TPRT_ATTENTION_BWD_BLOCKS=2 the
  * registers it asks for (239 at head size 64: two blocks); above 64 always the latter */
@@ -316,7 +268,7 @@ int bwd_k_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const
         dqkv, dq, qkv, dout, lse, D, acc, T, NH, BH, launch_group(BH), sl2, scale);
     return 0;
 }
-/* the mma.sync kernel TPRT_ATTENTION_BWD and TPRT_ATTENTION_BWD_BLOCKS pick (wgmma aside) */
+/* the mma.sync kernel TPRT_ATTENTION_BWD and TPRT_ATTENTION_BWD_BLOCKS pick (fa_bwd_k but for k128) */
 template <int HS>
 int mma_bwd_launch(int mode, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
                    bool acc, int B, int T, int NH, float sl2, float scale) {

@@ -153,6 +153,71 @@ __device__ __forceinline__ void bwd_warp_tile(float dk[HS / 8][4], float dv[HS /
     store_ds_t(sS, LS, dp, warp, lane);
 }
 
+/* The online softmax of one key tile for one 16-row m-tile: its scores s (C layout) become probabilities,
+ * the running max m and sum l of the thread's two rows r0, r1 move on and the output o is rescaled.  Keys
+ * from c0; with edge, keys after the row or at T and beyond are masked. */
+template <int NO>
+__device__ __forceinline__ void softmax_step(float s[8][4], float o[NO][4], float m[2], float l[2], bool edge, int c0,
+                                             int r0, int r1, int T, float sl2, int t4) {
+    float mx0 = m[0], mx1 = m[1];
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float x = s[n][e] * sl2;
+            if (edge) {
+                int col = c0 + n * 8 + 2 * t4 + (e & 1), row = e < 2 ? r0 : r1;
+                if (col > row || col >= T) x = -INFINITY;
+            }
+            s[n][e] = x;
+            if (e < 2)
+                mx0 = fmaxf(mx0, x);
+            else
+                mx1 = fmaxf(mx1, x);
+        }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float u0 = mx0 == -INFINITY ? 0.0f : mx0, u1 = mx1 == -INFINITY ? 0.0f : mx1;
+    const float a0 = ex2(m[0] - u0), a1 = ex2(m[1] - u1);
+    m[0] = mx0, m[1] = mx1;
+    l[0] *= a0, l[1] *= a1;
+#pragma unroll
+    for (int n = 0; n < NO; n++) o[n][0] *= a0, o[n][1] *= a0, o[n][2] *= a1, o[n][3] *= a1;
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        s[n][0] = ex2(s[n][0] - u0), s[n][1] = ex2(s[n][1] - u0);
+        s[n][2] = ex2(s[n][2] - u1), s[n][3] = ex2(s[n][3] - u1);
+        l[0] += s[n][0] + s[n][1], l[1] += s[n][2] + s[n][3];
+    }
+}
+
+/* The end of a forward m-tile: the running sums l of the thread's rows r0, r0 + 8 summed over the quad,
+ * out (from element `off` of out: batch, row 0, head, this thread's column; row stride Cl) = o / l, and with
+ * t4 == 0 the rows' natural-log logsumexp of the scaled scores into lrow; rows at T and beyond left alone. */
+template <int NO>
+__device__ __forceinline__ void fwd_finish(bf16 *out, float *lrow, const float o[NO][4], const float m[2],
+                                           const float l[2], int r0, int T, size_t off, int Cl, int t4) {
+    float l0 = l[0], l1 = l[1];
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
+    const int r1 = r0 + 8;
+    bf16 *o0 = out + off + (size_t)r0 * Cl, *o1 = o0 + (size_t)8 * Cl;
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        if (r0 < T) *reinterpret_cast<uint32_t *>(o0 + n * 8) = pack2(o[n][0] * i0, o[n][1] * i0);
+        if (r1 < T) *reinterpret_cast<uint32_t *>(o1 + n * 8) = pack2(o[n][2] * i1, o[n][3] * i1);
+    }
+    if (t4 == 0) {
+        if (r0 < T) lrow[r0] = (m[0] + log2f(l0)) * FA_LN2;
+        if (r1 < T) lrow[r1] = (m[1] + log2f(l1)) * FA_LN2;
+    }
+}
+
 /* A block's tile rank and head in the launch order of a 1-D grid of ntiles * BH blocks: the heads
  * in groups of `group`, each group tile rank by tile rank (rank 0 the heaviest, with the most tiles
  * to walk) and its heads side by side within a rank.  The blocks in flight then share a few heads,
@@ -280,4 +345,7 @@ int fa_bwd128_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 
  * it.  0 launched, 1 not for this head size, build or device (the caller's kernel then runs), -1 failed. */
 int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
                      int B, int T, int NH, float sl2, float scale, bool acc);
+/* attention_wgmma.cu: the forward on warpgroup products (head size 64, sm_90a), as fwd_launch takes it;
+ * 0, 1 or -1 as fa_bwd_wg_launch */
+int fa_fwd_wg_launch(int hs, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2);
 #endif

@@ -1,18 +1,19 @@
-/* attention_wgmma.cu - the fused attention backward on Hopper's warpgroup
- * products (wgmma.cuh), head size 64: the kernel TPRT_ATTENTION_BWD=wgmma
- * selects (attention_fused.cu runs its D pass before it and its dq pass
- * after it, as for its own kernels).  One block of one warpgroup per
- * (head, 64-key tile), in block_work's order, walks the 64-query tiles
- * from the diagonal; per tile, products of the whole group on swizzled
- * shared tiles: S^T = K Q^T and dP^T = V dO^T (64 keys x 64 queries), then
- * P^T and dS^T = P^T * (dP^T - D) in registers feed dv += P^T dO and
- * dk += dS^T Q straight from the registers; dS^T goes to shared memory for
- * dq = dS K, added (fp32, atomically) into the dq partial sums.  Unlike the
- * mma.sync kernels, each operand tile is read from shared memory once per
- * product rather than once per warp.  The next query tile streams in
- * (cp.async, two buffers) while this one is computed.  Built for sm_90a
- * alone; elsewhere fa_bwd_wg_launch says no and the caller keeps its own
- * kernel. */
+/* attention_wgmma.cu - the fused attention on Hopper's warpgroup products
+ * (wgmma.cuh), head size 64.  The backward is tprt's default there
+ * (attention_fused.cu runs its D pass before it and its dq pass after it,
+ * as for its own kernels): one block of one warpgroup per (head, 64-key
+ * tile), in block_work's order, walks the 64-query tiles from the diagonal;
+ * per tile, products of the whole group on swizzled shared tiles:
+ * S^T = K Q^T and dP^T = V dO^T (64 keys x 64 queries), then P^T and
+ * dS^T = P^T * (dP^T - D) in registers feed dv += P^T dO and dk += dS^T Q
+ * straight from the registers; dS^T goes to shared memory for dq = dS K,
+ * added (fp32, atomically) into the dq partial sums.  Unlike the mma.sync
+ * kernels, each operand tile is read from shared memory once per product
+ * rather than once per warp.  The next query tile streams in (cp.async, two
+ * buffers) while this one is computed.  The forward (TPRT_ATTENTION_FWD=wgmma;
+ * level with the mma.sync one on the H200, so not the default) walks key
+ * tiles with fa_fwd_k's online softmax.  Built for sm_90a alone; elsewhere
+ * the launchers say no and the caller keeps its mma.sync kernels. */
 #include "attention_fused.cuh"
 #include "wgmma.cuh"
 
@@ -25,10 +26,12 @@ constexpr int WG_HS = 64;
 /* shared: K, V, Q and dO (two buffers each), dS^T: 7 tiles, then logsumexp and D (two buffers each) */
 constexpr size_t WG_SMEM = 7 * WG_TILE_BYTES + 4 * FA_TILE * sizeof(float) + 1024; /* + alignment to 1024 */
 
-/* rows r0.. of one head (64 columns, row stride `stride`) into a swizzled tile, asynchronously; rows >= T zero */
+/* rows r0.. of one head (64 columns, row stride `stride`) into a swizzled tile by a block of NT threads,
+ * asynchronously; rows >= T zero */
+template <int NT = FA_THREADS>
 __device__ __forceinline__ void load_tile_sw(bf16 *dst, const bf16 *src, size_t stride, int r0, int T) {
 #pragma unroll
-    for (int i = threadIdx.x; i < FA_TILE * 8; i += FA_THREADS) {
+    for (int i = threadIdx.x; i < FA_TILE * 8; i += NT) {
         const int r = i >> 3, c = (i & 7) * 8;
         const bool ok = r0 + r < T;
         cp16(dst + wg_sw(r, c), src + (size_t)(ok ? r0 + r : 0) * stride + c, ok);
@@ -86,13 +89,14 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
         const bf16 *cQ = sQ + cur * WG_TILE, *cO = sO + cur * WG_TILE;
         const float *cL = sL + cur * FA_TILE, *cD = sD + cur * FA_TILE;
         float s[32], dp[32];
+        uint32_t pa[4][4], da[4][4];
+        const bool edge = qb == kb || q0 + FA_TILE > T;
         wg_fence();
         wg_tile_abt(s, sK, cQ);  /* S^T = K Q^T */
         wg_tile_abt(dp, sV, cO); /* dP^T = V dO^T */
         wg_commit();
         wg_wait<0>();
         wg_hold(s), wg_hold(dp);
-        const bool edge = qb == kb || q0 + FA_TILE > T;
 #pragma unroll
         for (int i = 0; i < 32; i++) {
             const int ql = 8 * (i >> 2) + 2 * t4 + (i & 1), q = q0 + ql, key = k0 + 8 * ((i >> 1) & 1);
@@ -101,7 +105,6 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
             s[i] = p;
             dp[i] = p * (dp[i] - cD[ql]);
         }
-        uint32_t pa[4][4], da[4][4];
         wg_acc_to_a(pa, s);
         wg_acc_to_a(da, dp);
         wg_fence();
@@ -133,22 +136,86 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
     store_dk_dv<8>(dqkv + ((size_t)b * T + k0) * C3 + Cl + h * WG_HS + 2 * t4, reinterpret_cast<const float(*)[4]>(dk),
                    reinterpret_cast<const float(*)[4]>(dv), k0, T, C3, Cl, scale, acc);
 }
+
+/* Forward: one block of NWG warpgroups per (b*NH + h, block of 64*NWG queries), grid y the heaviest (last)
+ * blocks first; each group takes 64 query rows (its Q tile held in shared memory for the whole walk) and
+ * per key tile runs S = Q K^T, the online softmax of fa_fwd_k (softmax_step), and o += P V with P straight
+ * from the registers.  Shared: the Q tiles, then two stages of [K tile, V tile]. */
+template <int NWG>
+__global__ void __launch_bounds__(NWG *FA_THREADS)
+    fa_fwd_wg_k(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, float sl2) {
+    constexpr int BM = FA_TILE * NWG;
+    extern __shared__ __align__(16) unsigned char fa_smem[];
+    unsigned char *aligned = fa_smem + ((1024 - (wg_saddr(fa_smem) & 1023)) & 1023);
+    bf16 *sQ = reinterpret_cast<bf16 *>(aligned), *sKV = sQ + NWG * WG_TILE; /* stage j: K, V at sKV + 2j tiles */
+    const int qb = gridDim.y - 1 - blockIdx.y, bh = blockIdx.x, b = bh / NH, h = bh % NH;
+    const int Cl = NH * WG_HS, C3 = 3 * Cl, wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3;
+    const int lane = threadIdx.x & 31, t4 = lane & 3, w0 = qb * BM + wg * FA_TILE; /* this group's first row */
+    const int r0 = w0 + warp * 16 + (lane >> 2);
+    const int nk = min((T + FA_TILE - 1) / FA_TILE, (qb * BM + BM - 1) / FA_TILE + 1);
+    const bf16 *base = qkv + (size_t)b * T * C3 + h * WG_HS;
+#pragma unroll
+    for (int j = 0; j < NWG; j++) load_tile_sw<NWG * FA_THREADS>(sQ + j * WG_TILE, base, C3, qb * BM + j * FA_TILE, T);
+    load_tile_sw<NWG * FA_THREADS>(sKV, base + Cl, C3, 0, T);
+    load_tile_sw<NWG * FA_THREADS>(sKV + WG_TILE, base + 2 * Cl, C3, 0, T);
+    cp_commit();
+    float o[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 32; i++) o[i] = 0.0f;
+    for (int kb = 0; kb < nk; kb++) {
+        const bf16 *cK = sKV + 2 * (kb & 1) * WG_TILE, *cV = cK + WG_TILE;
+        if (kb + 1 < nk) { /* the other stage: its products ended before the last barrier */
+            bf16 *nK = sKV + 2 * ((kb + 1) & 1) * WG_TILE;
+            load_tile_sw<NWG * FA_THREADS>(nK, base + Cl, C3, (kb + 1) * FA_TILE, T);
+            load_tile_sw<NWG * FA_THREADS>(nK + WG_TILE, base + 2 * Cl, C3, (kb + 1) * FA_TILE, T);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        wg_proxy_fence();
+        __syncthreads();
+        if (kb * FA_TILE < w0 + FA_TILE) { /* else every key of the tile lies after every row of this group */
+            float s[32];
+            uint32_t pa[4][4];
+            wg_fence();
+            wg_tile_abt(s, sQ + wg * WG_TILE, cK); /* S = Q K^T */
+            wg_commit();
+            wg_wait<0>();
+            wg_hold(s);
+            const bool edge = kb * FA_TILE + FA_TILE - 1 > w0 || kb * FA_TILE + FA_TILE > T;
+            softmax_step<8>(reinterpret_cast<float(*)[4]>(s), reinterpret_cast<float(*)[4]>(o), m, l, edge,
+                            kb * FA_TILE, r0, r0 + 8, T, sl2, t4);
+            wg_acc_to_a(pa, s);
+            wg_fence();
+            wg_tile_rb(o, pa, cV); /* o += P V */
+            wg_commit();
+            wg_wait<0>();
+            wg_hold(o);
+        }
+        __syncthreads(); /* this stage is loaded again two tiles on */
+    }
+    fwd_finish<8>(out, lse + (size_t)bh * T, reinterpret_cast<const float(*)[4]>(o), m, l, r0, T,
+                  (size_t)b * T * Cl + h * WG_HS + 2 * t4, Cl, t4);
+}
 } // namespace
 
-/* this build holds the kernel for this device, and the kernel takes its shared memory: asked once */
-static int wg_usable(void) {
+/* kernel k is in this build for this device and takes `bytes` of shared memory (asked once per kernel) */
+template <typename K> static int wg_usable(K kernel, size_t bytes) {
+    cudaFuncAttributes at;
+    int ok = cudaFuncGetAttributes(&at, kernel) == cudaSuccess &&
+             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) == cudaSuccess;
+    cudaGetLastError(); /* a refusal above is an answer, not a launch's error */
+    return ok;
+}
+/* 1 when fa_bwd_wg_k is in this build for this device (asked once) */
+static int wg_bwd_ready(void) {
     static int usable = -1;
-    if (usable < 0) {
-        cudaFuncAttributes at;
-        usable =
-            cudaFuncGetAttributes(&at, fa_bwd_wg_k) == cudaSuccess &&
-            cudaFuncSetAttribute(fa_bwd_wg_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WG_SMEM) == cudaSuccess;
-        cudaGetLastError(); /* a refusal above is an answer, not a launch's error */
-    }
+    if (usable < 0) usable = wg_usable(fa_bwd_wg_k, WG_SMEM);
     return usable;
 }
 
-extern "C" int cuda_attention_wgmma_ready(int hs) { return hs == WG_HS && wg_usable(); }
+extern "C" int cuda_attention_wgmma_ready(int hs) { return hs == WG_HS && wg_bwd_ready(); }
 
 int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
                      int B, int T, int NH, float sl2, float scale, bool acc) {
@@ -157,4 +224,20 @@ int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 
     fa_bwd_wg_k<<<(unsigned)(BH * ((T + FA_TILE - 1) / FA_TILE)), FA_THREADS, WG_SMEM>>>(
         dqkv, dq, qkv, dout, lse, D, acc, T, NH, BH, launch_group(BH), sl2, scale);
     return launch_ok();
+}
+
+template <int NWG> static int fwd_go(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
+    const size_t bytes = (size_t)(NWG + 4) * WG_TILE_BYTES + 1024;
+    static int usable = -1;
+    if (usable < 0) usable = wg_usable(fa_fwd_wg_k<NWG>, bytes);
+    if (!usable) return 1;
+    constexpr int BM = FA_TILE * NWG;
+    dim3 grid((unsigned)(B * NH), (unsigned)((T + BM - 1) / BM));
+    fa_fwd_wg_k<NWG><<<grid, NWG * FA_THREADS, bytes>>>(out, lse, qkv, T, NH, sl2);
+    return launch_ok();
+}
+
+/* one warpgroup a block: on the H200 two (128 queries) measured 0.96-1.0x of one */
+int fa_fwd_wg_launch(int hs, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
+    return hs == WG_HS ? fwd_go<1>(out, lse, qkv, B, T, NH, sl2) : 1;
 }

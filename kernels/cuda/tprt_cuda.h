@@ -118,8 +118,8 @@ int cuda_attention_fused_forward(tprt_bf16 *out, float *lse, const tprt_bf16 *qk
 int cuda_attention_fused_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const tprt_bf16 *qkv, const tprt_bf16 *out,
                                   const float *lse, void *scratch, int B, int T, int Cl, int NH, int accumulate);
 /* attention_wgmma.cu: 1 when the backward on Hopper's warpgroup products runs here for head size hs (64,
- * an sm_90 device, this build), the kernel env TPRT_ATTENTION_BWD=wgmma picks; elsewhere that value keeps
- * the default kernel */
+ * an sm_90 device, this build): then it is the default backward kernel (env TPRT_ATTENTION_BWD=k64 or k128
+ * picks an mma.sync one) */
 int cuda_attention_wgmma_ready(int hs);
 
 /* gelu.cu (tanh approximation) */

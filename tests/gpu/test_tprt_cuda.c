@@ -131,23 +131,28 @@ static void check_dqkv(const char *tag, const float *hg, const float *g, int B, 
     free(pa), free(pr);
 }
 
-/* The fused attention at B x T x NH heads of size hs, in each forward block shape (TPRT_ATTENTION_FWD_ROWS:
- * 64 queries, then the default, 128 up to head size 64): out and lse (against the CPU scores' logsumexp,
- * in double); then from the default forward each backward kernel (the default: 64 keys a block, three
- * blocks an SM, heads in groups of 16; TPRT_ATTENTION_BWD=k128; TPRT_ATTENTION_BWD=wgmma, the default's
- * kernel but at head size 64 on sm_90; TPRT_ATTENTION_BWD_BLOCKS=2; and one head
- * a group, TPRT_ATTENTION_GROUP=1): dqkv, added (+=) into random grads, against the CPU backward; the
- * default, k128 and wgmma also written (=) over those grads, the model's call, against the CPU's grads alone. */
+/* The fused attention at B x T x NH heads of size hs, in each forward kernel (TPRT_ATTENTION_FWD_ROWS=64:
+ * blocks of 64 queries; TPRT_ATTENTION_FWD=wgmma, the default's kernel but at head size 64 on sm_90; then
+ * the default, 128 queries up to head size 64): out and lse (against the CPU scores' logsumexp,
+ * in double); then from the default forward each backward kernel (the default: at head size 64 on sm_90
+ * attention_wgmma.cu's, else the 64-key mma.sync kernel; TPRT_ATTENTION_BWD=k64, that mma.sync kernel, three
+ * blocks an SM, heads in groups of 16; k128; k64 with TPRT_ATTENTION_BWD_BLOCKS=2; and the default with one
+ * head a group, TPRT_ATTENTION_GROUP=1): dqkv, added (+=) into random grads, against the CPU backward; the
+ * default, k64 and k128 also written (=) over those grads, the model's call, against the CPU's grads alone. */
 static void test_attention_fused(int B, int T, int NH, int hs) {
-    static const char *const fwd_rows[] = {"64", NULL};
     static const struct {
-        const char *var, *value, *tag; /* the variable (NULL: the default), its value, the checks' tag */
-        int writes;                    /* also checked writing (=) over the grads: a kernel of its own */
-    } bwd_env[] = {{NULL, NULL, "", 1},
-                   {"TPRT_ATTENTION_BWD", "k128", "k128 ", 1},
-                   {"TPRT_ATTENTION_BWD", "wgmma", "wgmma ", 1},
-                   {"TPRT_ATTENTION_BWD_BLOCKS", "2", "BWD_BLOCKS=2 ", 0},
-                   {"TPRT_ATTENTION_GROUP", "1", "GROUP=1 ", 0}};
+        const char *var, *value, *tag;
+    } fwd_env[] = {{"TPRT_ATTENTION_FWD_ROWS", "64", "64-query blocks "},
+                   {"TPRT_ATTENTION_FWD", "wgmma", "wgmma "},
+                   {NULL, NULL, ""}};
+    static const struct {
+        const char *var, *value, *var2, *value2, *tag; /* the variables (NULL: the default), the checks' tag */
+        int writes; /* also checked writing (=) over the grads: a kernel of its own */
+    } bwd_env[] = {{NULL, NULL, NULL, NULL, "", 1},
+                   {"TPRT_ATTENTION_BWD", "k64", NULL, NULL, "k64 ", 1},
+                   {"TPRT_ATTENTION_BWD", "k128", NULL, NULL, "k128 ", 1},
+                   {"TPRT_ATTENTION_BWD", "k64", "TPRT_ATTENTION_BWD_BLOCKS", "2", "BWD_BLOCKS=2 ", 0},
+                   {"TPRT_ATTENTION_GROUP", "1", NULL, NULL, "GROUP=1 ", 0}};
     int Cl = NH * hs, C3 = 3 * Cl;
     size_t nq = (size_t)B * T * C3, no = (size_t)B * T * Cl, na = (size_t)B * NH * T * T, nl = (size_t)B * NH * T;
     char name[112], tag[32];
@@ -170,13 +175,11 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
     void *dqkv = dev_bf(qkv, nq), *dout = dev_bf(NULL, no), *scratch;
     float *dlse = dev_f(NULL, nl);
     cudaMalloc(&scratch, cuda_attention_fused_scratch_bytes(B, T, Cl, NH));
-    for (int f = 0; f < 2; f++) {
-        if (fwd_rows[f])
-            setenv("TPRT_ATTENTION_FWD_ROWS", fwd_rows[f], 1);
-        else
-            unsetenv("TPRT_ATTENTION_FWD_ROWS");
-        snprintf(tag, sizeof tag, "%s%s", fwd_rows[f] ? fwd_rows[f] : "", fwd_rows[f] ? "-query blocks " : "");
+    for (int f = 0; f < 3; f++) { /* the default last: the backward starts from its out and lse */
+        if (fwd_env[f].var) setenv(fwd_env[f].var, fwd_env[f].value, 1);
+        snprintf(tag, sizeof tag, "%s", fwd_env[f].tag);
         sync_or_die("fused attention forward", cuda_attention_fused_forward(dout, dlse, dqkv, B, T, Cl, NH));
+        if (fwd_env[f].var) unsetenv(fwd_env[f].var);
         float *got = host_bf(dout, no), *glse = host_f(dlse, nl);
         snprintf(name, sizeof name, "fused attn fwd %sout B%d T%d NH%d hs%d", tag, B, T, NH, hs);
         check(name, got, out, no, BF_TOL);
@@ -189,11 +192,15 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
     attention_backward(g, dy, qkv, att, B, T, Cl, NH);
     attention_backward(gset, dy, qkv, att, B, T, Cl, NH);
     void *ddy = dev_bf(dy, no);
-    for (int k = 1; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++) unsetenv(bwd_env[k].var); /* the default */
-    /* every variant adds into random grads; the two kernels also write over them (the model's call) */
+    for (int k = 1; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++) { /* the default */
+        unsetenv(bwd_env[k].var);
+        if (bwd_env[k].var2) unsetenv(bwd_env[k].var2);
+    }
+    /* every variant adds into random grads; the kernels of their own also write over them (the model's call) */
     for (int k = 0; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++)
         for (int acc = 1; acc >= !bwd_env[k].writes; acc--) {
             if (bwd_env[k].var) setenv(bwd_env[k].var, bwd_env[k].value, 1);
+            if (bwd_env[k].var2) setenv(bwd_env[k].var2, bwd_env[k].value2, 1);
             void *dg = dev_bf(g0, nq);
             sync_or_die("fused attention backward",
                         cuda_attention_fused_backward(dg, ddy, dqkv, dout, dlse, scratch, B, T, Cl, NH, acc));
@@ -202,6 +209,7 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
             check_dqkv(tag, hg, acc ? g : gset, B, T, NH, hs);
             cudaFree(dg), free(hg);
             if (bwd_env[k].var) unsetenv(bwd_env[k].var);
+            if (bwd_env[k].var2) unsetenv(bwd_env[k].var2);
         }
     cudaFree(dqkv), cudaFree(dout), cudaFree(dlse), cudaFree(scratch), cudaFree(ddy);
     free(qkv), free(out), free(att), free(lse), free(sc), free(dy), free(g0), free(g), free(gset);
