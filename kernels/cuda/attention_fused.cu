@@ -6,17 +6,16 @@
  * key tile (64 keys; 128, 8 warps, with TPRT_ATTENTION_BWD=k128: the kernel
  * of attention_fused_bwd128.cu) walks its query tiles: dk, dv in registers,
  * dq as fp32 partial sums added atomically into the scratch, which a last
- * pass scales into dqkv.  At head size 64 on sm_90 the backward kernel is
- * attention_wgmma.cu's (on warpgroup products) unless TPRT_ATTENTION_BWD
- * names one of these.  dqkv is written (=), or added into (+=) when the caller asks.
+ * pass scales into dqkv.  At head size 64 on sm_90 both directions run
+ * attention_wgmma.cu's kernels (on warpgroup products) instead, unless
+ * TPRT_ATTENTION_FWD=mma or TPRT_ATTENTION_BWD=k64 / k128 asks for these.  dqkv is written (=), or added into (+=) when the caller asks.
  * Tiles stream into shared memory with cp.async, double buffered (the next
  * key or query tile loads while the current one is computed).
  * bf16 operands on the tensor cores (mma.sync m16n8k16, operands through
  * ldmatrix), fp32 accumulation and softmax; P and dS are rounded to bf16
  * only as mma operands.  Tiles of 64 queries x 64 keys, 4 warps of 16 rows
  * each; the forward gives each warp two such 16-row tiles (blocks of 128
- * queries) up to head size 64 (env TPRT_ATTENTION_FWD_ROWS=64 keeps one;
- * TPRT_ATTENTION_FWD=wgmma takes attention_wgmma.cu's forward);
+ * queries) up to head size 64 (env TPRT_ATTENTION_FWD_ROWS=64 keeps one);
  * key tiles above the diagonal are never visited, the diagonal (and the
  * tile holding T) is masked.  Head sizes: multiples of 16 up to 128.
  * q, k, v are read in place from qkv (B, T, 3*Cl) = [q|k|v], head h at
@@ -236,10 +235,11 @@ template <int HS, int MT> int fwd_launch_mt(bf16 *out, float *lse, const bf16 *q
     fa_fwd_k<HS, MT><<<grid, FA_THREADS, sm>>>(out, lse, qkv, T, NH, sl2);
     return launch_ok();
 }
-/* two m-tiles a warp (blocks of 128 queries) up to head size 64, unless TPRT_ATTENTION_FWD_ROWS=64 */
+/* At head size 64 on sm_90 attention_wgmma.cu's forward unless TPRT_ATTENTION_FWD=mma; else (or then) two
+ * m-tiles a warp (blocks of 128 queries) up to head size 64, unless TPRT_ATTENTION_FWD_ROWS=64 */
 template <int HS> int fwd_launch(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
     const char *e = getenv("TPRT_ATTENTION_FWD_ROWS"), *f = getenv("TPRT_ATTENTION_FWD");
-    if (f && !strcmp(f, "wgmma")) {
+    if (!f || strcmp(f, "mma")) {
         int wg = fa_fwd_wg_launch(HS, out, lse, qkv, B, T, NH, sl2);
         if (wg <= 0) return wg;
     }

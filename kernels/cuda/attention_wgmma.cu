@@ -1,7 +1,7 @@
 /* attention_wgmma.cu - the fused attention on Hopper's warpgroup products
- * (wgmma.cuh), head size 64.  The backward is tprt's default there
+ * (wgmma.cuh), head size 64.  The backward, tprt's default there
  * (attention_fused.cu runs its D pass before it and its dq pass after it,
- * as for its own kernels): one block of one warpgroup per (head, 64-key
+ * as for its own kernels), takes one block of one warpgroup per (head, 64-key
  * tile), in block_work's order, walks the 64-query tiles from the diagonal;
  * per tile, products of the whole group on swizzled shared tiles:
  * S^T = K Q^T and dP^T = V dO^T (64 keys x 64 queries), then P^T and
@@ -10,9 +10,8 @@
  * added (fp32, atomically) into the dq partial sums.  Unlike the mma.sync
  * kernels, each operand tile is read from shared memory once per product
  * rather than once per warp.  The next query tile streams in (cp.async, two
- * buffers) while this one is computed.  The forward (TPRT_ATTENTION_FWD=wgmma;
- * level with the mma.sync one on the H200, so not the default) walks key
- * tiles with fa_fwd_k's online softmax.  Built for sm_90a alone; elsewhere
+ * buffers) while this one is computed.  The forward, also the default
+ * there, walks key tiles with fa_fwd_k's online softmax.  Built for sm_90a alone; elsewhere
  * the launchers say no and the caller keeps its mma.sync kernels. */
 #include "attention_fused.cuh"
 #include "wgmma.cuh"
@@ -27,14 +26,19 @@ constexpr int WG_HS = 64;
 constexpr size_t WG_SMEM = 7 * WG_TILE_BYTES + 4 * FA_TILE * sizeof(float) + 1024; /* + alignment to 1024 */
 
 /* rows r0.. of one head (64 columns, row stride `stride`) into a swizzled tile by a block of NT threads,
- * asynchronously; rows >= T zero */
+ * asynchronously; rows >= T zero.  Thread x copies chunk x % 8 of rows x / 8 + j * NT / 8: a multiple of 8
+ * apart, so its chunk's swizzled place is the same in each. */
 template <int NT = FA_THREADS>
 __device__ __forceinline__ void load_tile_sw(bf16 *dst, const bf16 *src, size_t stride, int r0, int T) {
+    static_assert(NT % 64 == 0 && NT <= 512, "rows a multiple of 8 apart");
+    constexpr int STEP = NT / 8;
+    const int rr = threadIdx.x >> 3, c = (threadIdx.x & 7) * 8;
+    bf16 *d = dst + wg_sw(rr, c);
+    const bf16 *g = src + (size_t)(r0 + rr) * stride + c;
 #pragma unroll
-    for (int i = threadIdx.x; i < FA_TILE * 8; i += NT) {
-        const int r = i >> 3, c = (i & 7) * 8;
-        const bool ok = r0 + r < T;
-        cp16(dst + wg_sw(r, c), src + (size_t)(ok ? r0 + r : 0) * stride + c, ok);
+    for (int j = 0; j < FA_TILE / STEP; j++) {
+        const bool ok = r0 + rr + j * STEP < T;
+        cp16(d + j * STEP * 64, ok ? g + (size_t)j * STEP * stride : src, ok);
     }
 }
 /* the query tile q0..: Q, dO, and the rows' logsumexp and D (zero past T) */
@@ -71,6 +75,7 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
     load_tile_sw(sV, base + 2 * Cl, C3, kb * FA_TILE, T);
     load_query_sw(sQ, sO, sL, sD, base, dbase, lrow, drow, C3, Cl, kb * FA_TILE, T);
     cp_commit();
+    const uint64_t dK = wg_desc(sK), dV = wg_desc(sV), dQ0 = wg_desc(sQ), dO0 = wg_desc(sO), dS = wg_desc(sS);
     float dk[32], dv[32];
 #pragma unroll
     for (int i = 0; i < 32; i++) dk[i] = dv[i] = 0.0f;
@@ -86,14 +91,14 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
         }
         wg_proxy_fence();
         __syncthreads();
-        const bf16 *cQ = sQ + cur * WG_TILE, *cO = sO + cur * WG_TILE;
+        const uint64_t cQ = dQ0 + cur * (WG_TILE_BYTES / 16), cO = dO0 + cur * (WG_TILE_BYTES / 16);
         const float *cL = sL + cur * FA_TILE, *cD = sD + cur * FA_TILE;
         float s[32], dp[32];
         uint32_t pa[4][4], da[4][4];
         const bool edge = qb == kb || q0 + FA_TILE > T;
         wg_fence();
-        wg_tile_abt(s, sK, cQ);  /* S^T = K Q^T */
-        wg_tile_abt(dp, sV, cO); /* dP^T = V dO^T */
+        wg_tile_abt(s, dK, cQ);  /* S^T = K Q^T */
+        wg_tile_abt(dp, dV, cO); /* dP^T = V dO^T */
         wg_commit();
         wg_wait<0>();
         wg_hold(s), wg_hold(dp);
@@ -112,15 +117,16 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
         wg_tile_rb(dk, da, cQ); /* dk += dS^T Q */
         wg_commit();
 #pragma unroll
-        for (int n = 0; n < 8; n++) { /* dS^T (rows keys, columns queries) while those run */
-            *reinterpret_cast<uint32_t *>(sS + wg_sw(r0, 8 * n + 2 * t4)) = da[n >> 1][(n & 1) * 2];
-            *reinterpret_cast<uint32_t *>(sS + wg_sw(r0 + 8, 8 * n + 2 * t4)) = da[n >> 1][(n & 1) * 2 + 1];
+        for (int n = 0; n < 8; n++) { /* dS^T (rows keys, columns queries) while those run; rows r0, r0 + 8 */
+            uint32_t *w = reinterpret_cast<uint32_t *>(sS + wg_sw(r0, 8 * n + 2 * t4));
+            w[0] = da[n >> 1][(n & 1) * 2];
+            w[8 * 64 / 2] = da[n >> 1][(n & 1) * 2 + 1]; /* 8 rows on: the same swizzle */
         }
         wg_proxy_fence();
         __syncthreads();
         float dqt[32];
         wg_fence();
-        wg_tile_atb(dqt, sS, sK); /* dq = dS K = (dS^T)^T K */
+        wg_tile_atb(dqt, dS, dK); /* dq = dS K = (dS^T)^T K */
         wg_commit();
         wg_wait<0>();
         wg_hold(dqt), wg_hold(dk), wg_hold(dv);
@@ -159,11 +165,12 @@ __global__ void __launch_bounds__(NWG *FA_THREADS)
     load_tile_sw<NWG * FA_THREADS>(sKV, base + Cl, C3, 0, T);
     load_tile_sw<NWG * FA_THREADS>(sKV + WG_TILE, base + 2 * Cl, C3, 0, T);
     cp_commit();
+    const uint64_t dQ = wg_desc(sQ + wg * WG_TILE), dKV = wg_desc(sKV);
     float o[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int i = 0; i < 32; i++) o[i] = 0.0f;
     for (int kb = 0; kb < nk; kb++) {
-        const bf16 *cK = sKV + 2 * (kb & 1) * WG_TILE, *cV = cK + WG_TILE;
+        const uint64_t cK = dKV + 2 * (kb & 1) * (WG_TILE_BYTES / 16), cV = cK + WG_TILE_BYTES / 16;
         if (kb + 1 < nk) { /* the other stage: its products ended before the last barrier */
             bf16 *nK = sKV + 2 * ((kb + 1) & 1) * WG_TILE;
             load_tile_sw<NWG * FA_THREADS>(nK, base + Cl, C3, (kb + 1) * FA_TILE, T);
@@ -179,7 +186,7 @@ __global__ void __launch_bounds__(NWG *FA_THREADS)
             float s[32];
             uint32_t pa[4][4];
             wg_fence();
-            wg_tile_abt(s, sQ + wg * WG_TILE, cK); /* S = Q K^T */
+            wg_tile_abt(s, dQ, cK); /* S = Q K^T */
             wg_commit();
             wg_wait<0>();
             wg_hold(s);
@@ -214,8 +221,15 @@ static int wg_bwd_ready(void) {
     if (usable < 0) usable = wg_usable(fa_bwd_wg_k, WG_SMEM);
     return usable;
 }
+/* the forward's shared memory, and 1 when it is in this build for this device (asked once) */
+template <int NWG> static size_t fwd_bytes(void) { return (size_t)(NWG + 4) * WG_TILE_BYTES + 1024; }
+template <int NWG> static int wg_fwd_ready(void) {
+    static int usable = -1;
+    if (usable < 0) usable = wg_usable(fa_fwd_wg_k<NWG>, fwd_bytes<NWG>());
+    return usable;
+}
 
-extern "C" int cuda_attention_wgmma_ready(int hs) { return hs == WG_HS && wg_bwd_ready(); }
+extern "C" int cuda_attention_wgmma_ready(int hs) { return hs == WG_HS && wg_bwd_ready() && wg_fwd_ready<1>(); }
 
 int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
                      int B, int T, int NH, float sl2, float scale, bool acc) {
@@ -227,13 +241,10 @@ int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 
 }
 
 template <int NWG> static int fwd_go(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
-    const size_t bytes = (size_t)(NWG + 4) * WG_TILE_BYTES + 1024;
-    static int usable = -1;
-    if (usable < 0) usable = wg_usable(fa_fwd_wg_k<NWG>, bytes);
-    if (!usable) return 1;
+    if (!wg_fwd_ready<NWG>()) return 1;
     constexpr int BM = FA_TILE * NWG;
     dim3 grid((unsigned)(B * NH), (unsigned)((T + BM - 1) / BM));
-    fa_fwd_wg_k<NWG><<<grid, NWG * FA_THREADS, bytes>>>(out, lse, qkv, T, NH, sl2);
+    fa_fwd_wg_k<NWG><<<grid, NWG * FA_THREADS, fwd_bytes<NWG>()>>>(out, lse, qkv, T, NH, sl2);
     return launch_ok();
 }
 

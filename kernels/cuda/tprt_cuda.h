@@ -117,9 +117,9 @@ int cuda_attention_fused_forward(tprt_bf16 *out, float *lse, const tprt_bf16 *qk
 /* accumulate: dqkv += the grads (as cuda_attention_backward); 0: dqkv = the grads, its old contents never read */
 int cuda_attention_fused_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const tprt_bf16 *qkv, const tprt_bf16 *out,
                                   const float *lse, void *scratch, int B, int T, int Cl, int NH, int accumulate);
-/* attention_wgmma.cu: 1 when the backward on Hopper's warpgroup products runs here for head size hs (64,
- * an sm_90 device, this build): then it is the default backward kernel (env TPRT_ATTENTION_BWD=k64 or k128
- * picks an mma.sync one) */
+/* attention_wgmma.cu: 1 when the attention on Hopper's warpgroup products runs here for head size hs (64,
+ * an sm_90 device, this build): then its forward and backward are the defaults (env TPRT_ATTENTION_FWD=mma,
+ * TPRT_ATTENTION_BWD=k64 or k128 pick the mma.sync ones) */
 int cuda_attention_wgmma_ready(int hs);
 
 /* gelu.cu (tanh approximation) */

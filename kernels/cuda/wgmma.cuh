@@ -34,12 +34,12 @@ __device__ __forceinline__ unsigned wg_saddr(const void *p) { return (unsigned)_
 /* element offset of (r, c) in a swizzled tile (c < 64) */
 __device__ __forceinline__ int wg_sw(int r, int c) { return r * 64 + ((((c >> 3) ^ r) & 7) << 3) + (c & 7); }
 
-/* The descriptor of a swizzled tile from byte `off` on (the tile 1024-byte aligned): start address, both byte
- * offsets 1024 (eight rows: the stride between 8-row groups, whichever of the two fields the layout reads;
- * the other strides across 64-element atoms, which a 64-wide tile never does), 128-byte swizzle. */
-__device__ __forceinline__ uint64_t wg_desc(const bf16 *tile, int off) {
-    const uint64_t a = (wg_saddr(tile) + (unsigned)off) & 0x3FFFFu;
-    return (a >> 4) | (64ull << 16) | (64ull << 32) | (1ull << 62);
+/* The descriptor of a swizzled tile (1024-byte aligned): start address, both byte offsets 1024 (eight rows:
+ * the stride between 8-row groups, whichever of the two fields the layout reads; the other strides across
+ * 64-element atoms, which a 64-wide tile never does), 128-byte swizzle.  A descriptor plus n / 16 starts n
+ * bytes further on. */
+__device__ __forceinline__ uint64_t wg_desc(const bf16 *tile) {
+    return ((wg_saddr(tile) & 0x3FFFFu) >> 4) | (64ull << 16) | (64ull << 32) | (1ull << 62);
 }
 
 __device__ __forceinline__ void wg_fence() {
@@ -99,23 +99,23 @@ template <int TB> __device__ __forceinline__ void wg_mma_rs(float d[32], const u
 #endif
 }
 
-/* a 16-of-K step's byte offset into a tile: 32 bytes along a K-major row, 16 rows of an MN-major tile */
-template <int T> __device__ __forceinline__ int wg_kstep(int ks) { return T ? ks * 16 * 128 : ks * 32; }
+/* a 16-of-K step's offset into a tile's descriptor: 32 bytes along a K-major row, 16 rows of an MN-major tile */
+template <int T> __device__ __forceinline__ uint64_t wg_kstep(int ks) { return T ? ks * 16 * 128 / 16 : ks * 32 / 16; }
 
-/* d = A . B^T: A (M x K) and B (N x K) K-major tiles */
-__device__ __forceinline__ void wg_tile_abt(float d[32], const bf16 *A, const bf16 *B) {
+/* d = A . B^T: A (M x K) and B (N x K) K-major tiles, by descriptor */
+__device__ __forceinline__ void wg_tile_abt(float d[32], uint64_t A, uint64_t B) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ks++) wg_mma_ss<0, 0>(d, wg_desc(A, wg_kstep<0>(ks)), wg_desc(B, wg_kstep<0>(ks)), ks);
+    for (int ks = 0; ks < 4; ks++) wg_mma_ss<0, 0>(d, A + wg_kstep<0>(ks), B + wg_kstep<0>(ks), ks);
 }
 /* d = A^T . B: A stored K x M and B stored K x N, both MN-major */
-__device__ __forceinline__ void wg_tile_atb(float d[32], const bf16 *At, const bf16 *B) {
+__device__ __forceinline__ void wg_tile_atb(float d[32], uint64_t At, uint64_t B) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ks++) wg_mma_ss<1, 1>(d, wg_desc(At, wg_kstep<1>(ks)), wg_desc(B, wg_kstep<1>(ks)), ks);
+    for (int ks = 0; ks < 4; ks++) wg_mma_ss<1, 1>(d, At + wg_kstep<1>(ks), B + wg_kstep<1>(ks), ks);
 }
 /* d += A . B: A (64 x 64) from registers (a[ks] the 16 columns from 16 ks), B stored K x N (MN-major) */
-__device__ __forceinline__ void wg_tile_rb(float d[32], const uint32_t a[4][4], const bf16 *B) {
+__device__ __forceinline__ void wg_tile_rb(float d[32], const uint32_t a[4][4], uint64_t B) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ks++) wg_mma_rs<1>(d, a[ks], wg_desc(B, wg_kstep<1>(ks)), 1);
+    for (int ks = 0; ks < 4; ks++) wg_mma_rs<1>(d, a[ks], B + wg_kstep<1>(ks), 1);
 }
 /* an accumulator's 64 columns as the A fragments of the next product (bf16, rounded to nearest) */
 __device__ __forceinline__ void wg_acc_to_a(uint32_t a[4][4], const float d[32]) {

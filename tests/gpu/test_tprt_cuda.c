@@ -131,9 +131,10 @@ static void check_dqkv(const char *tag, const float *hg, const float *g, int B, 
     free(pa), free(pr);
 }
 
-/* The fused attention at B x T x NH heads of size hs, in each forward kernel (TPRT_ATTENTION_FWD_ROWS=64:
- * blocks of 64 queries; TPRT_ATTENTION_FWD=wgmma, the default's kernel but at head size 64 on sm_90; then
- * the default, 128 queries up to head size 64): out and lse (against the CPU scores' logsumexp,
+/* The fused attention at B x T x NH heads of size hs, in each forward kernel (TPRT_ATTENTION_FWD=mma, the
+ * mma.sync kernel, with TPRT_ATTENTION_FWD_ROWS=64: blocks of 64 queries, and without: 128 up to head size
+ * 64; then the default, at head size 64 on sm_90 attention_wgmma.cu's): out and lse (against the CPU scores'
+ * logsumexp,
  * in double); then from the default forward each backward kernel (the default: at head size 64 on sm_90
  * attention_wgmma.cu's, else the 64-key mma.sync kernel; TPRT_ATTENTION_BWD=k64, that mma.sync kernel, three
  * blocks an SM, heads in groups of 16; k128; k64 with TPRT_ATTENTION_BWD_BLOCKS=2; and the default with one
@@ -141,10 +142,10 @@ static void check_dqkv(const char *tag, const float *hg, const float *g, int B, 
  * default, k64 and k128 also written (=) over those grads, the model's call, against the CPU's grads alone. */
 static void test_attention_fused(int B, int T, int NH, int hs) {
     static const struct {
-        const char *var, *value, *tag;
-    } fwd_env[] = {{"TPRT_ATTENTION_FWD_ROWS", "64", "64-query blocks "},
-                   {"TPRT_ATTENTION_FWD", "wgmma", "wgmma "},
-                   {NULL, NULL, ""}};
+        const char *var, *value, *var2, *value2, *tag;
+    } fwd_env[] = {{"TPRT_ATTENTION_FWD", "mma", "TPRT_ATTENTION_FWD_ROWS", "64", "mma 64-query blocks "},
+                   {"TPRT_ATTENTION_FWD", "mma", NULL, NULL, "mma "},
+                   {NULL, NULL, NULL, NULL, ""}};
     static const struct {
         const char *var, *value, *var2, *value2, *tag; /* the variables (NULL: the default), the checks' tag */
         int writes; /* also checked writing (=) over the grads: a kernel of its own */
@@ -177,9 +178,11 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
     cudaMalloc(&scratch, cuda_attention_fused_scratch_bytes(B, T, Cl, NH));
     for (int f = 0; f < 3; f++) { /* the default last: the backward starts from its out and lse */
         if (fwd_env[f].var) setenv(fwd_env[f].var, fwd_env[f].value, 1);
+        if (fwd_env[f].var2) setenv(fwd_env[f].var2, fwd_env[f].value2, 1);
         snprintf(tag, sizeof tag, "%s", fwd_env[f].tag);
         sync_or_die("fused attention forward", cuda_attention_fused_forward(dout, dlse, dqkv, B, T, Cl, NH));
         if (fwd_env[f].var) unsetenv(fwd_env[f].var);
+        if (fwd_env[f].var2) unsetenv(fwd_env[f].var2);
         float *got = host_bf(dout, no), *glse = host_f(dlse, nl);
         snprintf(name, sizeof name, "fused attn fwd %sout B%d T%d NH%d hs%d", tag, B, T, NH, hs);
         check(name, got, out, no, BF_TOL);

@@ -30,13 +30,13 @@ __global__ void wg_products_k(float *out, const bf16 *A, const bf16 *B) {
     float d[32], x[32];
     uint32_t a[4][4];
     wg_fence();
-    wg_tile_abt(d, sA, sB);
+    wg_tile_abt(d, wg_desc(sA), wg_desc(sB));
     wg_commit();
     wg_wait<0>();
     wg_hold(d);
     store_acc(out, d);
     wg_fence();
-    wg_tile_atb(d, sA, sB);
+    wg_tile_atb(d, wg_desc(sA), wg_desc(sB));
     wg_commit();
     wg_wait<0>();
     wg_hold(d);
@@ -44,7 +44,7 @@ __global__ void wg_products_k(float *out, const bf16 *A, const bf16 *B) {
     for (int i = 0; i < 32; i++) x[i] = __bfloat162float(A[acc_row(i) * 64 + acc_col(i)]), d[i] = 0.0f;
     wg_acc_to_a(a, x);
     wg_fence();
-    wg_tile_rb(d, a, sB);
+    wg_tile_rb(d, a, wg_desc(sB));
     wg_commit();
     wg_wait<0>();
     wg_hold(d);
