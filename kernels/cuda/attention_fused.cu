@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 }
 
 /* Before the backward, per row t of head bh: D[bh*T + t] = dout_t . out_t over the head, and the row's dq
- * partial sums (fp32, laid out as out: (B, T, Cl)) zeroed.  Eight lanes per row, 16-byte loads. */
+ * partial sums (fp32, head by head: (B, NH, T, hs)) zeroed.  Eight lanes per row, 16-byte loads. */
 __global__ void fa_bwd_dot_k(float *D, float *dq, const bf16 *out, const bf16 *dout, int B, int T, int NH, int hs) {
     const int r = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 3), sub = threadIdx.x & 7;
     const bool ok = r < B * NH * T;
@@ -135,7 +135,7 @@ __global__ void fa_bwd_dot_k(float *D, float *dq, const bf16 *out, const bf16 *d
 #pragma unroll
             for (int i = 0; i < 8; i++) s += x[i] * y[i];
         }
-        float4 *z = reinterpret_cast<float4 *>(dq + off);
+        float4 *z = reinterpret_cast<float4 *>(dq + (size_t)r * hs);
         for (int c = sub; c < hs / 4; c += 8) z[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     for (int o = 1; o < 8; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(FA_THREADS, MINB)
     const int k0 = kb * FA_TILE + warp * 16 + (lane >> 2); /* this thread's key rows: k0, k0 + 8 */
     const bf16 *base = qkv + (size_t)b * T * C3 + h * HS, *dbase = dout + (size_t)b * T * Cl + h * HS;
     const float *lrow = lse + (size_t)bh * T, *drow = D + (size_t)bh * T;
-    float *dqb = dq + (size_t)b * T * Cl + h * HS + 2 * t4;
+    float *dqb = dq + (size_t)bh * T * HS + 2 * t4;
     load_tile<HS>(sK, base + Cl, C3, kb * FA_TILE, T);
     load_tile<HS>(sV, base + 2 * Cl, C3, kb * FA_TILE, T);
     load_query_tile<HS>(sQ, sO, sL, sD, base, dbase, lrow, drow, C3, Cl, kb * FA_TILE, T);
@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(FA_THREADS, MINB)
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) frag_a_t(da[kk], sS, LS, warp * 16, kk * 16, lane);
         const int q0 = qb * FA_TILE + warp * 16 + (lane >> 2), q1 = q0 + 8;
-        float *d0 = dqb + (size_t)q0 * Cl, *d1 = d0 + (size_t)8 * Cl;
+        float *d0 = dqb + (size_t)q0 * HS, *d1 = d0 + (size_t)8 * HS;
 #pragma unroll
         for (int np = 0; np < NO / 2; np++) {
             float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
@@ -208,13 +208,15 @@ __global__ void __launch_bounds__(FA_THREADS, MINB)
     store_dk_dv<NO>(dqkv + ((size_t)b * T + k0) * C3 + Cl + h * HS + 2 * t4, dk, dv, k0, T, C3, Cl, scale, acc);
 }
 
-/* dqkv's q part = scale * the dq partial sums, or += with acc, eight elements a thread */
-__global__ void fa_bwd_dq_add_k(bf16 *dqkv, const float *dq, size_t n8, int Cl, float scale, bool acc) {
+/* dqkv's q part = scale * the dq partial sums, or += with acc, eight elements a thread in dqkv's order */
+__global__ void fa_bwd_dq_add_k(bf16 *dqkv, const float *dq, size_t n8, int T, int NH, int hs, float scale, bool acc) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n8) return;
-    size_t e = i * 8, row = e / (size_t)Cl, col = e % (size_t)Cl;
-    bf16 *g = dqkv + row * 3 * (size_t)Cl + col;
-    float4 x = reinterpret_cast<const float4 *>(dq + e)[0], y = reinterpret_cast<const float4 *>(dq + e)[1];
+    const size_t Cl = (size_t)NH * hs, e = i * 8, row = e / Cl, col = e % Cl; /* row b*T + t, column h*hs + c */
+    const size_t b = row / T, t = row % T, h = col / hs, c = col % hs;
+    bf16 *g = dqkv + row * 3 * Cl + col;
+    const float *src = dq + ((b * NH + h) * T + t) * hs + c;
+    float4 x = reinterpret_cast<const float4 *>(src)[0], y = reinterpret_cast<const float4 *>(src)[1];
     float f[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (acc) unpack8(ld_vec8(g), f);
     f[0] += scale * x.x, f[1] += scale * x.y, f[2] += scale * x.z, f[3] += scale * x.w;
@@ -287,7 +289,7 @@ int bwd_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const f
     if (wg < 0 || (wg == 1 && mma_bwd_launch<HS>(mode, dqkv, dq, qkv, dout, lse, D, acc, B, T, NH, sl2, scale)))
         return -1;
     size_t n8 = (size_t)B * T * NH * HS / 8;
-    fa_bwd_dq_add_k<<<grid_for(n8, 256), 256>>>(dqkv, dq, n8, NH * HS, scale, acc);
+    fa_bwd_dq_add_k<<<grid_for(n8, 256), 256>>>(dqkv, dq, n8, T, NH, HS, scale, acc);
     return launch_ok();
 }
 } // namespace
@@ -317,7 +319,7 @@ extern "C" int cuda_attention_use_fused(int Cl, int NH) {
     return cuda_attention_fused_supported(Cl, NH);
 }
 
-/* the scratch: D (B*NH*T fp32), then at a 256-byte boundary the dq partial sums (B, T, Cl) fp32 */
+/* the scratch: D (B*NH*T fp32), then at a 256-byte boundary the dq partial sums (B, NH, T, hs) fp32 */
 static size_t dot_bytes(int B, int T, int NH) { return ((size_t)B * NH * T * sizeof(float) + 255) & ~(size_t)255; }
 extern "C" size_t cuda_attention_fused_scratch_bytes(int B, int T, int Cl, int NH) {
     return dot_bytes(B, T, NH) + (size_t)B * T * Cl * sizeof(float) + 256;

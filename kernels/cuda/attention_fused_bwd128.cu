@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(NT)
     const int wk = kb * KB + warp * 16, k0 = wk + (lane >> 2); /* this thread's key rows: k0, k0 + 8 */
     const bf16 *base = qkv + (size_t)b * T * C3 + h * HS, *dbase = dout + (size_t)b * T * Cl + h * HS;
     const float *lrow = lse + (size_t)bh * T, *drow = D + (size_t)bh * T;
-    float *dqb = dq + (size_t)b * T * Cl + h * HS + 2 * t4;
+    float *dqb = dq + (size_t)bh * T * HS + 2 * t4;
     load_tile<HS, NT, KB>(sK, base + Cl, C3, kb * KB, T);
     load_tile<HS, NT, KB>(sV, base + 2 * Cl, C3, kb * KB, T);
     load_query_tile<HS, NT>(sQ, sO, sL, sD, base, dbase, lrow, drow, C3, Cl, qb0 * FA_TILE, T);
@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(NT)
                 }
         }
         const int q0 = qb * FA_TILE + mr + (lane >> 2), q1 = q0 + 8;
-        float *d0 = dqb + (size_t)q0 * Cl, *d1 = d0 + (size_t)8 * Cl;
+        float *d0 = dqb + (size_t)q0 * HS, *d1 = d0 + (size_t)8 * HS;
 #pragma unroll
         for (int j = 0; j < NG; j++)
             if (gw + 2 * j < KS)
@@ -98,13 +98,13 @@ int launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float
         return -1;
     const int BH = B * NH;
     fa_bwd128_k<HS><<<(unsigned)(BH * ((T + KB - 1) / KB)), NT, sm>>>(dqkv, dq, qkv, dout, lse, D, acc, T, NH, BH,
-                                                                    launch_group(BH), sl2, scale);
+                                                                      launch_group(BH), sl2, scale);
     return launch_ok();
 }
 } // namespace
 
-int fa_bwd128_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse,
-                     const float *D, int B, int T, int NH, float sl2, float scale, bool acc) {
+int fa_bwd128_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
+                     int B, int T, int NH, float sl2, float scale, bool acc) {
     switch (hs) {
     case 16: return launch<16>(dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
     case 32: return launch<32>(dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);

@@ -7,7 +7,8 @@
  * S^T = K Q^T and dP^T = V dO^T (64 keys x 64 queries), then P^T and
  * dS^T = P^T * (dP^T - D) in registers feed dv += P^T dO and dk += dS^T Q
  * straight from the registers; dS^T goes to shared memory for dq = dS K,
- * added (fp32, atomically) into the dq partial sums.  Unlike the mma.sync
+ * whose 64 x 64 fp32 tile is added into the dq partial sums (laid out head
+ * by head) by one bulk reduction of the copy engine.  Unlike the mma.sync
  * kernels, each operand tile is read from shared memory once per product
  * rather than once per warp.  The next query tile streams in (cp.async, two
  * buffers) while this one is computed.  The forward, also the default
@@ -22,8 +23,20 @@
 
 namespace {
 constexpr int WG_HS = 64;
-/* shared: K, V, Q and dO (two buffers each), dS^T: 7 tiles, then logsumexp and D (two buffers each) */
-constexpr size_t WG_SMEM = 7 * WG_TILE_BYTES + 4 * FA_TILE * sizeof(float) + 1024; /* + alignment to 1024 */
+/* shared: K, V, Q and dO (two buffers each), dS^T: 7 tiles; a tile's dq (fp32); logsumexp and D (two buffers
+ * each); + alignment to 1024.  Three blocks fill an SM's 228 KiB. */
+constexpr size_t WG_SMEM = 7 * WG_TILE_BYTES + WG_TILE * sizeof(float) + 4 * FA_TILE * sizeof(float) + 1024;
+
+/* `bytes` of fp32 from shared src added into global dst by the copy engine (one thread issues it) */
+__device__ __forceinline__ void bulk_add_f32(float *dst, const float *src, unsigned bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                 "cp.async.bulk.commit_group;\n" ::"l"(dst),
+                 "r"(wg_saddr(src)), "r"(bytes)
+                 : "memory");
+}
+/* this thread's bulk additions have read their shared memory (read), or are done (all) */
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 /* rows r0.. of one head (64 columns, row stride `stride`) into a swizzled tile by a block of NT threads,
  * asynchronously; rows >= T zero.  Thread x copies chunk x % 8 of rows x / 8 + j * NT / 8: a multiple of 8
@@ -61,7 +74,7 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
     unsigned char *aligned = fa_smem + ((1024 - (wg_saddr(fa_smem) & 1023)) & 1023);
     bf16 *sK = reinterpret_cast<bf16 *>(aligned), *sV = sK + WG_TILE, *sQ = sV + WG_TILE, *sO = sQ + 2 * WG_TILE;
     bf16 *sS = sO + 2 * WG_TILE;
-    float *sL = reinterpret_cast<float *>(sS + WG_TILE), *sD = sL + 2 * FA_TILE;
+    float *sDq = reinterpret_cast<float *>(sS + WG_TILE), *sL = sDq + WG_TILE, *sD = sL + 2 * FA_TILE;
     const int nqb = (T + FA_TILE - 1) / FA_TILE;
     int kb, bh;
     block_work(nqb, BH, group, &kb, &bh);
@@ -70,7 +83,7 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
     const int k0 = kb * FA_TILE + r0; /* this thread's key rows: k0, k0 + 8 */
     const bf16 *base = qkv + (size_t)b * T * C3 + h * WG_HS, *dbase = dout + (size_t)b * T * Cl + h * WG_HS;
     const float *lrow = lse + (size_t)bh * T, *drow = D + (size_t)bh * T;
-    float *dqb = dq + (size_t)b * T * Cl + h * WG_HS + 2 * t4;
+    float *dqb = dq + (size_t)bh * T * WG_HS; /* this head's dq partial sums, (T, 64) */
     load_tile_sw(sK, base + Cl, C3, kb * FA_TILE, T);
     load_tile_sw(sV, base + 2 * Cl, C3, kb * FA_TILE, T);
     load_query_sw(sQ, sO, sL, sD, base, dbase, lrow, drow, C3, Cl, kb * FA_TILE, T);
@@ -123,6 +136,7 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
             w[8 * 64 / 2] = da[n >> 1][(n & 1) * 2 + 1]; /* 8 rows on: the same swizzle */
         }
         wg_proxy_fence();
+        if (threadIdx.x == 0) bulk_wait_read(); /* the last tile's dq addition has read sDq */
         __syncthreads();
         float dqt[32];
         wg_fence();
@@ -130,15 +144,18 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
         wg_commit();
         wg_wait<0>();
         wg_hold(dqt), wg_hold(dk), wg_hold(dv);
-        __syncthreads(); /* every product on this tile's buffers and dS^T has ended */
-        const int qa = q0 + r0;
-        float *d0 = dqb + (size_t)qa * Cl, *d1 = d0 + (size_t)8 * Cl;
+        float *w = sDq + r0 * 64 + 2 * t4; /* this tile's dq, rows r0 and r0 + 8 */
 #pragma unroll
         for (int n = 0; n < 8; n++) {
-            if (qa < T) red2(d0 + 8 * n, dqt[4 * n], dqt[4 * n + 1]);
-            if (qa + 8 < T) red2(d1 + 8 * n, dqt[4 * n + 2], dqt[4 * n + 3]);
+            *reinterpret_cast<float2 *>(w + 8 * n) = make_float2(dqt[4 * n], dqt[4 * n + 1]);
+            *reinterpret_cast<float2 *>(w + 8 * 64 + 8 * n) = make_float2(dqt[4 * n + 2], dqt[4 * n + 3]);
         }
+        wg_proxy_fence();
+        __syncthreads();      /* every product on this tile's buffers and dS^T has ended; sDq is whole */
+        if (threadIdx.x == 0) /* the tile's rows below T, added into the partial sums in one operation */
+            bulk_add_f32(dqb + (size_t)q0 * WG_HS, sDq, (unsigned)min(FA_TILE, T - q0) * WG_HS * sizeof(float));
     }
+    if (threadIdx.x == 0) bulk_wait_all(); /* before the block's shared memory goes */
     store_dk_dv<8>(dqkv + ((size_t)b * T + k0) * C3 + Cl + h * WG_HS + 2 * t4, reinterpret_cast<const float(*)[4]>(dk),
                    reinterpret_cast<const float(*)[4]>(dv), k0, T, C3, Cl, scale, acc);
 }
