@@ -38,13 +38,11 @@ __device__ __forceinline__ void bulk_add_f32(float *dst, const float *src, unsig
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
-/* rows r0.. of one head (64 columns, row stride `stride`) into a swizzled tile by a block of NT threads,
- * asynchronously; rows >= T zero.  Thread x copies chunk x % 8 of rows x / 8 + j * NT / 8: a multiple of 8
- * apart, so its chunk's swizzled place is the same in each. */
-template <int NT = FA_THREADS>
+/* rows r0.. of one head (64 columns, row stride `stride`) into a swizzled tile by the block's 128 threads,
+ * asynchronously; rows >= T zero.  Thread x copies chunk x % 8 of rows x / 8 + 16 j: a multiple of 8 apart,
+ * so its chunk's swizzled place is the same in each. */
 __device__ __forceinline__ void load_tile_sw(bf16 *dst, const bf16 *src, size_t stride, int r0, int T) {
-    static_assert(NT % 64 == 0 && NT <= 512, "rows a multiple of 8 apart");
-    constexpr int STEP = NT / 8;
+    constexpr int STEP = FA_THREADS / 8;
     const int rr = threadIdx.x >> 3, c = (threadIdx.x & 7) * 8;
     bf16 *d = dst + wg_sw(rr, c);
     const bf16 *g = src + (size_t)(r0 + rr) * stride + c;
@@ -65,6 +63,12 @@ __device__ __forceinline__ void load_query_sw(bf16 *sQ, bf16 *sO, float *sL, flo
         cp4(sL + i, lse + (q < T ? q : 0), q < T);
     else
         cp4(sD + i, D + (q < T ? q : 0), q < T);
+}
+
+/* key tile t of one head (K and V, from qkv's k part at base + Cl) into a stage: K then V */
+__device__ __forceinline__ void load_kv_stage(bf16 *stage, const bf16 *base, int C3, int Cl, int t, int T) {
+    load_tile_sw(stage, base + Cl, C3, t * FA_TILE, T);
+    load_tile_sw(stage + WG_TILE, base + 2 * Cl, C3, t * FA_TILE, T);
 }
 
 __global__ void __launch_bounds__(FA_THREADS, 3)
@@ -160,64 +164,64 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
                    reinterpret_cast<const float(*)[4]>(dv), k0, T, C3, Cl, scale, acc);
 }
 
-/* Forward: one block of NWG warpgroups per (b*NH + h, block of 64*NWG queries), grid y the heaviest (last)
- * blocks first; each group takes 64 query rows (its Q tile held in shared memory for the whole walk) and
- * per key tile runs S = Q K^T, the online softmax of fa_fwd_k (softmax_step), and o += P V with P straight
- * from the registers.  Shared: the Q tiles, then two stages of [K tile, V tile]. */
-template <int NWG>
-__global__ void __launch_bounds__(NWG *FA_THREADS)
+/* Forward: one block of one warpgroup per (b*NH + h, 64-query tile), grid y the heaviest (last) tiles
+ * first; per key tile S = Q K^T, the online softmax of fa_fwd_k (softmax_step) and o += P V with P straight
+ * from the registers.  The next tile's S runs on the tensor cores while this tile's softmax runs: key tiles
+ * in three stages (this one, the next, whose S is issued, and the one after, loading).  Shared: the Q tile,
+ * then three stages of [K tile, V tile]. */
+__global__ void __launch_bounds__(FA_THREADS, 3)
     fa_fwd_wg_k(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, float sl2) {
-    constexpr int BM = FA_TILE * NWG;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     unsigned char *aligned = fa_smem + ((1024 - (wg_saddr(fa_smem) & 1023)) & 1023);
-    bf16 *sQ = reinterpret_cast<bf16 *>(aligned), *sKV = sQ + NWG * WG_TILE; /* stage j: K, V at sKV + 2j tiles */
+    bf16 *sQ = reinterpret_cast<bf16 *>(aligned), *sKV = sQ + WG_TILE; /* stage j: K, V at sKV + 2j tiles */
     const int qb = gridDim.y - 1 - blockIdx.y, bh = blockIdx.x, b = bh / NH, h = bh % NH;
-    const int Cl = NH * WG_HS, C3 = 3 * Cl, wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3;
-    const int lane = threadIdx.x & 31, t4 = lane & 3, w0 = qb * BM + wg * FA_TILE; /* this group's first row */
-    const int r0 = w0 + warp * 16 + (lane >> 2);
-    const int nk = min((T + FA_TILE - 1) / FA_TILE, (qb * BM + BM - 1) / FA_TILE + 1);
+    const int Cl = NH * WG_HS, C3 = 3 * Cl, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3;
+    const int w0 = qb * FA_TILE, r0 = w0 + warp * 16 + (lane >> 2);
+    const int nk = min((T + FA_TILE - 1) / FA_TILE, qb + 1);
     const bf16 *base = qkv + (size_t)b * T * C3 + h * WG_HS;
-#pragma unroll
-    for (int j = 0; j < NWG; j++) load_tile_sw<NWG * FA_THREADS>(sQ + j * WG_TILE, base, C3, qb * BM + j * FA_TILE, T);
-    load_tile_sw<NWG * FA_THREADS>(sKV, base + Cl, C3, 0, T);
-    load_tile_sw<NWG * FA_THREADS>(sKV + WG_TILE, base + 2 * Cl, C3, 0, T);
+    const uint64_t dQ = wg_desc(sQ), dKV = wg_desc(sKV), stage = 2 * WG_TILE_BYTES / 16;
+    load_tile_sw(sQ, base, C3, w0, T);
+    load_kv_stage(sKV, base, C3, Cl, 0, T);
     cp_commit();
-    const uint64_t dQ = wg_desc(sQ + wg * WG_TILE), dKV = wg_desc(sKV);
-    float o[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    if (nk > 1) load_kv_stage(sKV + 2 * WG_TILE, base, C3, Cl, 1, T);
+    cp_commit(); /* perhaps empty: the waits below count groups */
+    cp_wait<1>();
+    wg_proxy_fence();
+    __syncthreads();
+    float o[32], s[32], sn[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int i = 0; i < 32; i++) o[i] = 0.0f;
+    for (int i = 0; i < 32; i++) o[i] = sn[i] = 0.0f;
+    wg_fence();
+    wg_tile_abt(s, dQ, dKV); /* S of key tile 0 */
+    wg_commit();
+    wg_wait<0>();
+    wg_hold(s);
     for (int kb = 0; kb < nk; kb++) {
-        const uint64_t cK = dKV + 2 * (kb & 1) * (WG_TILE_BYTES / 16), cV = cK + WG_TILE_BYTES / 16;
-        if (kb + 1 < nk) { /* the other stage: its products ended before the last barrier */
-            bf16 *nK = sKV + 2 * ((kb + 1) & 1) * WG_TILE;
-            load_tile_sw<NWG * FA_THREADS>(nK, base + Cl, C3, (kb + 1) * FA_TILE, T);
-            load_tile_sw<NWG * FA_THREADS>(nK + WG_TILE, base + 2 * Cl, C3, (kb + 1) * FA_TILE, T);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
+        cp_wait<0>(); /* key tile kb + 1 is in */
         wg_proxy_fence();
-        __syncthreads();
-        if (kb * FA_TILE < w0 + FA_TILE) { /* else every key of the tile lies after every row of this group */
-            float s[32];
-            uint32_t pa[4][4];
-            wg_fence();
-            wg_tile_abt(s, dQ, cK); /* S = Q K^T */
-            wg_commit();
-            wg_wait<0>();
-            wg_hold(s);
-            const bool edge = kb * FA_TILE + FA_TILE - 1 > w0 || kb * FA_TILE + FA_TILE > T;
-            softmax_step<8>(reinterpret_cast<float(*)[4]>(s), reinterpret_cast<float(*)[4]>(o), m, l, edge,
-                            kb * FA_TILE, r0, r0 + 8, T, sl2, t4);
-            wg_acc_to_a(pa, s);
-            wg_fence();
-            wg_tile_rb(o, pa, cV); /* o += P V */
-            wg_commit();
-            wg_wait<0>();
-            wg_hold(o);
+        __syncthreads(); /* and every product on tile kb - 1's stage has ended */
+        if (kb + 2 < nk) {
+            load_kv_stage(sKV + 2 * ((kb + 2) % 3) * WG_TILE, base, C3, Cl, kb + 2, T);
+            cp_commit();
         }
-        __syncthreads(); /* this stage is loaded again two tiles on */
+        const bool more = kb + 1 < nk;
+        if (more) {
+            wg_fence();
+            wg_tile_abt(sn, dQ, dKV + ((kb + 1) % 3) * stage); /* S of the next tile, while this one's softmax runs */
+            wg_commit();
+        }
+        const bool edge = kb * FA_TILE + FA_TILE - 1 > w0 || kb * FA_TILE + FA_TILE > T;
+        softmax_step<8>(reinterpret_cast<float(*)[4]>(s), reinterpret_cast<float(*)[4]>(o), m, l, edge, kb * FA_TILE,
+                        r0, r0 + 8, T, sl2, t4);
+        uint32_t pa[4][4];
+        wg_acc_to_a(pa, s);
+        wg_fence();
+        wg_tile_rb(o, pa, dKV + (kb % 3) * stage + WG_TILE_BYTES / 16); /* o += P V */
+        wg_commit();
+        wg_wait<0>();
+        wg_hold(o), wg_hold(sn);
+#pragma unroll
+        for (int i = 0; i < 32; i++) s[i] = sn[i];
     }
     fwd_finish<8>(out, lse + (size_t)bh * T, reinterpret_cast<const float(*)[4]>(o), m, l, r0, T,
                   (size_t)b * T * Cl + h * WG_HS + 2 * t4, Cl, t4);
@@ -238,15 +242,16 @@ static int wg_bwd_ready(void) {
     if (usable < 0) usable = wg_usable(fa_bwd_wg_k, WG_SMEM);
     return usable;
 }
-/* the forward's shared memory, and 1 when it is in this build for this device (asked once) */
-template <int NWG> static size_t fwd_bytes(void) { return (size_t)(NWG + 4) * WG_TILE_BYTES + 1024; }
-template <int NWG> static int wg_fwd_ready(void) {
+/* the forward's shared memory (the Q tile, three stages of K and V, alignment), and 1 when its kernel is in
+ * this build for this device (asked once) */
+constexpr size_t WG_FWD_SMEM = 7 * WG_TILE_BYTES + 1024;
+static int wg_fwd_ready(void) {
     static int usable = -1;
-    if (usable < 0) usable = wg_usable(fa_fwd_wg_k<NWG>, fwd_bytes<NWG>());
+    if (usable < 0) usable = wg_usable(fa_fwd_wg_k, WG_FWD_SMEM);
     return usable;
 }
 
-extern "C" int cuda_attention_wgmma_ready(int hs) { return hs == WG_HS && wg_bwd_ready() && wg_fwd_ready<1>(); }
+extern "C" int cuda_attention_wgmma_ready(int hs) { return hs == WG_HS && wg_bwd_ready() && wg_fwd_ready(); }
 
 int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
                      int B, int T, int NH, float sl2, float scale, bool acc) {
@@ -257,15 +262,9 @@ int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 
     return launch_ok();
 }
 
-template <int NWG> static int fwd_go(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
-    if (!wg_fwd_ready<NWG>()) return 1;
-    constexpr int BM = FA_TILE * NWG;
-    dim3 grid((unsigned)(B * NH), (unsigned)((T + BM - 1) / BM));
-    fa_fwd_wg_k<NWG><<<grid, NWG * FA_THREADS, fwd_bytes<NWG>()>>>(out, lse, qkv, T, NH, sl2);
-    return launch_ok();
-}
-
-/* one warpgroup a block: on the H200 two (128 queries) measured 0.96-1.0x of one */
 int fa_fwd_wg_launch(int hs, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
-    return hs == WG_HS ? fwd_go<1>(out, lse, qkv, B, T, NH, sl2) : 1;
+    if (!cuda_attention_wgmma_ready(hs)) return 1;
+    dim3 grid((unsigned)(B * NH), (unsigned)((T + FA_TILE - 1) / FA_TILE));
+    fa_fwd_wg_k<<<grid, FA_THREADS, WG_FWD_SMEM>>>(out, lse, qkv, T, NH, sl2);
+    return launch_ok();
 }
