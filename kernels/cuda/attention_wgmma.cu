@@ -12,7 +12,9 @@
  * kernels, each operand tile is read from shared memory once per product
  * rather than once per warp.  The next query tile streams in (cp.async, two
  * buffers) while this one is computed.  The forward, also the default
- * there, walks key tiles with fa_fwd_k's online softmax.  Built for sm_90a alone; elsewhere
+ * there, takes one block of one warpgroup per 64-query tile and walks the
+ * key tiles with fa_fwd_k's online softmax, the next tile's S on the tensor
+ * cores while this tile's softmax runs.  Built for sm_90a alone; elsewhere
  * the launchers say no and the caller keeps its mma.sync kernels. */
 #include "attention_fused.cuh"
 #include "wgmma.cuh"
@@ -71,6 +73,8 @@ __device__ __forceinline__ void load_kv_stage(bf16 *stage, const bf16 *base, int
     load_tile_sw(stage + WG_TILE, base + 2 * Cl, C3, t * FA_TILE, T);
 }
 
+/* The backward of one key tile (the file's head says how), one block per (b*NH + h, key tile) in block_work's
+ * order as fa_bwd_k.  Shared: K, V; Q, dO, logsumexp and D two buffers each; dS^T; the tile's dq. */
 __global__ void __launch_bounds__(FA_THREADS, 3)
     fa_bwd_wg_k(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc,
                 int T, int NH, int BH, int group, float sl2, float scale) {
