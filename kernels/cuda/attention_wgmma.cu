@@ -168,17 +168,23 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
                    reinterpret_cast<const float(*)[4]>(dv), k0, T, C3, Cl, scale, acc);
 }
 
-/* Forward: one block of one warpgroup per (b*NH + h, 64-query tile), grid y the heaviest (last) tiles
- * first; per key tile S = Q K^T, the online softmax of fa_fwd_k (softmax_step) and o += P V with P straight
- * from the registers.  The next tile's S runs on the tensor cores while this tile's softmax runs: key tiles
- * in three stages (this one, the next, whose S is issued, and the one after, loading).  Shared: the Q tile,
- * then three stages of [K tile, V tile]. */
+/* Forward: one block of one warpgroup per (b*NH + h, 64-query tile) in block_work's order, the heaviest
+ * (last) tile of each head first; from 128 heads on the heads go in groups of 16, so that the heads in
+ * flight keep their K and V in L2 (at batch 128 of 12 heads 1.24x the order of a 2-D grid, which is what
+ * the order is below that).  Per key tile S = Q K^T, the online softmax of fa_fwd_k (softmax_step) and
+ * o += P V with P straight from the registers.  The next tile's S runs on the tensor cores while this
+ * tile's softmax runs: key tiles in three stages (this one, the next, whose S is issued, and the one
+ * after, loading).  Shared: the Q tile, then three stages of [K tile, V tile]. */
 __global__ void __launch_bounds__(FA_THREADS, 3)
-    fa_fwd_wg_k(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, float sl2) {
+    fa_fwd_wg_k(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, int BH, int group, float sl2) {
     extern __shared__ __align__(16) unsigned char fa_smem[];
     unsigned char *aligned = fa_smem + ((1024 - (wg_saddr(fa_smem) & 1023)) & 1023);
     bf16 *sQ = reinterpret_cast<bf16 *>(aligned), *sKV = sQ + WG_TILE; /* stage j: K, V at sKV + 2j tiles */
-    const int qb = gridDim.y - 1 - blockIdx.y, bh = blockIdx.x, b = bh / NH, h = bh % NH;
+    const int nqb = (T + FA_TILE - 1) / FA_TILE;
+    int rank, bh;
+    block_work(nqb, BH, group, &rank, &bh);
+    const int qb = nqb - 1 - rank; /* rank 0 the heaviest: the last query tile */
+    const int b = bh / NH, h = bh % NH;
     const int Cl = NH * WG_HS, C3 = 3 * Cl, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3;
     const int w0 = qb * FA_TILE, r0 = w0 + warp * 16 + (lane >> 2);
     const int nk = min((T + FA_TILE - 1) / FA_TILE, qb + 1);
@@ -268,7 +274,7 @@ int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 
 
 int fa_fwd_wg_launch(int hs, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
     if (!cuda_attention_wgmma_ready(hs)) return 1;
-    dim3 grid((unsigned)(B * NH), (unsigned)((T + FA_TILE - 1) / FA_TILE));
-    fa_fwd_wg_k<<<grid, FA_THREADS, WG_FWD_SMEM>>>(out, lse, qkv, T, NH, sl2);
+    const int BH = B * NH, nqb = (T + FA_TILE - 1) / FA_TILE;
+    fa_fwd_wg_k<<<(unsigned)(BH * nqb), FA_THREADS, WG_FWD_SMEM>>>(out, lse, qkv, T, NH, BH, launch_group(BH), sl2);
     return launch_ok();
 }
