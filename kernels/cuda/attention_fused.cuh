@@ -1,12 +1,14 @@
 /* attention_fused.cuh - the device pieces of the kernels of
- * attention_fused.cu and attention_fused_bwd128.cu: the tile constants, bf16
- * mma.sync m16n8k16 with its ldmatrix operand loads (A and B fragments,
- * straight or transposed), the backward's pair of tile products and one
- * warp's step of a backward tile (P, dS, dk, dv; dS^T into shared memory),
- * cp.async tile loads (16-byte, zero fill past T; the backward's query tile
- * with its logsumexp and D rows, double buffered) and the accumulating
- * stores (bf16 += in place, fp32 atomic adds); and the launcher of the
- * 128-key backward of attention_fused_bwd128.cu. */
+ * attention_fused.cu, attention_fused_bwd128.cu and attention_wgmma.cu: the
+ * tile constants, bf16 mma.sync m16n8k16 with its ldmatrix operand loads (A
+ * and B fragments, straight or transposed), the backward's pair of tile
+ * products and one warp's step of a backward tile (P, dS, dk, dv; dS^T into
+ * shared memory), the forward's online-softmax step and its finish (out and
+ * logsumexp), the blocks' launch order, cp.async tile loads (16-byte, zero
+ * fill past T; the backward's query tile with its logsumexp and D rows,
+ * double buffered) and the accumulating stores (bf16 += in place, fp32
+ * atomic adds); and the launchers of the 128-key backward of
+ * attention_fused_bwd128.cu and of attention_wgmma.cu's kernels. */
 #ifndef TPRT_ATTENTION_FUSED_CUH
 #define TPRT_ATTENTION_FUSED_CUH
 #include "common.cuh"
