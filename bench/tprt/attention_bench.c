@@ -105,27 +105,24 @@ static const char *const bwd_variants[][4] = {{"TPRT_ATTENTION_BWD", "wgmma", NU
                                               {"TPRT_ATTENTION_BWD", "k128", NULL, NULL},
                                               {"TPRT_ATTENTION_BWD", "k64", "TPRT_ATTENTION_BWD_BLOCKS", "2"},
                                               {"TPRT_ATTENTION_GROUP", "100000", NULL, NULL}};
-/* the median of f with var=value (nothing set for a NULL var), the variable put back as it was after */
-static double median_with(int (*f)(void), const char *var, const char *value) {
-    const char *env = var ? getenv(var) : NULL;
-    char *keep = env ? strdup(env) : NULL;
+/* var=value (nothing for a NULL var); returns what it was, for env_put_back */
+static char *env_set(const char *var, const char *value) {
+    const char *e = var ? getenv(var) : NULL;
+    char *keep = e ? strdup(e) : NULL;
     if (var) setenv(var, value, 1);
-    double t = median_ms(f);
+    return keep;
+}
+static void env_put_back(const char *var, char *keep) {
     if (keep)
         setenv(var, keep, 1), free(keep);
     else if (var)
         unsetenv(var);
-    return t;
 }
-static double median_with2(int (*f)(void), const char *const v[4]) {
-    const char *env = v[2] ? getenv(v[2]) : NULL;
-    char *keep = env ? strdup(env) : NULL;
-    if (v[2]) setenv(v[2], v[3], 1);
-    double t = median_with(f, v[0], v[1]);
-    if (keep)
-        setenv(v[2], keep, 1), free(keep);
-    else if (v[2])
-        unsetenv(v[2]);
+/* the median of f with v[0]=v[1] and v[2]=v[3] (a NULL name sets nothing), both put back as they were */
+static double median_with(int (*f)(void), const char *const v[4]) {
+    char *k0 = env_set(v[0], v[1]), *k2 = env_set(v[2], v[3]);
+    double t = median_ms(f);
+    env_put_back(v[2], k2), env_put_back(v[0], k0);
     return t;
 }
 static int bench_bwd_modes(double ff, double bwd_flops) {
@@ -134,7 +131,7 @@ static int bench_bwd_modes(double ff, double bwd_flops) {
     for (int m = 0; m < (int)(sizeof bwd_variants / sizeof bwd_variants[0]); m++) {
         const char *const *v = bwd_variants[m];
         char label[64];
-        double t = median_with2(fused_bwd, v);
+        double t = median_with(fused_bwd, v);
         if (t < 0) {
             rc = -1;
             continue;
@@ -170,7 +167,7 @@ static int bench(int batch) {
     /* the forward's other kernels: mma.sync with 128-query blocks, and with 64 (one 16-row tile a warp) */
     static const char *const mma_fwd[4] = {"TPRT_ATTENTION_FWD", "mma", NULL, NULL};
     static const char *const mma_fwd64[4] = {"TPRT_ATTENTION_FWD", "mma", "TPRT_ATTENTION_FWD_ROWS", "64"};
-    double fmma = median_with2(fused_fwd, mma_fwd), f64 = median_with2(fused_fwd, mma_fwd64);
+    double fmma = median_with(fused_fwd, mma_fwd), f64 = median_with(fused_fwd, mma_fwd64);
     att = dev_alloc((size_t)B * NH * T * T * 2, "gemm probabilities");
     gscratch = att ? dev_alloc(cuda_attention_scratch_bytes(B, T, CL, NH), "gemm scratch") : NULL;
     if (att && gscratch) {

@@ -212,10 +212,10 @@ __global__ void __launch_bounds__(FA_THREADS, MINB)
 __global__ void fa_bwd_dq_add_k(bf16 *dqkv, const float *dq, size_t n8, int T, int NH, int hs, float scale, bool acc) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n8) return;
-    const size_t Cl = (size_t)NH * hs, e = i * 8, row = e / Cl, col = e % Cl; /* row b*T + t, column h*hs + c */
-    const size_t b = row / T, t = row % T, h = col / hs, c = col % hs;
+    const size_t Cl = (size_t)NH * hs, row = i * 8 / Cl; /* row b*T + t (an int: B*T is), column h*hs + c */
+    const int col = (int)(i * 8 - row * Cl), b = (int)row / T, t = (int)row - b * T, h = col / hs, c = col - h * hs;
     bf16 *g = dqkv + row * 3 * Cl + col;
-    const float *src = dq + ((b * NH + h) * T + t) * hs + c;
+    const float *src = dq + (((size_t)b * NH + h) * T + t) * hs + c;
     float4 x = reinterpret_cast<const float4 *>(src)[0], y = reinterpret_cast<const float4 *>(src)[1];
     float f[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (acc) unpack8(ld_vec8(g), f);

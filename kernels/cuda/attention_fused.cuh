@@ -266,6 +266,15 @@ __device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, size_t str
         cp16(dst + r * LD + c * 8, src + (size_t)(ok ? r0 + r : 0) * stride + c * 8, ok);
     }
 }
+/* A query tile's logsumexp and D rows q0.. into sL and sD (zero past T), by the block's first 2 * FA_TILE
+ * threads, asynchronously. */
+__device__ __forceinline__ void load_query_rows(float *sL, float *sD, const float *lse, const float *D, int q0, int T) {
+    const int i = threadIdx.x & (FA_TILE - 1), q = q0 + i;
+    if (threadIdx.x < FA_TILE)
+        cp4(sL + i, lse + (q < T ? q : 0), q < T);
+    else if (threadIdx.x < 2 * FA_TILE)
+        cp4(sD + i, D + (q < T ? q : 0), q < T);
+}
 /* The query tile q0.. of one head into one buffer, by a block of NT threads: Q, dO, and the rows'
  * logsumexp and D (zero past T). */
 template <int HS, int NT = FA_THREADS>
@@ -274,11 +283,7 @@ __device__ __forceinline__ void load_query_tile(bf16 *sQ, bf16 *sO, float *sL, f
                                                 int q0, int T) {
     load_tile<HS, NT>(sQ, qbase, C3, q0, T);
     load_tile<HS, NT>(sO, dbase, Cl, q0, T);
-    const int i = threadIdx.x & (FA_TILE - 1), q = q0 + i;
-    if (threadIdx.x < FA_TILE)
-        cp4(sL + i, lse + (q < T ? q : 0), q < T);
-    else if (NT <= 2 * FA_TILE || threadIdx.x < 2 * FA_TILE)
-        cp4(sD + i, D + (q < T ? q : 0), q < T);
+    load_query_rows(sL, sD, lse, D, q0, T);
 }
 /* The top of a backward block's walk over query tiles: tile qb + 1 (if below nqb) starts loading into buffer
  * cur ^ 1 (free: read two tiles ago, before that tile's second barrier), tile qb (buffer cur) is waited for,

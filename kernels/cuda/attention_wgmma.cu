@@ -60,11 +60,7 @@ __device__ __forceinline__ void load_query_sw(bf16 *sQ, bf16 *sO, float *sL, flo
                                               int q0, int T) {
     load_tile_sw(sQ, qbase, C3, q0, T);
     load_tile_sw(sO, dbase, Cl, q0, T);
-    const int i = threadIdx.x & (FA_TILE - 1), q = q0 + i;
-    if (threadIdx.x < FA_TILE)
-        cp4(sL + i, lse + (q < T ? q : 0), q < T);
-    else
-        cp4(sD + i, D + (q < T ? q : 0), q < T);
+    load_query_rows(sL, sD, lse, D, q0, T);
 }
 
 /* key tile t of one head (K and V, from qkv's k part at base + Cl) into a stage: K then V */

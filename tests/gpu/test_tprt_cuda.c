@@ -131,29 +131,43 @@ static void check_dqkv(const char *tag, const float *hg, const float *g, int B, 
     free(pa), free(pr);
 }
 
+/* up to two variables a kernel variant sets (a NULL name: none) */
+typedef struct {
+    const char *var, *value, *var2, *value2;
+} env_pair;
+static void env_pair_set(const env_pair *e) {
+    if (e->var) setenv(e->var, e->value, 1);
+    if (e->var2) setenv(e->var2, e->value2, 1);
+}
+static void env_pair_unset(const env_pair *e) {
+    if (e->var) unsetenv(e->var);
+    if (e->var2) unsetenv(e->var2);
+}
+
 /* The fused attention at B x T x NH heads of size hs, in each forward kernel (TPRT_ATTENTION_FWD=mma, the
  * mma.sync kernel, with TPRT_ATTENTION_FWD_ROWS=64: blocks of 64 queries, and without: 128 up to head size
  * 64; then the default, at head size 64 on sm_90 attention_wgmma.cu's): out and lse (against the CPU scores'
- * logsumexp,
- * in double); then from the default forward each backward kernel (the default: at head size 64 on sm_90
+ * logsumexp, in double); then from the default forward each backward kernel (the default: at head size 64 on sm_90
  * attention_wgmma.cu's, else the 64-key mma.sync kernel; TPRT_ATTENTION_BWD=k64, that mma.sync kernel, three
  * blocks an SM, heads in groups of 16; k128; k64 with TPRT_ATTENTION_BWD_BLOCKS=2; and the default with one
  * head a group, TPRT_ATTENTION_GROUP=1): dqkv, added (+=) into random grads, against the CPU backward; the
  * default, k64 and k128 also written (=) over those grads, the model's call, against the CPU's grads alone. */
 static void test_attention_fused(int B, int T, int NH, int hs) {
     static const struct {
-        const char *var, *value, *var2, *value2, *tag;
-    } fwd_env[] = {{"TPRT_ATTENTION_FWD", "mma", "TPRT_ATTENTION_FWD_ROWS", "64", "mma 64-query blocks "},
-                   {"TPRT_ATTENTION_FWD", "mma", NULL, NULL, "mma "},
-                   {NULL, NULL, NULL, NULL, ""}};
+        env_pair env;
+        const char *tag;
+    } fwd_env[] = {{{"TPRT_ATTENTION_FWD", "mma", "TPRT_ATTENTION_FWD_ROWS", "64"}, "mma 64-query blocks "},
+                   {{"TPRT_ATTENTION_FWD", "mma", NULL, NULL}, "mma "},
+                   {{NULL, NULL, NULL, NULL}, ""}};
     static const struct {
-        const char *var, *value, *var2, *value2, *tag; /* the variables (NULL: the default), the checks' tag */
-        int writes; /* also checked writing (=) over the grads: a kernel of its own */
-    } bwd_env[] = {{NULL, NULL, NULL, NULL, "", 1},
-                   {"TPRT_ATTENTION_BWD", "k64", NULL, NULL, "k64 ", 1},
-                   {"TPRT_ATTENTION_BWD", "k128", NULL, NULL, "k128 ", 1},
-                   {"TPRT_ATTENTION_BWD", "k64", "TPRT_ATTENTION_BWD_BLOCKS", "2", "BWD_BLOCKS=2 ", 0},
-                   {"TPRT_ATTENTION_GROUP", "1", NULL, NULL, "GROUP=1 ", 0}};
+        env_pair env;    /* NULL names: the default */
+        const char *tag; /* the checks' tag */
+        int writes;      /* also checked writing (=) over the grads: a kernel of its own */
+    } bwd_env[] = {{{NULL, NULL, NULL, NULL}, "", 1},
+                   {{"TPRT_ATTENTION_BWD", "k64", NULL, NULL}, "k64 ", 1},
+                   {{"TPRT_ATTENTION_BWD", "k128", NULL, NULL}, "k128 ", 1},
+                   {{"TPRT_ATTENTION_BWD", "k64", "TPRT_ATTENTION_BWD_BLOCKS", "2"}, "BWD_BLOCKS=2 ", 0},
+                   {{"TPRT_ATTENTION_GROUP", "1", NULL, NULL}, "GROUP=1 ", 0}};
     int Cl = NH * hs, C3 = 3 * Cl;
     size_t nq = (size_t)B * T * C3, no = (size_t)B * T * Cl, na = (size_t)B * NH * T * T, nl = (size_t)B * NH * T;
     char name[112], tag[32];
@@ -176,13 +190,12 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
     void *dqkv = dev_bf(qkv, nq), *dout = dev_bf(NULL, no), *scratch;
     float *dlse = dev_f(NULL, nl);
     cudaMalloc(&scratch, cuda_attention_fused_scratch_bytes(B, T, Cl, NH));
+    for (int f = 0; f < 3; f++) env_pair_unset(&fwd_env[f].env); /* the default as the default */
     for (int f = 0; f < 3; f++) { /* the default last: the backward starts from its out and lse */
-        if (fwd_env[f].var) setenv(fwd_env[f].var, fwd_env[f].value, 1);
-        if (fwd_env[f].var2) setenv(fwd_env[f].var2, fwd_env[f].value2, 1);
+        env_pair_set(&fwd_env[f].env);
         snprintf(tag, sizeof tag, "%s", fwd_env[f].tag);
         sync_or_die("fused attention forward", cuda_attention_fused_forward(dout, dlse, dqkv, B, T, Cl, NH));
-        if (fwd_env[f].var) unsetenv(fwd_env[f].var);
-        if (fwd_env[f].var2) unsetenv(fwd_env[f].var2);
+        env_pair_unset(&fwd_env[f].env);
         float *got = host_bf(dout, no), *glse = host_f(dlse, nl);
         snprintf(name, sizeof name, "fused attn fwd %sout B%d T%d NH%d hs%d", tag, B, T, NH, hs);
         check(name, got, out, no, BF_TOL);
@@ -195,15 +208,11 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
     attention_backward(g, dy, qkv, att, B, T, Cl, NH);
     attention_backward(gset, dy, qkv, att, B, T, Cl, NH);
     void *ddy = dev_bf(dy, no);
-    for (int k = 1; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++) { /* the default */
-        unsetenv(bwd_env[k].var);
-        if (bwd_env[k].var2) unsetenv(bwd_env[k].var2);
-    }
+    for (int k = 0; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++) env_pair_unset(&bwd_env[k].env);
     /* every variant adds into random grads; the kernels of their own also write over them (the model's call) */
     for (int k = 0; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++)
         for (int acc = 1; acc >= !bwd_env[k].writes; acc--) {
-            if (bwd_env[k].var) setenv(bwd_env[k].var, bwd_env[k].value, 1);
-            if (bwd_env[k].var2) setenv(bwd_env[k].var2, bwd_env[k].value2, 1);
+            env_pair_set(&bwd_env[k].env);
             void *dg = dev_bf(g0, nq);
             sync_or_die("fused attention backward",
                         cuda_attention_fused_backward(dg, ddy, dqkv, dout, dlse, scratch, B, T, Cl, NH, acc));
@@ -211,8 +220,7 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
             snprintf(tag, sizeof tag, "%s%s", bwd_env[k].tag, acc ? "" : "(=) ");
             check_dqkv(tag, hg, acc ? g : gset, B, T, NH, hs);
             cudaFree(dg), free(hg);
-            if (bwd_env[k].var) unsetenv(bwd_env[k].var);
-            if (bwd_env[k].var2) unsetenv(bwd_env[k].var2);
+            env_pair_unset(&bwd_env[k].env);
         }
     cudaFree(dqkv), cudaFree(dout), cudaFree(dlse), cudaFree(scratch), cudaFree(ddy);
     free(qkv), free(out), free(att), free(lse), free(sc), free(dy), free(g0), free(g), free(gset);
