@@ -2,12 +2,14 @@
  * form against the new one, on GPT-2 124M's shapes: the scalar vs vector
  * layernorm forward and backward, residual then layernorm vs the fused
  * residual+layernorm, the three-step cross-entropy and its backward vs the
- * one-pass kernel, and per-tensor vs multi-tensor grad norm and AdamW over
+ * one-pass kernel and that kernel without and with its row stash, the
+ * layernorm backward without and with the column sums of its dinp, and per-tensor vs multi-tensor grad norm and AdamW over
  * the model's 148 parameters.  A figure is the median of 50 timed runs
  * (cudaEvents around each) after 5 warm-ups, printed in microseconds and in
  * GB/s of the bytes the kernel has to move (each input read once, each
  * output written once).  Not a test: it prints figures.
  * Usage: kernels_bench [BT]   (default 8192 = batch 8 x 1024) */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "tprt_cuda.h"
 #include "tprt_cuda_paths.h"
 #include <cuda_runtime.h>
@@ -22,7 +24,7 @@ enum { C = 768, VOCAB = 50257, LD = 50304, MAXT = 1024, LAYERS = 12, N_PARAMS = 
 
 static int BT;
 static tprt_bf16 *x, *y, *res, *out, *dy, *dx, *w, *b, *logits;
-static float *mean, *rstd, *dw, *db, *rowmax, *rowsum, *scratch, *losses, *loss, *acc;
+static float *mean, *rstd, *dw, *db, *colsum, *rowmax, *rowsum, *scratch, *losses, *loss, *acc;
 static int *targets;
 static tprt_adamw_slot slots[N_PARAMS];
 static size_t n_weights;
@@ -88,7 +90,7 @@ static void setup(void) {
     float **stats[] = {&mean, &rstd, &rowmax, &rowsum, &losses};
     for (int i = 0; i < 5; i++) *stats[i] = dev_alloc((size_t)BT * 4);
     scratch = dev_alloc((size_t)BT * 8), loss = dev_alloc(4), acc = dev_alloc(8);
-    dw = dev_alloc(C * 4), db = dev_alloc(C * 4);
+    dw = dev_alloc(C * 4), db = dev_alloc(C * 4), colsum = dev_alloc(C * 4);
     cudaMemset(dw, 0, C * 4), cudaMemset(db, 0, C * 4), cudaMemset(acc, 0, 8);
     logits = dev_alloc(lg), fill(logits, lg, 1);
     int *t = malloc(sizeof(int) * BT);
@@ -103,8 +105,9 @@ static void setup(void) {
 /* ---- the timed forms ---- */
 static int ln_fwd_scalar(void) { return cuda_layernorm_forward_scalar(out, mean, rstd, x, w, b, BT, C); }
 static int ln_fwd_vector(void) { return cuda_layernorm_forward(out, mean, rstd, x, w, b, BT, C); }
-static int ln_bwd_scalar(void) { return cuda_layernorm_backward_scalar(dx, dw, db, dy, x, w, mean, rstd, BT, C); }
-static int ln_bwd_vector(void) { return cuda_layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, BT, C); }
+static int ln_bwd_scalar(void) { return cuda_layernorm_backward_scalar(dx, dw, db, NULL, dy, x, w, mean, rstd, BT, C); }
+static int ln_bwd_vector(void) { return cuda_layernorm_backward(dx, dw, db, NULL, dy, x, w, mean, rstd, BT, C); }
+static int ln_bwd_colsum(void) { return cuda_layernorm_backward(dx, dw, db, colsum, dy, x, w, mean, rstd, BT, C); }
 static int res_then_ln(void) {
     return cuda_residual_forward(res, x, y, (size_t)BT * C) ||
            cuda_layernorm_forward(out, mean, rstd, res, w, b, BT, C);
@@ -120,6 +123,12 @@ static int ce_steps(void) {
 static int ce_fused(void) {
     return cuda_crossentropy_fused(losses, logits, targets, VOCAB, VOCAB, BT, LD, 1.0f) ||
            cuda_ce_mean(loss, losses, BT);
+}
+static int ce_fused_two_reads(void) { /* the kernel without the row stash */
+    setenv("TPRT_CE_STASH", "0", 1);
+    int rc = ce_fused();
+    unsetenv("TPRT_CE_STASH");
+    return rc;
 }
 static int sumsq_each(void) {
     for (int i = 0; i < N_PARAMS; i++)
@@ -190,8 +199,10 @@ int main(int argc, char **argv) {
     printf("%-40s %9s %7s | %9s %7s | %6s\n", "kernel (old -> new)", "old us", "GB/s", "new us", "GB/s", "ratio");
     compare("layernorm fwd (scalar -> vector)", ln_fwd_scalar, 2 * act + stats, ln_fwd_vector, 2 * act + stats);
     compare("layernorm bwd (scalar -> vector)", ln_bwd_scalar, 4 * act + stats, ln_bwd_vector, 4 * act + stats);
+    compare("layernorm bwd, + dinp's column sums", ln_bwd_vector, 4 * act + stats, ln_bwd_colsum, 4 * act + stats);
     compare("residual, layernorm -> fused", res_then_ln, 5 * act + stats, res_ln_fused, 4 * act + stats);
-    compare("cross-entropy 3 steps + bwd -> fused", ce_steps, 4 * lg, ce_fused, 3 * lg);
+    compare("cross-entropy 3 steps + bwd -> fused", ce_steps, 4 * lg, ce_fused_two_reads, 3 * lg);
+    compare("cross-entropy fused, two reads -> stash", ce_fused_two_reads, 3 * lg, ce_fused, 2 * lg);
     compare("grad norm per tensor -> multi", sumsq_each, 4 * nw, sumsq_multi, 4 * nw);
     compare("AdamW per tensor -> multi", adamw_each, 30 * nw, adamw_multi, 30 * nw);
     return 0;

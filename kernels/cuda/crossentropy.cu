@@ -5,9 +5,17 @@
  * At TP=1 the fused kernel does it all per row in two passes: one read for
  * the max and the sum at once (online: the sum is rescaled when the max
  * grows), one read-and-write that puts the gradient in place of the
- * logits; 128-bit loads and stores where the rows are 16-byte aligned. */
+ * logits; 128-bit loads and stores where the rows are 16-byte aligned.
+ * Where a row fits in a block's shared memory (GPT-2's 50,304 bf16 columns
+ * take 98 KiB: two rows an SM on Hopper), the first pass copies it there
+ * whole (cp.async, every copy in flight at once) and the second reads it
+ * back, so the logits cross DRAM once each way.  The exponentials are
+ * 2^(x log2 e - max log2 e), one FMA and one ex2 each; a chunk of eight
+ * columns with neither padding nor the target takes a branch-free path. */
 #include "common.cuh"
 #include <cfloat>
+#include <cstdlib>
+#include <cstring>
 
 static __device__ int real_cols(int v0, int vl, int vocab) {
     int n = vocab - v0;
@@ -87,7 +95,7 @@ __global__ void ce_bwd_k(bf16 *dlogits, const bf16 *logits, const float *rowmax,
 
 /* ---- fused, one rank holding the whole vocab ---- */
 
-#define CE_FUSED_THREADS 512 /* three blocks (rows) per SM at once */
+#define CE_FUSED_THREADS 512 /* three blocks (rows) per SM at once, two with the stash */
 /* (m, s) <- the pair for the union of the elements behind (m, s) and (om, os), s a sum of
  * exp(x - m); -FLT_MAX with s = 0 stands for no element (exp(-FLT_MAX - m) is 0) */
 static __device__ __forceinline__ void maxsum_merge(float &m, float &s, float om, float os) {
@@ -95,13 +103,26 @@ static __device__ __forceinline__ void maxsum_merge(float &m, float &s, float om
     s = s * __expf(m - nm) + os * __expf(om - nm);
     m = nm;
 }
+#define CE_LOG2E 1.4426950408889634f
+/* 2^x, the instruction __expf uses (exp(x) = 2^(x log2 e)) */
+static __device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+/* ce_grad with the max as m2 = max log2 e and the factor k = scale / sum */
+static __device__ __forceinline__ float ce_grad_log2(float x, int j, int nv, int r, float m2, float k, float scale) {
+    float g = j < nv ? ex2(fmaf(x, CE_LOG2E, -m2)) * k : 0.0f;
+    return (j == r && j < nv) ? g - scale : g;
+}
+/* (m, s) with 8 more finite elements; exp(f - nm) as 2^(f log2 e - nm log2 e), one FMA each */
 static __device__ __forceinline__ void maxsum_add8(float &m, float &s, const float f[8]) {
     float vm = f[0];
 #pragma unroll
     for (int i = 1; i < 8; i++) vm = fmaxf(vm, f[i]);
-    float nm = fmaxf(m, vm), t = 0.0f;
+    float nm = fmaxf(m, vm), t = 0.0f, nm2 = nm * CE_LOG2E;
 #pragma unroll
-    for (int i = 0; i < 8; i++) t += __expf(f[i] - nm);
+    for (int i = 0; i < 8; i++) t += ex2(fmaf(f[i], CE_LOG2E, -nm2));
     s = s * __expf(m - nm) + t;
     m = nm;
 }
@@ -128,48 +149,108 @@ static __device__ __forceinline__ void load_round(uint4 (&u)[CE_UNROLL], const b
     for (int q = 0; q < CE_UNROLL; q++)
         if (j0 + q * CE_STEP < end) u[q] = ld_vec8(x + j0 + q * CE_STEP);
 }
-template <bool VEC>
-__global__ void __launch_bounds__(CE_FUSED_THREADS, 3)
+/* 16 bytes global -> shared without a register (cp.async, sm_80 on), and the wait for this thread's copies */
+static __device__ __forceinline__ void stash_copy16(uint4 *dst, const bf16 *src) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+#else
+    *dst = ld_vec8(src);
+#endif
+}
+static __device__ __forceinline__ void stash_wait(void) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
+/* STASH (with VEC): the row's first vl8 columns kept in dynamic shared memory between the passes */
+template <bool VEC, bool STASH>
+__global__ void __launch_bounds__(CE_FUSED_THREADS, STASH ? 2 : 3)
     ce_fused_k(float *losses, bf16 *logits, const int *targets, int vl, int vocab, int BT, int ld, float dloss) {
+    extern __shared__ uint4 ce_row[];
     int i = blockIdx.x, nv = real_cols(0, vl, vocab), r = targets[i], t = threadIdx.x;
     bf16 *x = logits + (size_t)i * ld;
     /* the target logit is read before block_maxsum's barrier, so before any thread writes */
     float target = (t == 0 && r >= 0 && r < nv) ? ldf(x, r) : 0.0f, m = -FLT_MAX, s = 0.0f, f[8];
     int nv8 = VEC ? nv / 8 * 8 : 0, vl8 = VEC ? vl / 8 * 8 : 0;
-    for (int j0 = 8 * t; j0 < nv8; j0 += CE_UNROLL * CE_STEP) {
-        uint4 u[CE_UNROLL];
-        load_round(u, x, j0, nv8);
+    if (STASH) { /* the whole row in flight at once, straight into shared memory; each thread reads back its own */
+        for (int j = 8 * t; j < vl8; j += CE_STEP) stash_copy16(&ce_row[j / 8], x + j);
+        stash_wait();
+        for (int j = 8 * t; j < nv8; j += CE_STEP) unpack8(ce_row[j / 8], f), maxsum_add8(m, s, f);
+    } else {
+        for (int j0 = 8 * t; j0 < nv8; j0 += CE_UNROLL * CE_STEP) {
+            uint4 u[CE_UNROLL];
+            load_round(u, x, j0, nv8);
 #pragma unroll
-        for (int q = 0; q < CE_UNROLL; q++)
-            if (j0 + q * CE_STEP < nv8) unpack8(u[q], f), maxsum_add8(m, s, f);
+            for (int q = 0; q < CE_UNROLL; q++)
+                if (j0 + q * CE_STEP < nv8) unpack8(u[q], f), maxsum_add8(m, s, f);
+        }
     }
     for (int j = nv8 + t; j < nv; j += CE_FUSED_THREADS) maxsum_merge(m, s, ldf(x, j), 1.0f);
     block_maxsum(m, s);
-    float scale = dloss / (float)BT, inv = 1.0f / s;
+    float scale = dloss / (float)BT, m2 = m * CE_LOG2E, k = scale / s;
     if (t == 0) losses[i] = logf(s) + m - target;
     for (int j0 = 8 * t; j0 < vl8; j0 += CE_UNROLL * CE_STEP) {
         uint4 u[CE_UNROLL];
-        load_round(u, x, j0, vl8);
+        if (STASH) {
+#pragma unroll
+            for (int q = 0; q < CE_UNROLL; q++)
+                if (j0 + q * CE_STEP < vl8) u[q] = ce_row[(j0 + q * CE_STEP) / 8];
+        } else {
+            load_round(u, x, j0, vl8);
+        }
 #pragma unroll
         for (int q = 0; q < CE_UNROLL; q++) {
             int j = j0 + q * CE_STEP;
             if (j >= vl8) continue;
             unpack8(u[q], f);
+            if (j + 8 <= nv && (unsigned)(r - j) >= 8u) { /* no padding and not the target: softmax * scale */
 #pragma unroll
-            for (int k = 0; k < 8; k++) f[k] = ce_grad(f[k], j + k, nv, r, m, inv, scale);
+                for (int c = 0; c < 8; c++) f[c] = ex2(fmaf(f[c], CE_LOG2E, -m2)) * k;
+            } else {
+#pragma unroll
+                for (int c = 0; c < 8; c++) f[c] = ce_grad_log2(f[c], j + c, nv, r, m2, k, scale);
+            }
             st_vec8(x + j, pack8(f));
         }
     }
-    for (int j = vl8 + t; j < vl; j += CE_FUSED_THREADS) x[j] = tobf(ce_grad(ldf(x, j), j, nv, r, m, inv, scale));
+    for (int j = vl8 + t; j < vl; j += CE_FUSED_THREADS) x[j] = tobf(ce_grad_log2(ldf(x, j), j, nv, r, m2, k, scale));
 }
+
+/* The stash's bytes for rows of vl columns when a block may have them, else 0 (the limit asked once). */
+static size_t ce_stash_bytes(int vl) {
+    static int optin = -1; /* the most dynamic shared memory the stash kernel may opt in to */
+    if (optin < 0) {
+        int dev = 0, v = 0;
+        cudaFuncAttributes fa;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+            cudaFuncGetAttributes(&fa, ce_fused_k<true, true>) != cudaSuccess ||
+            (v -= (int)fa.sharedSizeBytes) <= 0 || /* its static shared memory counts against the limit */
+            cudaFuncSetAttribute(ce_fused_k<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, v) !=
+                cudaSuccess) {
+            cudaGetLastError(); /* no stash: the two-read kernel runs */
+            v = 0;
+        }
+        optin = v;
+    }
+    const char *e = getenv("TPRT_CE_STASH"); /* 0: the two-read kernel, for comparison */
+    size_t bytes = (size_t)(vl / 8) * sizeof(uint4);
+    return (e && !strcmp(e, "0")) || bytes > (size_t)optin ? 0 : bytes;
+}
+extern "C" int cuda_crossentropy_stash_ready(int vl) { return vl >= 8 && ce_stash_bytes(vl) > 0; }
 
 extern "C" int cuda_crossentropy_fused(float *losses, tprt_bf16 *logits, const int *targets, int vl, int vocab, int BT,
                                        int ld, float dloss) {
     if (BT <= 0) return launch_ok();
-    if (ld % 8 == 0 && aligned16(logits))
-        ce_fused_k<true><<<BT, CE_FUSED_THREADS>>>(losses, BF(logits), targets, vl, vocab, BT, ld, dloss);
+    size_t stash = ld % 8 == 0 && aligned16(logits) ? ce_stash_bytes(vl) : 0;
+    if (stash)
+        ce_fused_k<true, true><<<BT, CE_FUSED_THREADS, stash>>>(losses, BF(logits), targets, vl, vocab, BT, ld, dloss);
+    else if (ld % 8 == 0 && aligned16(logits))
+        ce_fused_k<true, false><<<BT, CE_FUSED_THREADS>>>(losses, BF(logits), targets, vl, vocab, BT, ld, dloss);
     else
-        ce_fused_k<false><<<BT, CE_FUSED_THREADS>>>(losses, BF(logits), targets, vl, vocab, BT, ld, dloss);
+        ce_fused_k<false, false><<<BT, CE_FUSED_THREADS>>>(losses, BF(logits), targets, vl, vocab, BT, ld, dloss);
     return launch_ok();
 }
 extern "C" int cuda_ce_mean(float *loss, const float *losses, int BT) {

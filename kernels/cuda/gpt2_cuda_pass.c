@@ -6,7 +6,11 @@
  * input grads of the column-parallel layers all-reduced, cross-entropy in
  * its three steps with the row max (MAX) and the sums (SUM) all-reduced in
  * fp32.  At TP=1 no collective runs and the calls are the TP=1 backend's.
- * The residual gradient lives in one buffer (its backward is the identity).
+ * The residual gradient lives in one buffer (its backward is the identity),
+ * so the row-parallel products' bias grads (attn and mlp c_proj: the column
+ * sums of that gradient) come from the layernorm backward that updates it
+ * (ln_2's for attn.c_proj, and the next layer's ln_1, or ln_f, for
+ * mlp.c_proj).
  * At TP>1 (or with TPRT_WGRAD_STREAM=1) the backward's weight and bias
  * grads run on the weight-grad stream (wgrad_stream.c) beside the input
  * grads, their all-reduces and the attention of the layers below; the
@@ -174,8 +178,8 @@ static int backward_pass(tprt_cuda_model *d, tprt_comm *comm) {
     PASS(sum_input_grad(d, d->dln, BTC, comm, "lm_head backward"));
     tprt_mark(d, K_LAYERNORM);
     tprt_bf16 *res_last = L ? d->la[L - 1].res3 : d->enc;
-    TRY(cuda_layernorm_backward(d->dres, PG(m->n_params - 2), PG(m->n_params - 1), d->dln, res_last,
-                                PW(m->n_params - 2), d->lnfm, d->lnfr, BT, C),
+    TRY(cuda_layernorm_backward(d->dres, PG(m->n_params - 2), PG(m->n_params - 1), L ? LG(L - 1, P_FCPB) : NULL, d->dln,
+                                res_last, PW(m->n_params - 2), d->lnfm, d->lnfr, BT, C),
         "ln_f backward");
     /* tickets of the weight grads still reading dfch (c_fc's) and dqkv (c_attn's) of the layer above */
     long t_fc = 0, t_qkv = 0;
@@ -185,8 +189,8 @@ static int backward_pass(tprt_cuda_model *d, tprt_comm *comm) {
         /* d->dres holds d(res3) = d(fcp); the ln_2 path adds into it: d(res2) */
         tprt_mark(d, K_MATMUL); /* the GELU's backward in this product's epilogue: dfch = (dres W) * gelu'(fch) */
         TRY(cuda_wgrad_wait(t_fc), "weight-grad stream");
-        TRY(cuda_matmul_backward_set(d->dfch, a->fch, LG(l, P_FCPW), LG(l, P_FCPB), d->dres, a->fcg, LW(l, P_FCPW), BT,
-                                     Hl, C, C),
+        TRY(cuda_matmul_backward_set(d->dfch, a->fch, LG(l, P_FCPW), NULL, d->dres, a->fcg, LW(l, P_FCPW), BT, Hl, C,
+                                     C),
             "mlp.c_proj + gelu backward");
         long t_fcp = cuda_wgrad_last(); /* reads dres */
         TRY(cuda_matmul_backward_set(d->dln, NULL, LG(l, P_FCW), LG(l, P_FCB), d->dfch, a->ln2, LW(l, P_FCW), BT, C, Hl,
@@ -196,12 +200,12 @@ static int backward_pass(tprt_cuda_model *d, tprt_comm *comm) {
         PASS(sum_input_grad(d, d->dln, BTC, comm, "c_fc backward"));
         tprt_mark(d, K_LAYERNORM);
         TRY(cuda_wgrad_wait(t_fcp), "weight-grad stream");
-        TRY(cuda_layernorm_backward(d->dres, LG(l, P_LN2W), LG(l, P_LN2B), d->dln, a->res2, LW(l, P_LN2W), a->ln2m,
-                                    a->ln2r, BT, C),
+        TRY(cuda_layernorm_backward(d->dres, LG(l, P_LN2W), LG(l, P_LN2B), LG(l, P_ATTPB), d->dln, a->res2,
+                                    LW(l, P_LN2W), a->ln2m, a->ln2r, BT, C),
             "ln_2 backward");
         tprt_mark(d, K_MATMUL);
-        TRY(cuda_matmul_backward_set(d->datty, NULL, LG(l, P_ATTPW), LG(l, P_ATTPB), d->dres, a->atty, LW(l, P_ATTPW),
-                                     BT, Cl, C, C),
+        TRY(cuda_matmul_backward_set(d->datty, NULL, LG(l, P_ATTPW), NULL, d->dres, a->atty, LW(l, P_ATTPW), BT, Cl, C,
+                                     C),
             "attn.c_proj backward");
         long t_attp = cuda_wgrad_last(); /* reads dres */
         tprt_mark(d, K_OTHER);
@@ -223,8 +227,8 @@ static int backward_pass(tprt_cuda_model *d, tprt_comm *comm) {
         PASS(sum_input_grad(d, d->dln, BTC, comm, "c_attn backward"));
         tprt_mark(d, K_LAYERNORM);
         TRY(cuda_wgrad_wait(t_attp), "weight-grad stream");
-        TRY(cuda_layernorm_backward(d->dres, LG(l, P_LN1W), LG(l, P_LN1B), d->dln, res, LW(l, P_LN1W), a->ln1m, a->ln1r,
-                                    BT, C),
+        TRY(cuda_layernorm_backward(d->dres, LG(l, P_LN1W), LG(l, P_LN1B), l ? LG(l - 1, P_FCPB) : NULL, d->dln, res,
+                                    LW(l, P_LN1W), a->ln1m, a->ln1r, BT, C),
             "ln_1 backward");
     }
     tprt_mark(d, K_ENCODER);

@@ -7,7 +7,11 @@
  * residual+layernorm forward first adds the residual and writes it.  The
  * backward's warps walk the rows grid-stride, each lane keeping dw/db of
  * its channels in registers; a block sums its warps' in shared memory and
- * adds them with one atomic per channel.  The grid is sized so every warp
+ * adds them with one atomic per channel.  With dsum the backward also adds
+ * the column sums of its result dinp into dsum: in the GPT-2 backward dinp is
+ * the residual's grad, so those sums are the bias grad of the row-parallel
+ * product whose output feeds that residual (each warp keeps its running sums
+ * in its row of the shared slab, not in registers).  The grid is sized so every warp
  * gets the same number of rows within the blocks that fit on the GPU at
  * once.  Other shapes take the scalar kernels (one bf16 at a time). */
 #include "common.cuh"
@@ -37,11 +41,11 @@ __global__ void layernorm_fwd_scalar_k(bf16 *out, float *mean, float *rstd, cons
     if (lane == 0) mean[row] = m, rstd[row] = r;
 }
 
-__global__ void layernorm_bwd_scalar_k(bf16 *dinp, float *dw, float *db, const bf16 *dout, const bf16 *inp,
+__global__ void layernorm_bwd_scalar_k(bf16 *dinp, float *dw, float *db, float *dsum, const bf16 *dout, const bf16 *inp,
                                        const bf16 *w, const float *mean, const float *rstd, int BT, int C) {
-    extern __shared__ float sh[]; /* dw[C], db[C] of this block */
-    float *sdw = sh, *sdb = sh + C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) sdw[c] = sdb[c] = 0.0f;
+    extern __shared__ float sh[]; /* dw[C], db[C], dsum[C] of this block */
+    float *sdw = sh, *sdb = sh + C, *sds = sh + 2 * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) sdw[c] = sdb[c] = sds[c] = 0.0f;
     __syncthreads();
     int warps = blockDim.x / 32, lane = threadIdx.x % 32;
     for (int row = blockIdx.x * warps + threadIdx.x / 32; row < BT; row += gridDim.x * warps) {
@@ -59,13 +63,16 @@ __global__ void layernorm_bwd_scalar_k(bf16 *dinp, float *dw, float *db, const b
             float g = ldf(dy, c), n = (ldf(x, c) - m) * s;
             atomicAdd(&sdb[c], g);
             atomicAdd(&sdw[c], n * g);
-            dx[c] = tobf(ldf(dx, c) + (ldf(w, c) * g - dmean - n * dnorm) * s);
+            bf16 v = tobf(ldf(dx, c) + (ldf(w, c) * g - dmean - n * dnorm) * s);
+            dx[c] = v;
+            if (dsum) atomicAdd(&sds[c], __bfloat162float(v));
         }
     }
     __syncthreads();
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         atomicAdd(&dw[c], sdw[c]);
         atomicAdd(&db[c], sdb[c]);
+        if (dsum) atomicAdd(&dsum[c], sds[c]);
     }
 }
 
@@ -76,14 +83,14 @@ extern "C" int cuda_layernorm_forward_scalar(tprt_bf16 *out, float *mean, float 
                                                                               CBF(b), BT, C);
     return launch_ok();
 }
-extern "C" int cuda_layernorm_backward_scalar(tprt_bf16 *dinp, float *dw, float *db, const tprt_bf16 *dout,
+extern "C" int cuda_layernorm_backward_scalar(tprt_bf16 *dinp, float *dw, float *db, float *dsum, const tprt_bf16 *dout,
                                               const tprt_bf16 *inp, const tprt_bf16 *w, const float *mean,
                                               const float *rstd, int BT, int C) {
     if (BT <= 0) return 0;
     unsigned blocks = grid_for((size_t)BT, LN_ROWS * 8); /* about 8 rows a warp */
     if (blocks > 1024) blocks = 1024;
-    layernorm_bwd_scalar_k<<<blocks, LN_THREADS, 2 * (size_t)C * sizeof(float)>>>(BF(dinp), dw, db, CBF(dout), CBF(inp),
-                                                                                  CBF(w), mean, rstd, BT, C);
+    layernorm_bwd_scalar_k<<<blocks, LN_THREADS, 3 * (size_t)C * sizeof(float)>>>(BF(dinp), dw, db, dsum, CBF(dout),
+                                                                                  CBF(inp), CBF(w), mean, rstd, BT, C);
     return launch_ok();
 }
 
@@ -160,42 +167,57 @@ __global__ void __launch_bounds__(LN_THREADS)
     if (lane == 0) mean[row] = m, rstd[row] = r;
 }
 
-/* Adds the block's per-lane sums acc (channels as ln_chan) to dst: every warp writes its row
- * of the slab [LN_ROWS][C], then each thread sums a channel's column; one atomic per channel. */
-template <int K>
-__device__ __forceinline__ void ln_block_add(float *slab, const float (&acc)[K][8], float *dst, int C) {
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        int c = ln_chan(k, lane);
-        if (c >= C) continue;
-        float4 *p = reinterpret_cast<float4 *>(slab + (size_t)warp * C + c); /* C % 8 == 0: 32-byte aligned */
-        p[0] = make_float4(acc[k][0], acc[k][1], acc[k][2], acc[k][3]);
-        p[1] = make_float4(acc[k][4], acc[k][5], acc[k][6], acc[k][7]);
-    }
+/* A lane's eight channels from chunk k (c = ln_chan(k, lane)) in its warp's row of the slab
+ * [LN_ROWS][C] floats (C % 8 == 0: 32-byte aligned). */
+__device__ __forceinline__ float4 *ln_slab_at(float *slab, int c, int C) {
+    return reinterpret_cast<float4 *>(slab + (size_t)(threadIdx.x / 32) * C + c);
+}
+/* Adds the slab's column sums to dst, one atomic per channel (after every warp wrote its row). */
+__device__ __forceinline__ void ln_slab_add(const float *slab, float *dst, int C) {
     __syncthreads();
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float t = 0.0f;
         for (int w = 0; w < LN_ROWS; w++) t += slab[(size_t)w * C + c];
         atomicAdd(dst + c, t);
     }
-    __syncthreads(); /* the slab is rewritten by the next call */
+    __syncthreads(); /* the slab is rewritten next */
+}
+/* Adds the block's per-lane sums acc (channels as ln_chan) to dst through the slab. */
+template <int K>
+__device__ __forceinline__ void ln_block_add(float *slab, const float (&acc)[K][8], float *dst, int C) {
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        int c = ln_chan(k, lane);
+        if (c >= C) continue;
+        float4 *p = ln_slab_at(slab, c, C);
+        p[0] = make_float4(acc[k][0], acc[k][1], acc[k][2], acc[k][3]);
+        p[1] = make_float4(acc[k][4], acc[k][5], acc[k][6], acc[k][7]);
+    }
+    ln_slab_add(slab, dst, C);
 }
 
 /* up to 3 chunks (C <= 768) two blocks fit an SM without spilling; 4 chunks need 1 block */
 template <int K>
 __global__ void __launch_bounds__(LN_THREADS, K <= 3 ? 2 : 1)
-    ln_bwd_vec_k(bf16 *dinp, float *dw, float *db, const bf16 *dout, const bf16 *inp, const bf16 *w, const float *mean,
-                 const float *rstd, int BT, int C) {
+    ln_bwd_vec_k(bf16 *dinp, float *dw, float *db, float *dsum, const bf16 *dout, const bf16 *inp, const bf16 *w,
+                 const float *mean, const float *rstd, int BT, int C) {
     extern __shared__ float4 ln_slab[]; /* [LN_ROWS][C] floats */
+    float *slab = reinterpret_cast<float *>(ln_slab);
     int lane = threadIdx.x % 32;
     float adw[K][8], adb[K][8];
     uint4 wv[K];
     ln_load(wv, w, C, lane);
 #pragma unroll
-    for (int k = 0; k < K; k++)
+    for (int k = 0; k < K; k++) {
 #pragma unroll
         for (int i = 0; i < 8; i++) adw[k][i] = adb[k][i] = 0.0f;
+        int c = ln_chan(k, lane);
+        if (dsum && c < C) { /* this warp's running column sums of dinp */
+            float4 *p = ln_slab_at(slab, c, C);
+            p[0] = p[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
     for (int row = blockIdx.x * LN_ROWS + threadIdx.x / 32; row < BT; row += gridDim.x * LN_ROWS) {
         size_t base = (size_t)row * C;
         uint4 xv[K], gv[K], dv[K];
@@ -229,10 +251,17 @@ __global__ void __launch_bounds__(LN_THREADS, K <= 3 ? 2 : 1)
                 adw[k][i] += n * g[i];
                 d[i] += (wf[i] * g[i] - dmean - n * dnorm) * s;
             }
-            st_vec8(dinp + base + c, pack8(d));
+            uint4 dnew = pack8(d);
+            st_vec8(dinp + base + c, dnew);
+            if (dsum) { /* the stored (bf16) values, as a separate bias grad would read them */
+                float4 *p = ln_slab_at(slab, c, C), lo = p[0], hi = p[1];
+                unpack8(dnew, d);
+                p[0] = make_float4(lo.x + d[0], lo.y + d[1], lo.z + d[2], lo.w + d[3]);
+                p[1] = make_float4(hi.x + d[4], hi.y + d[5], hi.z + d[6], hi.w + d[7]);
+            }
         }
     }
-    float *slab = reinterpret_cast<float *>(ln_slab);
+    if (dsum) ln_slab_add(slab, dsum, C);
     ln_block_add<K>(slab, adb, db, C);
     ln_block_add<K>(slab, adw, dw, C);
 }
@@ -251,10 +280,10 @@ static void ln_fwd_vec(bf16 *res, bf16 *out, float *mean, float *rstd, const bf1
 }
 
 template <int K>
-static void ln_bwd_vec(bf16 *dinp, float *dw, float *db, const bf16 *dout, const bf16 *inp, const bf16 *w,
+static void ln_bwd_vec(bf16 *dinp, float *dw, float *db, float *dsum, const bf16 *dout, const bf16 *inp, const bf16 *w,
                        const float *mean, const float *rstd, int BT, int C) {
     if constexpr (K > 1) {
-        if (ln_chunks(C) < K) return ln_bwd_vec<K - 1>(dinp, dw, db, dout, inp, w, mean, rstd, BT, C);
+        if (ln_chunks(C) < K) return ln_bwd_vec<K - 1>(dinp, dw, db, dsum, dout, inp, w, mean, rstd, BT, C);
     }
     static int per_sm; /* resident blocks per SM (2..4 wanted), asked once per instance */
     if (!per_sm) {
@@ -269,8 +298,8 @@ static void ln_bwd_vec(bf16 *dinp, float *dw, float *db, const bf16 *dout, const
     long long warps = (long long)per_sm * sm_count() * LN_ROWS;
     long long per_warp = (BT + warps - 1) / warps; /* rows each warp walks */
     unsigned blocks = (unsigned)((BT + per_warp * LN_ROWS - 1) / (per_warp * LN_ROWS));
-    ln_bwd_vec_k<K>
-        <<<blocks, LN_THREADS, (size_t)LN_ROWS * C * sizeof(float)>>>(dinp, dw, db, dout, inp, w, mean, rstd, BT, C);
+    ln_bwd_vec_k<K><<<blocks, LN_THREADS, (size_t)LN_ROWS * C * sizeof(float)>>>(dinp, dw, db, dsum, dout, inp, w, mean,
+                                                                                 rstd, BT, C);
 }
 
 extern "C" int cuda_layernorm_forward(tprt_bf16 *out, float *mean, float *rstd, const tprt_bf16 *inp,
@@ -295,11 +324,11 @@ extern "C" int cuda_residual_layernorm_forward(tprt_bf16 *res, tprt_bf16 *out, f
     return launch_ok();
 }
 
-extern "C" int cuda_layernorm_backward(tprt_bf16 *dinp, float *dw, float *db, const tprt_bf16 *dout,
+extern "C" int cuda_layernorm_backward(tprt_bf16 *dinp, float *dw, float *db, float *dsum, const tprt_bf16 *dout,
                                        const tprt_bf16 *inp, const tprt_bf16 *w, const float *mean, const float *rstd,
                                        int BT, int C) {
     if (!ln_vec_fits(C) || !aligned16(dinp) || !aligned16(dout) || !aligned16(inp) || !aligned16(w))
-        return cuda_layernorm_backward_scalar(dinp, dw, db, dout, inp, w, mean, rstd, BT, C);
-    if (BT > 0) ln_bwd_vec<TPRT_LN_VEC_CHUNKS>(BF(dinp), dw, db, CBF(dout), CBF(inp), CBF(w), mean, rstd, BT, C);
+        return cuda_layernorm_backward_scalar(dinp, dw, db, dsum, dout, inp, w, mean, rstd, BT, C);
+    if (BT > 0) ln_bwd_vec<TPRT_LN_VEC_CHUNKS>(BF(dinp), dw, db, dsum, CBF(dout), CBF(inp), CBF(w), mean, rstd, BT, C);
     return launch_ok();
 }

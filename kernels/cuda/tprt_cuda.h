@@ -44,8 +44,11 @@ int cuda_pos_backward(float *dwpe, const tprt_bf16 *dout, int B, int T, int C);
 /* layernorm.cu (eps 1e-5) */
 int cuda_layernorm_forward(tprt_bf16 *out, float *mean, float *rstd, const tprt_bf16 *inp, const tprt_bf16 *w,
                            const tprt_bf16 *b, int BT, int C);
-int cuda_layernorm_backward(tprt_bf16 *dinp, float *dw, float *db, const tprt_bf16 *dout, const tprt_bf16 *inp,
-                            const tprt_bf16 *w, const float *mean, const float *rstd, int BT, int C);
+/* dinp += the input grad, dw/db += the weight and bias grads; dsum (may be NULL) += the column
+ * sums of the updated dinp (in tprt's backward, a row-parallel product's bias grad). */
+int cuda_layernorm_backward(tprt_bf16 *dinp, float *dw, float *db, float *dsum, const tprt_bf16 *dout,
+                            const tprt_bf16 *inp, const tprt_bf16 *w, const float *mean, const float *rstd, int BT,
+                            int C);
 /* res = a + b, then out = layernorm(res): a residual add fused into the layernorm after it
  * (res may not alias a or b). */
 int cuda_residual_layernorm_forward(tprt_bf16 *res, tprt_bf16 *out, float *mean, float *rstd, const tprt_bf16 *a,
@@ -152,6 +155,9 @@ int cuda_crossentropy_backward(tprt_bf16 *dlogits, const tprt_bf16 *logits, cons
  * afterwards: the backward then has nothing left to do. */
 int cuda_crossentropy_fused(float *losses, tprt_bf16 *logits, const int *targets, int vl, int vocab, int BT, int ld,
                             float dloss);
+/* 1 when that kernel keeps rows of vl columns in shared memory between its two passes (16-byte aligned
+ * rows), so each logit is read once; TPRT_CE_STASH=0 turns the stash off */
+int cuda_crossentropy_stash_ready(int vl);
 /* *loss = mean of losses[0..BT), summed in double in a fixed order */
 int cuda_ce_mean(float *loss, const float *losses, int BT);
 

@@ -24,8 +24,9 @@ extern "C" {
  * shared memory with atomics): the same semantics as cuda_layernorm_forward/backward. */
 int cuda_layernorm_forward_scalar(tprt_bf16 *out, float *mean, float *rstd, const tprt_bf16 *inp, const tprt_bf16 *w,
                                   const tprt_bf16 *b, int BT, int C);
-int cuda_layernorm_backward_scalar(tprt_bf16 *dinp, float *dw, float *db, const tprt_bf16 *dout, const tprt_bf16 *inp,
-                                   const tprt_bf16 *w, const float *mean, const float *rstd, int BT, int C);
+int cuda_layernorm_backward_scalar(tprt_bf16 *dinp, float *dw, float *db, float *dsum, const tprt_bf16 *dout,
+                                   const tprt_bf16 *inp, const tprt_bf16 *w, const float *mean, const float *rstd,
+                                   int BT, int C);
 
 #ifdef __cplusplus
 }

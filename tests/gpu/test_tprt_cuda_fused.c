@@ -7,7 +7,10 @@
  * the rows a block takes, several rows per warp in the backward) and its
  * scalar one (C % 8 != 0, rows 8 bytes off alignment, the scalar entry at
  * C = 768).  The multi-tensor AdamW must match cuda_adamw_update to the bit
- * over more tensors than one launch takes. */
+ * over more tensors than one launch takes.  The layernorm backward's column
+ * sums of dinp are checked against the sums of the dinp it stored, and the
+ * cross-entropy runs with its row stash and without it (TPRT_CE_STASH=0). */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "layers.h"
 #include "model.h"
 #include "tprt_cuda_check.h"
@@ -57,19 +60,25 @@ static void test_layernorm(int BT, int C, size_t off, int scalar) {
     check_tagged("ln fwd rstd", tag, gr, rstd, BT, F32_TOL);
     float *dy = rnd(n, 1.0f, 1), *dinp = rnd(n, 1.0f, 1), *gw = rnd(C, 1.0f, 0), *gb = rnd(C, 1.0f, 0);
     tprt_bf16 *ddy = dev_bf_at(dy, n, off), *ddinp = dev_bf_at(dinp, n, off);
-    float *dgw = dev_f(gw, C), *dgb = dev_f(gb, C);
+    float *gs = rnd(C, 1.0f, 0), *dgw = dev_f(gw, C), *dgb = dev_f(gb, C), *dgs = dev_f(gs, C);
     sync_or_die("layernorm backward",
-                scalar ? cuda_layernorm_backward_scalar(ddinp, dgw, dgb, ddy, dx, dw, dmean, drstd, BT, C)
-                       : cuda_layernorm_backward(ddinp, dgw, dgb, ddy, dx, dw, dmean, drstd, BT, C));
+                scalar ? cuda_layernorm_backward_scalar(ddinp, dgw, dgb, dgs, ddy, dx, dw, dmean, drstd, BT, C)
+                       : cuda_layernorm_backward(ddinp, dgw, dgb, dgs, ddy, dx, dw, dmean, drstd, BT, C));
     layernorm_backward(dinp, gw, gb, dy, x, w, mean, rstd, BT, C);
-    float *h1 = host_bf(ddinp, n), *h2 = host_f(dgw, C), *h3 = host_f(dgb, C);
+    float *h1 = host_bf(ddinp, n), *h2 = host_f(dgw, C), *h3 = host_f(dgb, C), *h4 = host_f(dgs, C);
     check_tagged("ln bwd dinp", tag, h1, dinp, n, BF_TOL);
     check_tagged("ln bwd dw", tag, h2, gw, C, 1e-3);
     check_tagged("ln bwd db", tag, h3, gb, C, 1e-3);
+    for (int c = 0; c < C; c++) { /* dsum += the column sums of the dinp it stored */
+        double t = gs[c];
+        for (int r = 0; r < BT; r++) t += h1[(size_t)r * C + c];
+        gs[c] = (float)t;
+    }
+    check_tagged("ln bwd dinp column sums", tag, h4, gs, C, 1e-3);
     cudaFree(dx - off), cudaFree(dout - off), cudaFree(dw), cudaFree(db), cudaFree(dmean), cudaFree(drstd);
-    cudaFree(ddy - off), cudaFree(ddinp - off), cudaFree(dgw), cudaFree(dgb);
+    cudaFree(ddy - off), cudaFree(ddinp - off), cudaFree(dgw), cudaFree(dgb), cudaFree(dgs);
     free(x), free(w), free(b), free(out), free(mean), free(rstd), free(got), free(gm), free(gr), free(dy), free(dinp);
-    free(gw), free(gb), free(h1), free(h2), free(h3);
+    free(gw), free(gb), free(gs), free(h1), free(h2), free(h3), free(h4);
 }
 
 /* res = a + b (exactly the bf16 rounding of the fp32 sum), out = layernorm(res) */
@@ -103,7 +112,8 @@ static void test_residual_layernorm(int BT, int C, size_t off) {
  * (NaN: never read, left as they are). */
 static void test_ce_fused(int BT, int vl, int vocab, int ld, float dloss) {
     char name[96], tag[48], detail[96];
-    snprintf(tag, sizeof tag, "vl%d vocab%d ld%d", vl, vocab, ld);
+    const char *stash = getenv("TPRT_CE_STASH");
+    snprintf(tag, sizeof tag, "vl%d vocab%d ld%d%s", vl, vocab, ld, stash && !strcmp(stash, "0") ? " two reads" : "");
     size_t nx = (size_t)BT * vl, np = (size_t)BT * ld;
     float *xp, loss, *rmax = malloc(BT * 4), *rsum = malloc(BT * 4), *lref = malloc(BT * 4);
     int *tgt, *dtgt;
@@ -257,6 +267,14 @@ void run_fused_checks(void) {
     test_ce_fused(7, 1003, 1001, 1008, 0.5f);
     test_ce_fused(9, 500, 497, 501, 1.0f); /* ld % 8 != 0: scalar */
     test_ce_fused(4, 50304, 50257, 50304, 1.0f);
+    char detail[64]; /* so the checks above ran the stash, GPT-2's rows included */
+    int gpt2 = cuda_crossentropy_stash_ready(50304);
+    snprintf(detail, sizeof detail, "50,304 columns: %d", gpt2);
+    check_that("cross-entropy row stash available", gpt2 == 1, detail);
+    setenv("TPRT_CE_STASH", "0", 1); /* the kernel that reads each row twice (the stash's fallback) */
+    test_ce_fused(24, 1000, 990, 1024, 1.0f);
+    test_ce_fused(4, 50304, 50257, 50304, 1.0f);
+    unsetenv("TPRT_CE_STASH");
     test_ce_mean(1000);
     test_adamw_multi();
 }
