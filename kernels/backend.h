@@ -31,6 +31,8 @@ typedef struct tprt_backend {
     void *(*create)(gpt2_model *m, tprt_adamw *o, int B, int T, int device);
     void (*destroy)(void *state); /* also prints the profile, if any */
     void (*zero_grad)(void *state);
+    /* m->loss holds the forward's loss once step() returns (a device backend may still be
+     * copying it back when forward() returns) */
     int (*forward)(void *state, const int *tokens, const int *targets, tprt_comm *c);
     int (*backward)(void *state, tprt_comm *c);
     int (*check_replicated_grads)(void *state, tprt_comm *c, char *why, size_t why_len);

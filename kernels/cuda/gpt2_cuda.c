@@ -261,6 +261,7 @@ tprt_cuda_model *tprt_cuda_create(gpt2_model *m, tprt_adamw *o, int B, int T, in
         goto bad;
     }
     for (int i = 0; d->profile && i < MAX_MARKS; i++) cudaEventCreate(&d->ev[i]);
+    tprt_cuda_host_staging(d);
     g_model = d;
     tprt_storage_hook = storage_hook;
     return d;
@@ -272,6 +273,7 @@ bad:
 void tprt_cuda_free(tprt_cuda_model *d) {
     if (!d) return;
     if (g_model == d) g_model = NULL, tprt_storage_hook = NULL;
+    tprt_cuda_host_staging_free(d); /* after the last grad norm has landed */
     for (int i = 0; i < d->n_dt; i++) {
         cudaFree(d->dt[i].data);
         cudaFree(d->dt[i].grad);

@@ -25,7 +25,8 @@ const char *tprt_cuda_error(void);
 tprt_cuda_model *tprt_cuda_create(gpt2_model *m, tprt_adamw *o, int B, int T, int device);
 void tprt_cuda_free(tprt_cuda_model *d);
 void tprt_cuda_zero_grad(tprt_cuda_model *d);
-/* Forward with targets (host arrays of B*T); the mean loss lands in m->loss. */
+/* Forward with targets (host arrays of B*T); the mean loss lands in m->loss by the time the
+ * step (tprt_cuda_step) returns: at TP=1 the forward only queues its copy back. */
 int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets, tprt_comm *comm);
 int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm);
 /* TP>1: 0 when every replicated grad agrees across ranks (to 1e-4 of its
@@ -33,7 +34,9 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm);
  * negative on a collective error. */
 int tprt_cuda_check_replicated_grads(tprt_cuda_model *d, tprt_comm *comm, char *why, size_t why_len);
 /* AdamW step on the device (adamw.c's semantics; at TP>1 the replicated
- * grads are averaged over the ranks first); waits for the device. */
+ * grads are averaged over the ranks first).  At TP>1 it waits for the
+ * device; at TP=1 only for the forward's loss, and o->last_norm is set by
+ * the next forward or by tprt_cuda_free (gpt2_cuda_host.c). */
 int tprt_cuda_step(tprt_cuda_model *d, tprt_comm *comm);
 /* Per-kind device time (cudaEvents) when TPRT_PROFILE=1: printed to stderr. */
 void tprt_cuda_profile_report(const tprt_cuda_model *d, FILE *f);

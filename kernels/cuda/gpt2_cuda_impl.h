@@ -58,6 +58,12 @@ struct tprt_cuda_model {
     tprt_adamw_slot *zero_slots; /* the grads zero_grad zeroes (gpt2_cuda_pass.c) */
     int n_zero;
     int *tok, *tgt;
+    /* the host's side of a step (gpt2_cuda_host.c): async 1 when the TP=1 step never drains the device */
+    int async, batch_slot, loss_pending, norm_pending;
+    int *pinned_batch[2];     /* a step's tokens then targets, the two slots in turn */
+    cudaEvent_t batch_sent[2]; /* a slot's copy to the device has been taken */
+    float *pinned_stats;      /* the loss, then the squared grad norm's two parts */
+    cudaEvent_t loss_ready, norm_ready;
     /* profiling: events and the kind each one opens */
     int profile, n_marks, steps_seen, steps_profiled; /* the first PROFILE_SKIP steps are warm-up */
     cudaEvent_t ev[MAX_MARKS];
@@ -78,6 +84,15 @@ static inline tp_dims tp_dims_of(const gpt2_model *m) {
 
 /* gpt2_cuda_pass.c: the table of the grads that zero_grad zeroes; 0 or -1 */
 int tprt_cuda_zero_table(tprt_cuda_model *d);
+
+/* gpt2_cuda_host.c: the batch in, the loss and grad norm back (0 or -1) */
+void tprt_cuda_host_staging(tprt_cuda_model *d); /* the pinned staging of TP=1 (none: blocking copies) */
+void tprt_cuda_host_staging_free(tprt_cuda_model *d);
+int tprt_cuda_send_batch(tprt_cuda_model *d, const int *tokens, const int *targets);
+int tprt_cuda_send_loss(tprt_cuda_model *d); /* queues the loss's copy back (blocking: m->loss is set) */
+int tprt_cuda_take_loss(tprt_cuda_model *d); /* m->loss, once its copy has landed */
+int tprt_cuda_send_norm(tprt_cuda_model *d); /* the same for o->last_norm */
+int tprt_cuda_take_norm(tprt_cuda_model *d);
 
 /* gpt2_cuda.c */
 int tprt_cuda_fail(const char *what);                            /* sets the error from CUDA's last one; -1 */

@@ -78,8 +78,7 @@ int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets,
     int vl = (int)m->params[0]->local_shape[0], v0 = m->tp_rank * vl;
     size_t BTC = (size_t)BT * C;
     tprt_mark(d, K_OTHER);
-    TRY(cudaMemcpy(d->tok, tokens, sizeof(int) * (size_t)BT, cudaMemcpyHostToDevice) != cudaSuccess, "tokens");
-    TRY(cudaMemcpy(d->tgt, targets, sizeof(int) * (size_t)BT, cudaMemcpyHostToDevice) != cudaSuccess, "targets");
+    TRY(tprt_cuda_send_batch(d, tokens, targets), "tokens and targets");
     tprt_mark(d, K_ENCODER);
     TRY(cuda_encoder_forward(d->enc, d->tok, PW(0), v0, vl, BT, C), "encoder"); /* 0 off this rank's slice */
     if (t.N > 1) {
@@ -149,7 +148,8 @@ int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets,
     }
     tprt_mark(d, K_OTHER);
     COMM(tprt_dev_sync(comm), "forward"); /* watched: a blocking copy would hang on a dead peer */
-    TRY(cudaMemcpy(&m->loss, d->loss, sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess, "loss");
+    TRY(tprt_cuda_take_norm(d), "grad norm"); /* the last step's, while this forward runs (TP=1) */
+    TRY(tprt_cuda_send_loss(d), "loss");
     tprt_mark(d, K_OTHER);
     tprt_marks_flush(d);
     return 0;

@@ -102,16 +102,20 @@ int tprt_cuda_step(tprt_cuda_model *d, tprt_comm *comm) {
         COMM(tprt_allreduce_dev(comm, d->norm2, 1, TPRT_F32, TPRT_SUM), "grad norm");
         COMM(tprt_allreduce_dev(comm, d->norm2 + 1, 1, TPRT_F32, TPRT_AVG), "grad norm"); /* same bits everywhere */
         tprt_mark(d, K_ADAMW);
+    } else if (d->async) {
+        TRY(tprt_cuda_send_norm(d), "grad norm");
     }
     o->t++;
     float bc1 = 1.0f - powf(o->beta1, (float)o->t), bc2 = 1.0f - powf(o->beta2, (float)o->t);
     TRY(cuda_adamw_multi(d->slots, n, d->norm2, o->clip, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, bc1, bc2),
         "adamw");
     tprt_mark(d, K_OTHER);
-    COMM(tprt_dev_sync(comm), "optimizer step");
-    float n2[2];
-    TRY(cudaMemcpy(n2, d->norm2, sizeof n2, cudaMemcpyDeviceToHost) != cudaSuccess, "grad norm");
-    o->last_norm = sqrtf(n2[0] + n2[1]);
+    if (d->async) { /* TP=1: only the forward's loss is waited for; the device goes on with this step */
+        TRY(tprt_cuda_take_loss(d), "loss");
+    } else {
+        COMM(tprt_dev_sync(comm), "optimizer step");
+        TRY(tprt_cuda_send_norm(d), "grad norm");
+    }
     tprt_mark(d, K_OTHER);
     tprt_marks_flush(d);
     if (d->steps_seen++ >= PROFILE_SKIP) d->steps_profiled++;

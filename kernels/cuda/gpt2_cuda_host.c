@@ -1,0 +1,105 @@
+/* gpt2_cuda_host.c - the host's side of a step on tprt's device model: the
+ * batch going in and the loss and grad norm coming back.  At TP=1 the host
+ * never waits for the device to drain: the batch is staged in pinned memory
+ * (two slots, alternately) and copied asynchronously, and the loss and the
+ * squared grad norm are copied back into pinned memory behind events.  The
+ * host waits only for the loss, at the end of the step, when the device is
+ * already running the backward and the optimizer queued behind it; the grad
+ * norm is read at the end of the next forward, or when the model is freed.
+ * So the device always has the next kernels queued.  At TP>1 (the step
+ * waits on a watched collective sync), with TPRT_STEP_SYNC=1, or when the
+ * pinned memory cannot be had, every copy is a blocking one, as before. */
+#include "gpt2_cuda_impl.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tprt_cuda_host_staging(tprt_cuda_model *d) {
+    const char *e = getenv("TPRT_STEP_SYNC");
+    size_t n = (size_t)d->B * d->T;
+    d->async = 0;
+    if (d->m->tp_world != 1 || (e && !strcmp(e, "1"))) return;
+    int ok = cudaHostAlloc((void **)&d->pinned_stats, 3 * sizeof(float), cudaHostAllocDefault) == cudaSuccess &&
+             cudaEventCreateWithFlags(&d->loss_ready, cudaEventDisableTiming) == cudaSuccess &&
+             cudaEventCreateWithFlags(&d->norm_ready, cudaEventDisableTiming) == cudaSuccess;
+    for (int s = 0; ok && s < 2; s++)
+        ok = cudaHostAlloc((void **)&d->pinned_batch[s], 2 * n * sizeof(int), cudaHostAllocDefault) == cudaSuccess &&
+             cudaEventCreateWithFlags(&d->batch_sent[s], cudaEventDisableTiming) == cudaSuccess;
+    if (!ok) {
+        cudaGetLastError(); /* the blocking copies need none of it */
+        tprt_cuda_host_staging_free(d);
+        return;
+    }
+    d->async = 1;
+}
+
+void tprt_cuda_host_staging_free(tprt_cuda_model *d) {
+    if (d->norm_pending) tprt_cuda_take_norm(d);
+    cudaFreeHost(d->pinned_stats);
+    for (int s = 0; s < 2; s++) {
+        cudaFreeHost(d->pinned_batch[s]);
+        if (d->batch_sent[s]) cudaEventDestroy(d->batch_sent[s]);
+        d->pinned_batch[s] = NULL, d->batch_sent[s] = NULL;
+    }
+    if (d->loss_ready) cudaEventDestroy(d->loss_ready);
+    if (d->norm_ready) cudaEventDestroy(d->norm_ready);
+    d->pinned_stats = NULL, d->loss_ready = NULL, d->norm_ready = NULL, d->async = 0;
+}
+
+int tprt_cuda_send_batch(tprt_cuda_model *d, const int *tokens, const int *targets) {
+    size_t bytes = (size_t)d->B * d->T * sizeof(int);
+    if (!d->async)
+        return cudaMemcpy(d->tok, tokens, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+                       cudaMemcpy(d->tgt, targets, bytes, cudaMemcpyHostToDevice) != cudaSuccess
+                   ? -1
+                   : 0;
+    int s = d->batch_slot ^= 1;
+    char *p = (char *)d->pinned_batch[s];
+    if (cudaEventSynchronize(d->batch_sent[s]) != cudaSuccess) return -1; /* the slot's last copy has left */
+    memcpy(p, tokens, bytes);
+    memcpy(p + bytes, targets, bytes);
+    return cudaMemcpyAsync(d->tok, p, bytes, cudaMemcpyHostToDevice, 0) != cudaSuccess ||
+                   cudaMemcpyAsync(d->tgt, p + bytes, bytes, cudaMemcpyHostToDevice, 0) != cudaSuccess ||
+                   cudaEventRecord(d->batch_sent[s], 0) != cudaSuccess
+               ? -1
+               : 0;
+}
+
+int tprt_cuda_send_loss(tprt_cuda_model *d) {
+    if (!d->async) return cudaMemcpy(&d->m->loss, d->loss, sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess ? -1 : 0;
+    if (cudaMemcpyAsync(d->pinned_stats, d->loss, sizeof(float), cudaMemcpyDeviceToHost, 0) != cudaSuccess ||
+        cudaEventRecord(d->loss_ready, 0) != cudaSuccess)
+        return -1;
+    d->loss_pending = 1;
+    return 0;
+}
+
+int tprt_cuda_take_loss(tprt_cuda_model *d) {
+    if (!d->loss_pending) return 0;
+    d->loss_pending = 0;
+    if (cudaEventSynchronize(d->loss_ready) != cudaSuccess) return -1; /* also any earlier kernel's failure */
+    d->m->loss = d->pinned_stats[0];
+    return 0;
+}
+
+int tprt_cuda_send_norm(tprt_cuda_model *d) {
+    if (!d->async) {
+        float n2[2];
+        if (cudaMemcpy(n2, d->norm2, sizeof n2, cudaMemcpyDeviceToHost) != cudaSuccess) return -1;
+        d->o->last_norm = sqrtf(n2[0] + n2[1]);
+        return 0;
+    }
+    if (cudaMemcpyAsync(d->pinned_stats + 1, d->norm2, 2 * sizeof(float), cudaMemcpyDeviceToHost, 0) != cudaSuccess ||
+        cudaEventRecord(d->norm_ready, 0) != cudaSuccess)
+        return -1;
+    d->norm_pending = 1;
+    return 0;
+}
+
+int tprt_cuda_take_norm(tprt_cuda_model *d) {
+    if (!d->norm_pending) return 0;
+    d->norm_pending = 0;
+    if (cudaEventSynchronize(d->norm_ready) != cudaSuccess) return -1;
+    d->o->last_norm = sqrtf(d->pinned_stats[1] + d->pinned_stats[2]);
+    return 0;
+}
