@@ -65,41 +65,43 @@ int tprt_cuda_send_batch(tprt_cuda_model *d, const int *tokens, const int *targe
                : 0;
 }
 
-int tprt_cuda_send_loss(tprt_cuda_model *d) {
-    if (!d->async) return cudaMemcpy(&d->m->loss, d->loss, sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess ? -1 : 0;
-    if (cudaMemcpyAsync(d->pinned_stats, d->loss, sizeof(float), cudaMemcpyDeviceToHost, 0) != cudaSuccess ||
-        cudaEventRecord(d->loss_ready, 0) != cudaSuccess)
+/* n floats from the device into pinned memory on the compute stream, `ready` recorded after them */
+static int copy_back(float *pinned, const float *dev, int n, cudaEvent_t ready, int *pending) {
+    if (cudaMemcpyAsync(pinned, dev, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, 0) != cudaSuccess ||
+        cudaEventRecord(ready, 0) != cudaSuccess)
         return -1;
-    d->loss_pending = 1;
+    *pending = 1;
     return 0;
+}
+/* 1 when a copy_back was pending and has landed, 0 when none was pending, -1 on a device error
+ * (also any earlier kernel's failure) */
+static int landed(cudaEvent_t ready, int *pending) {
+    if (!*pending) return 0;
+    *pending = 0;
+    return cudaEventSynchronize(ready) == cudaSuccess ? 1 : -1;
+}
+
+int tprt_cuda_send_loss(tprt_cuda_model *d) {
+    if (d->async) return copy_back(d->pinned_stats, d->loss, 1, d->loss_ready, &d->loss_pending);
+    return cudaMemcpy(&d->m->loss, d->loss, sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess ? -1 : 0;
 }
 
 int tprt_cuda_take_loss(tprt_cuda_model *d) {
-    if (!d->loss_pending) return 0;
-    d->loss_pending = 0;
-    if (cudaEventSynchronize(d->loss_ready) != cudaSuccess) return -1; /* also any earlier kernel's failure */
-    d->m->loss = d->pinned_stats[0];
-    return 0;
+    int rc = landed(d->loss_ready, &d->loss_pending);
+    if (rc == 1) d->m->loss = d->pinned_stats[0];
+    return rc < 0 ? -1 : 0;
 }
 
 int tprt_cuda_send_norm(tprt_cuda_model *d) {
-    if (!d->async) {
-        float n2[2];
-        if (cudaMemcpy(n2, d->norm2, sizeof n2, cudaMemcpyDeviceToHost) != cudaSuccess) return -1;
-        d->o->last_norm = sqrtf(n2[0] + n2[1]);
-        return 0;
-    }
-    if (cudaMemcpyAsync(d->pinned_stats + 1, d->norm2, 2 * sizeof(float), cudaMemcpyDeviceToHost, 0) != cudaSuccess ||
-        cudaEventRecord(d->norm_ready, 0) != cudaSuccess)
-        return -1;
-    d->norm_pending = 1;
+    if (d->async) return copy_back(d->pinned_stats + 1, d->norm2, 2, d->norm_ready, &d->norm_pending);
+    float n2[2];
+    if (cudaMemcpy(n2, d->norm2, sizeof n2, cudaMemcpyDeviceToHost) != cudaSuccess) return -1;
+    d->o->last_norm = sqrtf(n2[0] + n2[1]);
     return 0;
 }
 
 int tprt_cuda_take_norm(tprt_cuda_model *d) {
-    if (!d->norm_pending) return 0;
-    d->norm_pending = 0;
-    if (cudaEventSynchronize(d->norm_ready) != cudaSuccess) return -1;
-    d->o->last_norm = sqrtf(d->pinned_stats[1] + d->pinned_stats[2]);
-    return 0;
+    int rc = landed(d->norm_ready, &d->norm_pending);
+    if (rc == 1) d->o->last_norm = sqrtf(d->pinned_stats[1] + d->pinned_stats[2]);
+    return rc < 0 ? -1 : 0;
 }
