@@ -330,7 +330,7 @@ extern "C" int cuda_attention_fused_forward(tprt_bf16 *out, float *lse, const tp
     if (!cuda_attention_fused_supported(Cl, NH)) return -1;
     if ((size_t)B * T * Cl == 0) return 0;
     int hs = Cl / NH;
-    float sl2 = FA_LOG2E / sqrtf((float)hs);
+    float sl2 = TPRT_LOG2E / sqrtf((float)hs);
 #define FA_FWD(H) fwd_launch<H>(BF(out), lse, CBF(qkv), B, T, NH, sl2)
     FA_SWITCH(hs, FA_FWD)
 #undef FA_FWD
@@ -342,7 +342,7 @@ extern "C" int cuda_attention_fused_backward(tprt_bf16 *dqkv, const tprt_bf16 *d
     if (!cuda_attention_fused_supported(Cl, NH)) return -1;
     if ((size_t)B * T * Cl == 0) return 0;
     int hs = Cl / NH, rows = B * NH * T;
-    float scale = 1.0f / sqrtf((float)hs), sl2 = FA_LOG2E * scale, *D = (float *)scratch;
+    float scale = 1.0f / sqrtf((float)hs), sl2 = TPRT_LOG2E * scale, *D = (float *)scratch;
     float *dq = (float *)((char *)scratch + dot_bytes(B, T, NH));
     fa_bwd_dot_k<<<grid_for((size_t)rows, 32), 256>>>(D, dq, CBF(out), CBF(dout), B, T, NH, hs);
 #define FA_BWD(H) bwd_launch<H>(BF(dqkv), dq, CBF(qkv), CBF(dout), lse, D, accumulate != 0, B, T, NH, sl2, scale)

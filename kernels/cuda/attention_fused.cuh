@@ -19,16 +19,10 @@
 #define FA_THREADS   128
 #define FA_GROUP     16  /* heads side by side in the backward's launch order (block_work) */
 #define FA_GROUP_MIN 128 /* fewer heads than this: one group of all (see launch_group) */
-#define FA_LOG2E     1.4426950408889634f
 #define FA_LN2       0.6931471805599453f
 
 namespace {
 
-__device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 __device__ __forceinline__ unsigned saddr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
 /* d (16x8 fp32) += a (16x16 bf16, row) . b (16x8 bf16, col) */
@@ -133,7 +127,7 @@ __device__ __forceinline__ void bwd_warp_tile(float dk[HS / 8][4], float dv[HS /
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             int ql = n * 8 + 2 * t4 + (e & 1), q = q0 + ql, key = e < 2 ? k0 : k1;
-            float p = ex2(s[n][e] * sl2 - cL[ql] * FA_LOG2E);
+            float p = ex2(s[n][e] * sl2 - cL[ql] * TPRT_LOG2E);
             if (edge && (q < key || q >= T)) p = 0.0f;
             s[n][e] = p;
             dp[n][e] = p * (dp[n][e] - cD[ql]);

@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
 #pragma unroll
         for (int i = 0; i < 32; i++) {
             const int ql = 8 * (i >> 2) + 2 * t4 + (i & 1), q = q0 + ql, key = k0 + 8 * ((i >> 1) & 1);
-            float p = ex2(s[i] * sl2 - cL[ql] * FA_LOG2E);
+            float p = ex2(s[i] * sl2 - cL[ql] * TPRT_LOG2E);
             if (edge && (q < key || q >= T)) p = 0.0f;
             s[i] = p;
             dp[i] = p * (dp[i] - cD[ql]);

@@ -1,6 +1,7 @@
 /* common.cuh - helpers shared by tprt's CUDA kernels: bf16 loads/stores
  * (scalar, and 128-bit: eight bf16 in one uint4), warp reductions, launch
- * sizes (the SM count, asked once) and the launch status check. */
+ * sizes (the SM count, asked once), the launch status check, and 2^x as the
+ * hardware's approximate exp2 (exp(x) = 2^(x log2 e), as __expf takes it). */
 #ifndef TPRT_CUDA_COMMON_CUH
 #define TPRT_CUDA_COMMON_CUH
 #include "tprt_cuda.h"
@@ -11,6 +12,13 @@
 typedef __nv_bfloat16 bf16;
 #define BF(p)  (reinterpret_cast<bf16 *>(p))
 #define CBF(p) (reinterpret_cast<const bf16 *>(p))
+
+#define TPRT_LOG2E 1.4426950408889634f
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
 __device__ __forceinline__ float ldf(const bf16 *p, size_t i) { return __bfloat162float(p[i]); }
 __device__ __forceinline__ bf16 tobf(float x) { return __float2bfloat16_rn(x); }

@@ -103,16 +103,9 @@ static __device__ __forceinline__ void maxsum_merge(float &m, float &s, float om
     s = s * __expf(m - nm) + os * __expf(om - nm);
     m = nm;
 }
-#define CE_LOG2E 1.4426950408889634f
-/* 2^x, the instruction __expf uses (exp(x) = 2^(x log2 e)) */
-static __device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 /* ce_grad with the max as m2 = max log2 e and the factor k = scale / sum */
 static __device__ __forceinline__ float ce_grad_log2(float x, int j, int nv, int r, float m2, float k, float scale) {
-    float g = j < nv ? ex2(fmaf(x, CE_LOG2E, -m2)) * k : 0.0f;
+    float g = j < nv ? ex2(fmaf(x, TPRT_LOG2E, -m2)) * k : 0.0f;
     return (j == r && j < nv) ? g - scale : g;
 }
 /* (m, s) with 8 more finite elements; exp(f - nm) as 2^(f log2 e - nm log2 e), one FMA each */
@@ -120,9 +113,9 @@ static __device__ __forceinline__ void maxsum_add8(float &m, float &s, const flo
     float vm = f[0];
 #pragma unroll
     for (int i = 1; i < 8; i++) vm = fmaxf(vm, f[i]);
-    float nm = fmaxf(m, vm), t = 0.0f, nm2 = nm * CE_LOG2E;
+    float nm = fmaxf(m, vm), t = 0.0f, nm2 = nm * TPRT_LOG2E;
 #pragma unroll
-    for (int i = 0; i < 8; i++) t += ex2(fmaf(f[i], CE_LOG2E, -nm2));
+    for (int i = 0; i < 8; i++) t += ex2(fmaf(f[i], TPRT_LOG2E, -nm2));
     s = s * __expf(m - nm) + t;
     m = nm;
 }
@@ -189,7 +182,7 @@ __global__ void __launch_bounds__(CE_FUSED_THREADS, STASH ? 2 : 3)
     }
     for (int j = nv8 + t; j < nv; j += CE_FUSED_THREADS) maxsum_merge(m, s, ldf(x, j), 1.0f);
     block_maxsum(m, s);
-    float scale = dloss / (float)BT, m2 = m * CE_LOG2E, k = scale / s;
+    float scale = dloss / (float)BT, m2 = m * TPRT_LOG2E, k = scale / s;
     if (t == 0) losses[i] = logf(s) + m - target;
     for (int j0 = 8 * t; j0 < vl8; j0 += CE_UNROLL * CE_STEP) {
         uint4 u[CE_UNROLL];
@@ -207,7 +200,7 @@ __global__ void __launch_bounds__(CE_FUSED_THREADS, STASH ? 2 : 3)
             unpack8(u[q], f);
             if (j + 8 <= nv && (unsigned)(r - j) >= 8u) { /* no padding and not the target: softmax * scale */
 #pragma unroll
-                for (int c = 0; c < 8; c++) f[c] = ex2(fmaf(f[c], CE_LOG2E, -m2)) * k;
+                for (int c = 0; c < 8; c++) f[c] = ex2(fmaf(f[c], TPRT_LOG2E, -m2)) * k;
             } else {
 #pragma unroll
                 for (int c = 0; c < 8; c++) f[c] = ce_grad_log2(f[c], j + c, nv, r, m2, k, scale);
