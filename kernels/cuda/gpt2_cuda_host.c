@@ -1,7 +1,8 @@
 /* gpt2_cuda_host.c - the host's side of a step on tprt's device model: the
  * batch going in and the loss and grad norm coming back.  At TP=1 the host
  * never waits for the device to drain: the batch is staged in pinned memory
- * (two slots, alternately) and copied asynchronously, and the loss and the
+ * and copied asynchronously (the last step's copy has long landed: the step
+ * waited for the loss recorded after it), and the loss and the
  * squared grad norm are copied back into pinned memory behind events.  The
  * host waits only for the loss, at the end of the step, when the device is
  * already running the backward and the optimizer queued behind it; the grad
@@ -22,9 +23,8 @@ void tprt_cuda_host_staging(tprt_cuda_model *d) {
     int ok = cudaHostAlloc((void **)&d->pinned_stats, 3 * sizeof(float), cudaHostAllocDefault) == cudaSuccess &&
              cudaEventCreateWithFlags(&d->loss_ready, cudaEventDisableTiming) == cudaSuccess &&
              cudaEventCreateWithFlags(&d->norm_ready, cudaEventDisableTiming) == cudaSuccess;
-    for (int s = 0; ok && s < 2; s++)
-        ok = cudaHostAlloc((void **)&d->pinned_batch[s], 2 * n * sizeof(int), cudaHostAllocDefault) == cudaSuccess &&
-             cudaEventCreateWithFlags(&d->batch_sent[s], cudaEventDisableTiming) == cudaSuccess;
+    ok = ok && cudaHostAlloc((void **)&d->pinned_batch, 2 * n * sizeof(int), cudaHostAllocDefault) == cudaSuccess &&
+         cudaEventCreateWithFlags(&d->batch_sent, cudaEventDisableTiming) == cudaSuccess;
     if (!ok) {
         cudaGetLastError(); /* the blocking copies need none of it */
         tprt_cuda_host_staging_free(d);
@@ -36,11 +36,9 @@ void tprt_cuda_host_staging(tprt_cuda_model *d) {
 void tprt_cuda_host_staging_free(tprt_cuda_model *d) {
     if (d->norm_pending) tprt_cuda_take_norm(d);
     cudaFreeHost(d->pinned_stats);
-    for (int s = 0; s < 2; s++) {
-        cudaFreeHost(d->pinned_batch[s]);
-        if (d->batch_sent[s]) cudaEventDestroy(d->batch_sent[s]);
-        d->pinned_batch[s] = NULL, d->batch_sent[s] = NULL;
-    }
+    cudaFreeHost(d->pinned_batch);
+    if (d->batch_sent) cudaEventDestroy(d->batch_sent);
+    d->pinned_batch = NULL, d->batch_sent = NULL;
     if (d->loss_ready) cudaEventDestroy(d->loss_ready);
     if (d->norm_ready) cudaEventDestroy(d->norm_ready);
     d->pinned_stats = NULL, d->loss_ready = NULL, d->norm_ready = NULL, d->async = 0;
@@ -53,14 +51,13 @@ int tprt_cuda_send_batch(tprt_cuda_model *d, const int *tokens, const int *targe
                        cudaMemcpy(d->tgt, targets, bytes, cudaMemcpyHostToDevice) != cudaSuccess
                    ? -1
                    : 0;
-    int s = d->batch_slot ^= 1;
-    char *p = (char *)d->pinned_batch[s];
-    if (cudaEventSynchronize(d->batch_sent[s]) != cudaSuccess) return -1; /* the slot's last copy has left */
+    char *p = (char *)d->pinned_batch;
+    if (cudaEventSynchronize(d->batch_sent) != cudaSuccess) return -1; /* the last copy has left */
     memcpy(p, tokens, bytes);
     memcpy(p + bytes, targets, bytes);
     return cudaMemcpyAsync(d->tok, p, bytes, cudaMemcpyHostToDevice, 0) != cudaSuccess ||
                    cudaMemcpyAsync(d->tgt, p + bytes, bytes, cudaMemcpyHostToDevice, 0) != cudaSuccess ||
-                   cudaEventRecord(d->batch_sent[s], 0) != cudaSuccess
+                   cudaEventRecord(d->batch_sent, 0) != cudaSuccess
                ? -1
                : 0;
 }

@@ -59,10 +59,10 @@ struct tprt_cuda_model {
     int n_zero;
     int *tok, *tgt;
     /* the host's side of a step (gpt2_cuda_host.c): async 1 when the TP=1 step never drains the device */
-    int async, batch_slot, loss_pending, norm_pending;
-    int *pinned_batch[2];     /* a step's tokens then targets, the two slots in turn */
-    cudaEvent_t batch_sent[2]; /* a slot's copy to the device has been taken */
-    float *pinned_stats;      /* the loss, then the squared grad norm's two parts */
+    int async, loss_pending, norm_pending;
+    int *pinned_batch;      /* a step's tokens then targets */
+    cudaEvent_t batch_sent; /* their copy to the device has been taken */
+    float *pinned_stats;    /* the loss, then the squared grad norm's two parts */
     cudaEvent_t loss_ready, norm_ready;
     /* profiling: events and the kind each one opens */
     int profile, n_marks, steps_seen, steps_profiled; /* the first PROFILE_SKIP steps are warm-up */

@@ -370,8 +370,8 @@ int main(void) {
     test_attention_fused(2, 1, 2, 64);
     test_attention_fused(2, 100, 2, 64);
     test_attention_fused(1, 200, 2, 64);
-    test_attention_fused(2, 300, 2,
-                         64); /* a last 128-query block whose second 64 rows lie past T; 128-key blocks too */
+    /* a last 128-query block whose second 64 rows lie past T; 128-key blocks too */
+    test_attention_fused(2, 300, 2, 64);
     test_attention_fused(1, 256, 2, 64); /* key blocks ending at T */
     test_attention_fused(2, 64, 2, 32);
     test_attention_fused(1, 77, 3, 32);
