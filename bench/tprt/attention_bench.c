@@ -12,7 +12,9 @@
  * the default at head size 64 on sm_90; k64, the mma.sync kernel; k128;
  * k64 with TPRT_ATTENTION_BWD_BLOCKS=2, the registers it asks for;
  * TPRT_ATTENTION_GROUP=100000, every head's heaviest key tile first) with
- * the default's time over its own.
+ * the default's time over its own.  Last, the backward with c_attn's bias
+ * grad (dqkv's column sums) added by its own kernels, as the model calls
+ * it, against the backward followed by the standalone bias-grad kernel.
  * The fused backward writes dqkv, as the model calls it (the gemm path adds
  * into it, so its runs add up); the figures are times only.  Not a test: it
  * prints figures.
@@ -31,12 +33,16 @@ enum { T = 1024, NH = 12, HS = 64, CL = NH * HS };
 
 static int B;
 static void *qkv, *out, *dout, *dqkv, *fscratch, *att, *gscratch;
-static float *lse;
+static float *lse, *dbias;
 
 static int fused_fwd(void) { return cuda_attention_fused_forward(out, lse, qkv, B, T, CL, NH); }
 static int fused_bwd(void) {
-    return cuda_attention_fused_backward(dqkv, dout, qkv, out, lse, fscratch, B, T, CL, NH, 0);
+    return cuda_attention_fused_backward(dqkv, dout, qkv, out, lse, fscratch, B, T, CL, NH, 0, NULL);
 }
+static int fused_bwd_bias(void) {
+    return cuda_attention_fused_backward(dqkv, dout, qkv, out, lse, fscratch, B, T, CL, NH, 0, dbias);
+}
+static int fused_bwd_then_bias(void) { return fused_bwd() || cuda_bias_backward(dbias, dqkv, B * T, 3 * CL, 3 * CL); }
 static int gemm_fwd(void) { return cuda_attention_forward(out, att, qkv, gscratch, B, T, CL, NH); }
 static int gemm_bwd(void) { return cuda_attention_backward(dqkv, dout, qkv, att, gscratch, B, T, CL, NH); }
 
@@ -158,8 +164,9 @@ static int bench(int batch) {
     out = dev_alloc(no * 2, "out"), dout = dev_alloc(no * 2, "dout");
     lse = dev_alloc((size_t)B * NH * T * sizeof(float), "lse");
     fscratch = dev_alloc(cuda_attention_fused_scratch_bytes(B, T, CL, NH), "fused scratch");
+    dbias = dev_alloc(3 * CL * sizeof(float), "bias grad");
     int rc = -1;
-    if (!qkv || !dqkv || !out || !dout || !lse || !fscratch || fill_bf16(qkv, nq, 1.0f, 1) ||
+    if (!qkv || !dqkv || !out || !dout || !lse || !fscratch || !dbias || fill_bf16(qkv, nq, 1.0f, 1) ||
         fill_bf16(dout, no, 1.0f, 2) || fill_bf16(dqkv, nq, 0.0f, 3))
         goto done;
     double ff = median_ms(fused_fwd), fb = fused_fwd() ? -1.0 : median_ms(fused_bwd), gf = -1.0, gb = -1.0;
@@ -184,10 +191,15 @@ static int bench(int batch) {
     row("backward", fb, gb, bwd_flops);
     row("fwd+bwd", ff + fb, gf > 0 && gb > 0 ? gf + gb : -1.0, fwd_flops + bwd_flops);
     rc = bench_bwd_modes(ff, bwd_flops);
+    double in = median_ms(fused_bwd_bias), then = median_ms(fused_bwd_then_bias);
+    if (in < 0 || then < 0) rc = -1;
+    printf("B=%-4d backward with the bias grad: in its kernels %8.3f ms | then the tile kernel %8.3f ms | that/in "
+           "%5.2fx\n",
+           B, in, then, then / in);
 done:
-    cudaFree(qkv), cudaFree(dqkv), cudaFree(out), cudaFree(dout), cudaFree(lse), cudaFree(fscratch);
+    cudaFree(qkv), cudaFree(dqkv), cudaFree(out), cudaFree(dout), cudaFree(lse), cudaFree(fscratch), cudaFree(dbias);
     cudaFree(att), cudaFree(gscratch);
-    qkv = dqkv = out = dout = fscratch = att = gscratch = NULL, lse = NULL;
+    qkv = dqkv = out = dout = fscratch = att = gscratch = NULL, lse = dbias = NULL;
     return rc;
 }
 

@@ -8,7 +8,12 @@
  * dq as fp32 partial sums added atomically into the scratch, which a last
  * pass scales into dqkv.  At head size 64 on sm_90 both directions run
  * attention_wgmma.cu's kernels (on warpgroup products) instead, unless
- * TPRT_ATTENTION_FWD=mma or TPRT_ATTENTION_BWD=k64 / k128 asks for these.  dqkv is written (=), or added into (+=) when the caller asks.
+ * TPRT_ATTENTION_FWD=mma or TPRT_ATTENTION_BWD=k64 / k128 asks for these.
+ * dqkv is written (=), or added into (+=) when the caller asks.  Given the
+ * bias grad of the product that made qkv, the backward adds dqkv's column
+ * sums into it as it writes them: each backward block its k and v columns
+ * (warp shuffles, then one red.v2 a column pair a warp), the dq pass the q
+ * columns (one atomic a column a block).
  * Tiles stream into shared memory with cp.async, double buffered (the next
  * key or query tile loads while the current one is computed).
  * bf16 operands on the tensor cores (mma.sync m16n8k16, operands through
@@ -152,8 +157,8 @@ __global__ void fa_bwd_dot_k(float *D, float *dq, const bf16 *out, const bf16 *d
  * an SM is to hold (3 bounds the registers to 168 at the cost of a few spills; see bwd_launch). */
 template <int HS, int MINB>
 __global__ void __launch_bounds__(FA_THREADS, MINB)
-    fa_bwd_k(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc,
-             int T, int NH, int BH, int group, float sl2, float scale) {
+    fa_bwd_k(bf16 *dqkv, float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
+             bool acc, int T, int NH, int BH, int group, float sl2, float scale) {
     constexpr int LD = HS + 8, NO = HS / 8, TL = FA_TILE * LD, LS = FA_TILE + 8;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sK = reinterpret_cast<bf16 *>(fa_smem), *sV = sK + TL, *sQ = sV + TL, *sO = sQ + 2 * TL, *sS = sO + 2 * TL;
@@ -205,23 +210,48 @@ __global__ void __launch_bounds__(FA_THREADS, MINB)
             }
         }
     }
-    store_dk_dv<NO>(dqkv + ((size_t)b * T + k0) * C3 + Cl + h * HS + 2 * t4, dk, dv, k0, T, C3, Cl, scale, acc);
+    store_dk_dv<NO>(dqkv + ((size_t)b * T + k0) * C3 + Cl + h * HS + 2 * t4, dk, dv, k0, T, C3, Cl, scale, acc,
+                    dbias ? dbias + Cl + h * HS + 2 * t4 : NULL);
 }
 
-/* dqkv's q part = scale * the dq partial sums, or += with acc, eight elements a thread in dqkv's order */
-__global__ void fa_bwd_dq_add_k(bf16 *dqkv, const float *dq, size_t n8, int T, int NH, int hs, float scale, bool acc) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n8) return;
-    const size_t Cl = (size_t)NH * hs, row = i * 8 / Cl; /* row b*T + t (an int: B*T is), column h*hs + c */
-    const int col = (int)(i * 8 - row * Cl), b = (int)row / T, t = (int)row - b * T, h = col / hs, c = col - h * hs;
-    bf16 *g = dqkv + row * 3 * Cl + col;
-    const float *src = dq + (((size_t)b * NH + h) * T + t) * hs + c;
-    float4 x = reinterpret_cast<const float4 *>(src)[0], y = reinterpret_cast<const float4 *>(src)[1];
-    float f[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    if (acc) unpack8(ld_vec8(g), f);
-    f[0] += scale * x.x, f[1] += scale * x.y, f[2] += scale * x.z, f[3] += scale * x.w;
-    f[4] += scale * y.x, f[5] += scale * y.y, f[6] += scale * y.z, f[7] += scale * y.w;
-    st_vec8(g, pack8(f));
+/* dqkv's q part = scale * the dq partial sums, or += with acc.  A block of 32 x COL_LANES threads covers
+ * 256 columns of a chunk of rows, each thread eight columns on every COL_LANES-th row.  With dbias, the
+ * column sums of what it adds (scale * dq) go into dbias's q part (add_block_column_sums). */
+__global__ void __launch_bounds__(32 * COL_LANES)
+    fa_bwd_dq_add_k(bf16 *dqkv, float *dbias, const float *dq, int BT, int T, int NH, int hs, float scale, bool acc,
+                    int rows_per) {
+    const int Cl = NH * hs, col = (blockIdx.x * 32 + threadIdx.x) * 8;
+    const int r0 = blockIdx.y * rows_per, r1 = min(BT, r0 + rows_per);
+    float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    if (col < Cl) {
+        const int h = col / hs, c = col - h * hs;
+        for (int r = r0 + threadIdx.y; r < r1; r += COL_LANES) {
+            const int b = r / T, t = r - b * T;
+            const float *src = dq + (((size_t)b * NH + h) * T + t) * hs + c;
+            const float4 x = reinterpret_cast<const float4 *>(src)[0], y = reinterpret_cast<const float4 *>(src)[1];
+            const float add[8] = {scale * x.x, scale * x.y, scale * x.z, scale * x.w,
+                                  scale * y.x, scale * y.y, scale * y.z, scale * y.w};
+            bf16 *g = dqkv + (size_t)r * 3 * Cl + col;
+            float f[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+            if (acc) unpack8(ld_vec8(g), f);
+#pragma unroll
+            for (int j = 0; j < 8; j++) f[j] += add[j], s[j] += add[j];
+            st_vec8(g, pack8(f));
+        }
+    }
+    if (dbias) add_block_column_sums(dbias, s, blockIdx.x * 256, Cl);
+}
+/* the dq pass over B*T rows: about eight blocks an SM, each over a chunk of rows (a multiple of COL_LANES) */
+static int dq_pass(bf16 *dqkv, float *dbias, const float *dq, int B, int T, int NH, int hs, float scale, bool acc) {
+    const int BT = B * T, Cl = NH * hs;
+    const unsigned cols = grid_for((size_t)Cl / 8, 32);
+    long chunks = (long)sm_count() * 8 / (long)cols;
+    if (chunks < 1) chunks = 1;
+    long rows_per = ((long)BT + chunks - 1) / chunks;
+    rows_per = (rows_per + COL_LANES - 1) / COL_LANES * COL_LANES;
+    dim3 grid(cols, grid_for((size_t)BT, (int)rows_per)), block(32, COL_LANES);
+    fa_bwd_dq_add_k<<<grid, block>>>(dqkv, dbias, dq, BT, T, NH, hs, scale, acc, (int)rows_per);
+    return launch_ok();
 }
 
 template <typename K> int smem_opt_in(K kernel, size_t bytes) { /* above 48 KiB the kernel must opt in */
@@ -262,35 +292,33 @@ static int bwd_blocks(void) {
     return e && !strcmp(e, "2") ? 2 : 3;
 }
 template <int HS, int MINB>
-int bwd_k_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc,
-                 int B, int T, int NH, float sl2, float scale, size_t sm) {
+int bwd_k_launch(bf16 *dqkv, float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse,
+                 const float *D, bool acc, int B, int T, int NH, float sl2, float scale, size_t sm) {
     if (smem_opt_in(fa_bwd_k<HS, MINB>, sm)) return -1;
     const int BH = B * NH;
     fa_bwd_k<HS, MINB><<<(unsigned)(BH * ((T + FA_TILE - 1) / FA_TILE)), FA_THREADS, sm>>>(
-        dqkv, dq, qkv, dout, lse, D, acc, T, NH, BH, launch_group(BH), sl2, scale);
+        dqkv, dq, dbias, qkv, dout, lse, D, acc, T, NH, BH, launch_group(BH), sl2, scale);
     return 0;
 }
 /* the mma.sync kernel TPRT_ATTENTION_BWD and TPRT_ATTENTION_BWD_BLOCKS pick (fa_bwd_k but for k128) */
 template <int HS>
-int mma_bwd_launch(int mode, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
-                   bool acc, int B, int T, int NH, float sl2, float scale) {
+int mma_bwd_launch(int mode, bf16 *dqkv, float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse,
+                   const float *D, bool acc, int B, int T, int NH, float sl2, float scale) {
     size_t sm = (6 * FA_TILE * (HS + 8) + FA_TILE * (FA_TILE + 8)) * sizeof(bf16) + 4 * FA_TILE * sizeof(float);
-    if (mode == 1) return fa_bwd128_launch(HS, dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
+    if (mode == 1) return fa_bwd128_launch(HS, dqkv, dq, dbias, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
     if (HS <= 64 && bwd_blocks() == 3)
-        return bwd_k_launch<HS, 3>(dqkv, dq, qkv, dout, lse, D, acc, B, T, NH, sl2, scale, sm);
-    return bwd_k_launch<HS, 1>(dqkv, dq, qkv, dout, lse, D, acc, B, T, NH, sl2, scale, sm);
+        return bwd_k_launch<HS, 3>(dqkv, dq, dbias, qkv, dout, lse, D, acc, B, T, NH, sl2, scale, sm);
+    return bwd_k_launch<HS, 1>(dqkv, dq, dbias, qkv, dout, lse, D, acc, B, T, NH, sl2, scale, sm);
 }
 /* the backward kernel (the wgmma one where asked and it runs here), then the dq pass */
 template <int HS>
-int bwd_launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc,
-               int B, int T, int NH, float sl2, float scale) {
+int bwd_launch(bf16 *dqkv, float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
+               bool acc, int B, int T, int NH, float sl2, float scale) {
     const int mode = bwd_mode();
-    const int wg = mode == 2 ? fa_bwd_wg_launch(HS, dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc) : 1;
-    if (wg < 0 || (wg == 1 && mma_bwd_launch<HS>(mode, dqkv, dq, qkv, dout, lse, D, acc, B, T, NH, sl2, scale)))
+    const int wg = mode == 2 ? fa_bwd_wg_launch(HS, dqkv, dq, dbias, qkv, dout, lse, D, B, T, NH, sl2, scale, acc) : 1;
+    if (wg < 0 || (wg == 1 && mma_bwd_launch<HS>(mode, dqkv, dq, dbias, qkv, dout, lse, D, acc, B, T, NH, sl2, scale)))
         return -1;
-    size_t n8 = (size_t)B * T * NH * HS / 8;
-    fa_bwd_dq_add_k<<<grid_for(n8, 256), 256>>>(dqkv, dq, n8, T, NH, HS, scale, acc);
-    return launch_ok();
+    return dq_pass(dqkv, dbias, dq, B, T, NH, HS, scale, acc);
 }
 } // namespace
 
@@ -338,14 +366,14 @@ extern "C" int cuda_attention_fused_forward(tprt_bf16 *out, float *lse, const tp
 
 extern "C" int cuda_attention_fused_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const tprt_bf16 *qkv,
                                              const tprt_bf16 *out, const float *lse, void *scratch, int B, int T,
-                                             int Cl, int NH, int accumulate) {
+                                             int Cl, int NH, int accumulate, float *dbias) {
     if (!cuda_attention_fused_supported(Cl, NH)) return -1;
     if ((size_t)B * T * Cl == 0) return 0;
     int hs = Cl / NH, rows = B * NH * T;
     float scale = 1.0f / sqrtf((float)hs), sl2 = TPRT_LOG2E * scale, *D = (float *)scratch;
     float *dq = (float *)((char *)scratch + dot_bytes(B, T, NH));
     fa_bwd_dot_k<<<grid_for((size_t)rows, 32), 256>>>(D, dq, CBF(out), CBF(dout), B, T, NH, hs);
-#define FA_BWD(H) bwd_launch<H>(BF(dqkv), dq, CBF(qkv), CBF(dout), lse, D, accumulate != 0, B, T, NH, sl2, scale)
+#define FA_BWD(H) bwd_launch<H>(BF(dqkv), dq, dbias, CBF(qkv), CBF(dout), lse, D, accumulate != 0, B, T, NH, sl2, scale)
     FA_SWITCH(hs, FA_BWD)
 #undef FA_BWD
 }

@@ -312,21 +312,6 @@ __device__ __forceinline__ void put2(bf16 *dst, float x, float y, bool acc) {
     else
         *reinterpret_cast<uint32_t *>(dst) = pack2(x, y);
 }
-/* dqkv's k and v rows k0 and k0 + 8 (from g0, the k part's row k0 at this thread's columns; v Cl further)
- * = scale * dk and dv, or += with acc; rows at T and beyond left alone */
-template <int NO>
-__device__ __forceinline__ void store_dk_dv(bf16 *g0, const float dk[NO][4], const float dv[NO][4], int k0, int T,
-                                            size_t C3, int Cl, float scale, bool acc) {
-    bf16 *g1 = g0 + 8 * C3;
-#pragma unroll
-    for (int n = 0; n < NO; n++) {
-        if (k0 < T)
-            put2(g0 + n * 8, dk[n][0] * scale, dk[n][1] * scale, acc), put2(g0 + Cl + n * 8, dv[n][0], dv[n][1], acc);
-        if (k0 + 8 < T)
-            put2(g1 + n * 8, dk[n][2] * scale, dk[n][3] * scale, acc), put2(g1 + Cl + n * 8, dv[n][2], dv[n][3], acc);
-    }
-}
-
 /* dst (two fp32 at an even column, global) += (x, y), atomically */
 __device__ __forceinline__ void red2(float *dst, float x, float y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -335,17 +320,52 @@ __device__ __forceinline__ void red2(float *dst, float x, float y) {
     atomicAdd(dst, x), atomicAdd(dst + 1, y);
 #endif
 }
+/* db's k and v parts (db: the k part at this thread's columns; v Cl further) += the column sums of scale * dk
+ * and of dv over this warp's key rows below T: the eight row lanes summed by shuffles, then row lane g adds
+ * the n-tiles n = g (mod 8), a red.v2 a pair of columns, so a warp adds 64 columns in one instruction */
+template <int NO>
+__device__ __forceinline__ void add_dk_dv_sums(float *db, const float dk[NO][4], const float dv[NO][4], bool lo,
+                                               bool hi, int Cl, float scale) {
+    const int g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        float s[4] = {(lo ? dk[n][0] : 0.0f) + (hi ? dk[n][2] : 0.0f), (lo ? dk[n][1] : 0.0f) + (hi ? dk[n][3] : 0.0f),
+                      (lo ? dv[n][0] : 0.0f) + (hi ? dv[n][2] : 0.0f), (lo ? dv[n][1] : 0.0f) + (hi ? dv[n][3] : 0.0f)};
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int m = 4; m < 32; m <<= 1) s[j] += __shfl_xor_sync(0xffffffffu, s[j], m);
+        if ((n & 7) == g) red2(db + n * 8, s[0] * scale, s[1] * scale), red2(db + Cl + n * 8, s[2], s[3]);
+    }
+}
+/* dqkv's k and v rows k0 and k0 + 8 (from g0, the k part's row k0 at this thread's columns; v Cl further)
+ * = scale * dk and dv, or += with acc; rows at T and beyond left alone.  With db (the bias grad's k part at
+ * this thread's columns, as add_dk_dv_sums takes it; NULL: none) the column sums are added there too. */
+template <int NO>
+__device__ __forceinline__ void store_dk_dv(bf16 *g0, const float dk[NO][4], const float dv[NO][4], int k0, int T,
+                                            size_t C3, int Cl, float scale, bool acc, float *db) {
+    bf16 *g1 = g0 + 8 * C3;
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        if (k0 < T)
+            put2(g0 + n * 8, dk[n][0] * scale, dk[n][1] * scale, acc), put2(g0 + Cl + n * 8, dv[n][0], dv[n][1], acc);
+        if (k0 + 8 < T)
+            put2(g1 + n * 8, dk[n][2] * scale, dk[n][3] * scale, acc), put2(g1 + Cl + n * 8, dv[n][2], dv[n][3], acc);
+    }
+    if (db) add_dk_dv_sums<NO>(db, dk, dv, k0 < T, k0 + 8 < T, Cl, scale);
+}
+
 } // namespace
 
 /* attention_fused_bwd128.cu: the backward kernel with 128 keys a block (8 warps), launched for head size hs
  * (16..128, a multiple of 16); the dq partial sums and D as fa_bwd_k takes them, dk and dv written into
  * dqkv, or added with acc.  0, or -1. */
-int fa_bwd128_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
-                     int B, int T, int NH, float sl2, float scale, bool acc);
+int fa_bwd128_launch(int hs, bf16 *dqkv, float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse,
+                     const float *D, int B, int T, int NH, float sl2, float scale, bool acc);
 /* attention_wgmma.cu: the backward on warpgroup products (head size 64, sm_90a), as fa_bwd128_launch takes
  * it.  0 launched, 1 not for this head size, build or device (the caller's kernel then runs), -1 failed. */
-int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
-                     int B, int T, int NH, float sl2, float scale, bool acc);
+int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse,
+                     const float *D, int B, int T, int NH, float sl2, float scale, bool acc);
 /* attention_wgmma.cu: the forward on warpgroup products (head size 64, sm_90a), as fwd_launch takes it;
  * 0, 1 or -1 as fa_bwd_wg_launch */
 int fa_fwd_wg_launch(int hs, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2);

@@ -21,8 +21,8 @@ constexpr int KB = 2 * FA_TILE, NT = 2 * FA_THREADS; /* keys a block, threads a 
  * tiles) of each head first. */
 template <int HS>
 __global__ void __launch_bounds__(NT)
-    fa_bwd128_k(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc,
-                int T, int NH, int BH, int group, float sl2, float scale) {
+    fa_bwd128_k(bf16 *dqkv, float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse,
+                const float *D, bool acc, int T, int NH, int BH, int group, float sl2, float scale) {
     constexpr int LD = HS + 8, KS = HS / 16, NO = HS / 8, TL = FA_TILE * LD, LS = FA_TILE + 8;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sK = reinterpret_cast<bf16 *>(fa_smem), *sV = sK + 2 * TL, *sQ = sV + 2 * TL, *sO = sQ + 2 * TL;
@@ -85,35 +85,36 @@ __global__ void __launch_bounds__(NT)
                     if (q1 < T) red2(d1 + c, acc[j][x][2], acc[j][x][3]);
                 }
     }
-    store_dk_dv<NO>(dqkv + ((size_t)b * T + k0) * C3 + Cl + h * HS + 2 * t4, dk, dv, k0, T, C3, Cl, scale, acc);
+    store_dk_dv<NO>(dqkv + ((size_t)b * T + k0) * C3 + Cl + h * HS + 2 * t4, dk, dv, k0, T, C3, Cl, scale, acc,
+                    dbias ? dbias + Cl + h * HS + 2 * t4 : NULL);
 }
 
 template <int HS>
-int launch(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, int B, int T,
-           int NH, float sl2, float scale, bool acc) {
+int launch(bf16 *dqkv, float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
+           int B, int T, int NH, float sl2, float scale, bool acc) {
     constexpr int LD = HS + 8;
     const size_t sm = (size_t)(8 * FA_TILE * LD + KB * (FA_TILE + 8)) * sizeof(bf16) + 4 * FA_TILE * sizeof(float);
     if (sm > 48 * 1024 &&
         cudaFuncSetAttribute(fa_bwd128_k<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) != cudaSuccess)
         return -1;
     const int BH = B * NH;
-    fa_bwd128_k<HS><<<(unsigned)(BH * ((T + KB - 1) / KB)), NT, sm>>>(dqkv, dq, qkv, dout, lse, D, acc, T, NH, BH,
-                                                                      launch_group(BH), sl2, scale);
+    fa_bwd128_k<HS><<<(unsigned)(BH * ((T + KB - 1) / KB)), NT, sm>>>(dqkv, dq, dbias, qkv, dout, lse, D, acc, T, NH,
+                                                                      BH, launch_group(BH), sl2, scale);
     return launch_ok();
 }
 } // namespace
 
-int fa_bwd128_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
-                     int B, int T, int NH, float sl2, float scale, bool acc) {
+int fa_bwd128_launch(int hs, bf16 *dqkv, float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse,
+                     const float *D, int B, int T, int NH, float sl2, float scale, bool acc) {
     switch (hs) {
-    case 16: return launch<16>(dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
-    case 32: return launch<32>(dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
-    case 48: return launch<48>(dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
-    case 64: return launch<64>(dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
-    case 80: return launch<80>(dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
-    case 96: return launch<96>(dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
-    case 112: return launch<112>(dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
-    case 128: return launch<128>(dqkv, dq, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
+    case 16: return launch<16>(dqkv, dq, dbias, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
+    case 32: return launch<32>(dqkv, dq, dbias, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
+    case 48: return launch<48>(dqkv, dq, dbias, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
+    case 64: return launch<64>(dqkv, dq, dbias, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
+    case 80: return launch<80>(dqkv, dq, dbias, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
+    case 96: return launch<96>(dqkv, dq, dbias, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
+    case 112: return launch<112>(dqkv, dq, dbias, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
+    case 128: return launch<128>(dqkv, dq, dbias, qkv, dout, lse, D, B, T, NH, sl2, scale, acc);
     default: return -1;
     }
 }

@@ -72,8 +72,8 @@ __device__ __forceinline__ void load_kv_stage(bf16 *stage, const bf16 *base, int
 /* The backward of one key tile (the file's head says how), one block per (b*NH + h, key tile) in block_work's
  * order as fa_bwd_k.  Shared: K, V; Q, dO, logsumexp and D two buffers each; dS^T; the tile's dq. */
 __global__ void __launch_bounds__(FA_THREADS, 3)
-    fa_bwd_wg_k(bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc,
-                int T, int NH, int BH, int group, float sl2, float scale) {
+    fa_bwd_wg_k(bf16 *dqkv, float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse,
+                const float *D, bool acc, int T, int NH, int BH, int group, float sl2, float scale) {
     extern __shared__ __align__(16) unsigned char fa_smem[];
     unsigned char *aligned = fa_smem + ((1024 - (wg_saddr(fa_smem) & 1023)) & 1023);
     bf16 *sK = reinterpret_cast<bf16 *>(aligned), *sV = sK + WG_TILE, *sQ = sV + WG_TILE, *sO = sQ + 2 * WG_TILE;
@@ -161,7 +161,8 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
     }
     if (threadIdx.x == 0) bulk_wait_all(); /* before the block's shared memory goes */
     store_dk_dv<8>(dqkv + ((size_t)b * T + k0) * C3 + Cl + h * WG_HS + 2 * t4, reinterpret_cast<const float(*)[4]>(dk),
-                   reinterpret_cast<const float(*)[4]>(dv), k0, T, C3, Cl, scale, acc);
+                   reinterpret_cast<const float(*)[4]>(dv), k0, T, C3, Cl, scale, acc,
+                   dbias ? dbias + Cl + h * WG_HS + 2 * t4 : NULL);
 }
 
 /* Forward: one block of one warpgroup per (b*NH + h, 64-query tile) in block_work's order, the heaviest
@@ -259,12 +260,12 @@ static int wg_fwd_ready(void) {
 
 extern "C" int cuda_attention_wgmma_ready(int hs) { return hs == WG_HS && wg_bwd_ready() && wg_fwd_ready(); }
 
-int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D,
-                     int B, int T, int NH, float sl2, float scale, bool acc) {
+int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse,
+                     const float *D, int B, int T, int NH, float sl2, float scale, bool acc) {
     if (!cuda_attention_wgmma_ready(hs)) return 1;
     const int BH = B * NH;
     fa_bwd_wg_k<<<(unsigned)(BH * ((T + FA_TILE - 1) / FA_TILE)), FA_THREADS, WG_SMEM>>>(
-        dqkv, dq, qkv, dout, lse, D, acc, T, NH, BH, launch_group(BH), sl2, scale);
+        dqkv, dq, dbias, qkv, dout, lse, D, acc, T, NH, BH, launch_group(BH), sl2, scale);
     return launch_ok();
 }
 

@@ -4,8 +4,9 @@
  * per column over a chunk of rows; any OC and ld), and the tile kernel
  * (a block of 32 x 8 threads covers 256 columns, each thread eight columns
  * with 128-bit loads over every eighth row of the block's row chunk; the
- * eight row lanes are summed in shared memory and each column gets one
- * atomic add per block; OC and ld multiples of 8, dout 16-byte aligned).
+ * eight row lanes are summed by common.cuh's add_block_column_sums, one
+ * atomic add a column a block; OC and ld multiples of 8, dout 16-byte
+ * aligned).
  * bias_acc_k adds a bias grad that a GEMM epilogue wrote (=) into the
  * accumulated one (+=). */
 #ifndef TPRT_BIAS_GRAD_CUH
@@ -22,9 +23,7 @@ __global__ void bias_bwd_k(float *dbias, const bf16 *dout, int BT, int OC, int l
     atomicAdd(&dbias[o], s);
 }
 
-#define BG_COLS  256 /* columns of a tile block: 32 threads x 8 */
-#define BG_LANES 8   /* row lanes of a tile block */
-#define BG_PAD   9   /* shared row stride per thread: 8 sums + 1, so the lanes' stores do not collide */
+#define BG_COLS 256 /* columns of a tile block: 32 threads x 8 */
 
 __device__ __forceinline__ void add8(float s[8], uint4 v) {
     float f[8];
@@ -35,7 +34,6 @@ __device__ __forceinline__ void add8(float s[8], uint4 v) {
 
 __global__ void __launch_bounds__(BG_COLS) bias_bwd_tile_k(float *dbias, const bf16 *dout, int BT, int OC, int ld,
                                                            int rows_per) {
-    __shared__ float part[BG_LANES][32 * BG_PAD];
     int tx = threadIdx.x, ty = threadIdx.y;
     int c0 = blockIdx.x * BG_COLS + tx * 8;
     int r0 = blockIdx.y * rows_per, r1 = min(BT, r0 + rows_per);
@@ -43,22 +41,14 @@ __global__ void __launch_bounds__(BG_COLS) bias_bwd_tile_k(float *dbias, const b
     if (c0 < OC) {
         const bf16 *p = dout + c0;
         int r = r0 + ty;
-        for (; r + 3 * BG_LANES < r1; r += 4 * BG_LANES) { /* four independent loads in flight */
-            uint4 v0 = ld_vec8(p + (size_t)r * ld), v1 = ld_vec8(p + (size_t)(r + BG_LANES) * ld);
-            uint4 v2 = ld_vec8(p + (size_t)(r + 2 * BG_LANES) * ld), v3 = ld_vec8(p + (size_t)(r + 3 * BG_LANES) * ld);
+        for (; r + 3 * COL_LANES < r1; r += 4 * COL_LANES) { /* four independent loads in flight */
+            uint4 v0 = ld_vec8(p + (size_t)r * ld), v1 = ld_vec8(p + (size_t)(r + COL_LANES) * ld);
+            uint4 v2 = ld_vec8(p + (size_t)(r + 2 * COL_LANES) * ld), v3 = ld_vec8(p + (size_t)(r + 3 * COL_LANES) * ld);
             add8(s, v0), add8(s, v1), add8(s, v2), add8(s, v3);
         }
-        for (; r < r1; r += BG_LANES) add8(s, ld_vec8(p + (size_t)r * ld));
+        for (; r < r1; r += COL_LANES) add8(s, ld_vec8(p + (size_t)r * ld));
     }
-#pragma unroll
-    for (int j = 0; j < 8; j++) part[ty][tx * BG_PAD + j] = s[j];
-    __syncthreads();
-    int t = ty * 32 + tx, col = blockIdx.x * BG_COLS + t; /* thread t sums column t of the tile */
-    if (col >= OC) return;
-    float v = 0.0f;
-#pragma unroll
-    for (int l = 0; l < BG_LANES; l++) v += part[l][(t / 8) * BG_PAD + t % 8];
-    atomicAdd(&dbias[col], v);
+    add_block_column_sums(dbias, s, blockIdx.x * BG_COLS, OC);
 }
 
 __global__ void bias_acc_k(float *dbias, const float *add, int n) {
@@ -82,7 +72,7 @@ static int bias_grad_tile(float *dbias, const bf16 *dout, int BT, int OC, int ld
     if (chunks < 1) chunks = 1;
     long rows_per = ((long)BT + chunks - 1) / chunks;
     rows_per = rows_per < 64 ? 64 : (rows_per + 31) / 32 * 32;
-    dim3 grid(cols, grid_for((size_t)BT, (int)rows_per)), block(32, BG_LANES);
+    dim3 grid(cols, grid_for((size_t)BT, (int)rows_per)), block(32, COL_LANES);
     bias_bwd_tile_k<<<grid, block, 0, st>>>(dbias, dout, BT, OC, ld, (int)rows_per);
     return launch_ok();
 }

@@ -1,7 +1,8 @@
 /* common.cuh - helpers shared by tprt's CUDA kernels: bf16 loads/stores
  * (scalar, and 128-bit: eight bf16 in one uint4), warp reductions, launch
- * sizes (the SM count, asked once), the launch status check, and 2^x as the
- * hardware's approximate exp2 (exp(x) = 2^(x log2 e), as __expf takes it). */
+ * sizes (the SM count, asked once), the launch status check, 2^x as the
+ * hardware's approximate exp2 (exp(x) = 2^(x log2 e), as __expf takes it),
+ * and the end of a column-sum block (lane sums into one atomic a column). */
 #ifndef TPRT_CUDA_COMMON_CUH
 #define TPRT_CUDA_COMMON_CUH
 #include "tprt_cuda.h"
@@ -48,6 +49,25 @@ __device__ __forceinline__ float warp_sum(float v) {
 __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
+}
+
+/* A column-sum block: 32 x COL_LANES threads over 256 columns, thread (tx, ty) holding the sums s[8] of
+ * columns col0 + 8 tx .. + 7 over its row lane ty.  The lanes are summed in shared memory and each
+ * column below ncols gets one atomic add into dst[column]; every thread of the block must call it. */
+#define COL_LANES 8
+#define COL_PAD   9 /* shared row stride per thread: 8 sums + 1, so the lanes' stores do not collide */
+__device__ __forceinline__ void add_block_column_sums(float *dst, const float s[8], int col0, int ncols) {
+    __shared__ float part[COL_LANES][32 * COL_PAD];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+#pragma unroll
+    for (int j = 0; j < 8; j++) part[ty][tx * COL_PAD + j] = s[j];
+    __syncthreads();
+    const int t = ty * 32 + tx; /* thread t sums column t of the block's 256 */
+    if (col0 + t >= ncols) return;
+    float v = 0.0f;
+#pragma unroll
+    for (int l = 0; l < COL_LANES; l++) v += part[l][(t / 8) * COL_PAD + t % 8];
+    atomicAdd(&dst[col0 + t], v);
 }
 
 static inline unsigned grid_for(size_t n, int threads) {

@@ -10,7 +10,9 @@
  * so the row-parallel products' bias grads (attn and mlp c_proj: the column
  * sums of that gradient) come from the layernorm backward that updates it
  * (ln_2's for attn.c_proj, and the next layer's ln_1, or ln_f, for
- * mlp.c_proj).
+ * mlp.c_proj).  The column-parallel products' bias grads come from where
+ * their grads are made (TPRT_BIAS_GRAD's default, fused): c_fc's from the
+ * GELU backward's epilogue, c_attn's from the attention backward.
  * At TP>1 (or with TPRT_WGRAD_STREAM=1) the backward's weight and bias
  * grads run on the weight-grad stream (wgrad_stream.c) beside the input
  * grads, their all-reduces and the attention of the layers below; the
@@ -147,7 +149,7 @@ int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets,
         d->logits_are_grads = 0;
     }
     tprt_mark(d, K_OTHER);
-    COMM(tprt_dev_sync(comm), "forward"); /* watched: a blocking copy would hang on a dead peer */
+    COMM(tprt_dev_sync(comm), "forward");     /* watched: a blocking copy would hang on a dead peer */
     TRY(tprt_cuda_take_norm(d), "grad norm"); /* the last step's, while this forward runs (TP=1) */
     TRY(tprt_cuda_send_loss(d), "loss");
     tprt_mark(d, K_OTHER);
@@ -183,18 +185,21 @@ static int backward_pass(tprt_cuda_model *d, tprt_comm *comm) {
         "ln_f backward");
     /* tickets of the weight grads still reading dfch (c_fc's) and dqkv (c_attn's) of the layer above */
     long t_fc = 0, t_qkv = 0;
+    const int fused_bias = cuda_bias_grad_mode(-1) == TPRT_BIAS_GRAD_FUSED;
     for (int l = L - 1; l >= 0; l--) {
         layer_acts *a = &d->la[l];
         tprt_bf16 *res = l ? d->la[l - 1].res3 : d->enc;
         /* d->dres holds d(res3) = d(fcp); the ln_2 path adds into it: d(res2) */
-        tprt_mark(d, K_MATMUL); /* the GELU's backward in this product's epilogue: dfch = (dres W) * gelu'(fch) */
+        /* the GELU's backward in this product's epilogue, dfch = (dres W) * gelu'(fch), with c_fc's bias grad */
+        tprt_mark(d, K_MATMUL);
         TRY(cuda_wgrad_wait(t_fc), "weight-grad stream");
-        TRY(cuda_matmul_backward_set(d->dfch, a->fch, LG(l, P_FCPW), NULL, d->dres, a->fcg, LW(l, P_FCPW), BT, Hl, C,
-                                     C),
+        float *fcb = fused_bias ? LG(l, P_FCB) : NULL;
+        TRY(cuda_matmul_gelu_backward(d->dfch, fcb, a->fch, LG(l, P_FCPW), NULL, d->dres, a->fcg, LW(l, P_FCPW), BT, Hl,
+                                      C, C),
             "mlp.c_proj + gelu backward");
         long t_fcp = cuda_wgrad_last(); /* reads dres */
-        TRY(cuda_matmul_backward_set(d->dln, NULL, LG(l, P_FCW), LG(l, P_FCB), d->dfch, a->ln2, LW(l, P_FCW), BT, C, Hl,
-                                     Hl),
+        TRY(cuda_matmul_backward_set(d->dln, NULL, LG(l, P_FCW), fcb ? NULL : LG(l, P_FCB), d->dfch, a->ln2,
+                                     LW(l, P_FCW), BT, C, Hl, Hl),
             "c_fc backward");
         t_fc = cuda_wgrad_last();
         PASS(sum_input_grad(d, d->dln, BTC, comm, "c_fc backward"));
@@ -212,16 +217,17 @@ static int backward_pass(tprt_cuda_model *d, tprt_comm *comm) {
         TRY(cuda_wgrad_wait(t_qkv), "weight-grad stream");
         if (!d->attn_fused) cudaMemsetAsync(d->dqkv, 0, (size_t)BT * 3 * Cl * bf, 0); /* the gemm path adds into it */
         tprt_mark(d, K_ATTENTION);
-        if (d->attn_fused) /* writes dqkv whole */
+        float *qkvb = fused_bias && d->attn_fused ? LG(l, P_QKVB) : NULL; /* c_attn's bias grad, as dqkv is made */
+        if (d->attn_fused)                                                /* writes dqkv whole */
             TRY(cuda_attention_fused_backward(d->dqkv, d->datty, a->qkv, a->atty, a->lse, d->attn_scratch, B, T, Cl,
-                                              t.NHl, 0),
+                                              t.NHl, 0, qkvb),
                 "attention backward");
         else
             TRY(cuda_attention_backward(d->dqkv, d->datty, a->qkv, a->att, d->attn_scratch, B, T, Cl, t.NHl),
                 "attention backward");
         tprt_mark(d, K_MATMUL);
-        TRY(cuda_matmul_backward_set(d->dln, NULL, LG(l, P_QKVW), LG(l, P_QKVB), d->dqkv, a->ln1, LW(l, P_QKVW), BT, C,
-                                     3 * Cl, 3 * Cl),
+        TRY(cuda_matmul_backward_set(d->dln, NULL, LG(l, P_QKVW), qkvb ? NULL : LG(l, P_QKVB), d->dqkv, a->ln1,
+                                     LW(l, P_QKVW), BT, C, 3 * Cl, 3 * Cl),
             "c_attn backward");
         t_qkv = cuda_wgrad_last();
         PASS(sum_input_grad(d, d->dln, BTC, comm, "c_attn backward"));

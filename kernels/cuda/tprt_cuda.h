@@ -72,6 +72,12 @@ int cuda_matmul_gelu_forward(tprt_bf16 *out, tprt_bf16 *pre, const tprt_bf16 *in
  * dw and dbias still accumulate. */
 int cuda_matmul_backward_set(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, float *dw, float *dbias, const tprt_bf16 *dout,
                              const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC, int ld);
+/* cuda_matmul_backward_set with the GELU's gradient (pre given), and dpre_bias += dpre summed over its
+ * BT rows: the bias grad of the layer whose output went into the GELU (TPRT_BIAS_GRAD_FUSED: in the
+ * same product's DGELU_BGRAD epilogue while the grads are fresh; else by the standalone kernel). */
+int cuda_matmul_gelu_backward(tprt_bf16 *dpre, float *dpre_bias, const tprt_bf16 *pre, float *dw, float *dbias,
+                              const tprt_bf16 *dout, const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC,
+                              int ld);
 /* Which path the products take: 1 cuBLASLt with epilogues (default), 0 plain cublasGemmEx with
  * separate bias and GELU kernels (also env TPRT_MATMUL=cublas); returns the previous one. */
 int cuda_matmul_use_lt(int lt);
@@ -82,17 +88,21 @@ int cuda_matmul_tune(int candidates);
 int cuda_bias_add(tprt_bf16 *out, const tprt_bf16 *bias, int BT, int OC, int ld);
 /* dbias += dout summed over its BT rows (the tile kernel where OC, ld are multiples of 8). */
 int cuda_bias_backward(float *dbias, const tprt_bf16 *dout, int BT, int OC, int ld);
-/* How the backward with dw and dbias takes the bias grad: by the standalone tile kernel (the
- * default), in the weight grad's cuBLASLt epilogue (BGRADB; the tile kernel when cuBLASLt refuses)
- * or by the column kernel (env TPRT_BIAS_GRAD=tile|epilogue|column); returns the previous mode. */
-enum { TPRT_BIAS_GRAD_EPILOGUE = 0, TPRT_BIAS_GRAD_TILE = 1, TPRT_BIAS_GRAD_COLUMN = 2 };
+/* How the bias grads are taken.  FUSED (the default): where the grads are made, in the GELU
+ * backward's DGELU_BGRAD epilogue (cuda_matmul_gelu_backward, while the grads are fresh) and, in the
+ * model, in the attention backward (c_attn's); the tile kernel for the rest.  TILE: the standalone
+ * tile kernel for all.  EPILOGUE: in the weight grad's cuBLASLt epilogue (BGRADB; the tile kernel when
+ * cuBLASLt refuses).  COLUMN: the column kernel.  Env TPRT_BIAS_GRAD=fused|tile|epilogue|column.
+ * Returns the previous mode; a negative mode only asks. */
+enum { TPRT_BIAS_GRAD_EPILOGUE = 0, TPRT_BIAS_GRAD_TILE = 1, TPRT_BIAS_GRAD_COLUMN = 2, TPRT_BIAS_GRAD_FUSED = 3 };
 int cuda_bias_grad_mode(int mode);
 /* 1: until it is set to 0, every dw given to a backward holds no grad yet (its contents are
  * overwritten: the weight grad is written, beta 0) and every dbias holds zeros, and each gets one
  * call's grad, so an epilogue writes dbias in place instead of into a scratch that is then added;
  * returns the previous setting (0 at start). */
 int cuda_matmul_grads_fresh(int fresh);
-/* Backward calls whose bias grad ran in the epilogue, and those where cuBLASLt refused it. */
+/* Backward calls whose bias grad ran in an epilogue (BGRADB or DGELU_BGRAD), and those where cuBLASLt
+ * refused it. */
 void cuda_matmul_bias_grad_counts(long *fused, long *refused);
 
 /* attention.cu: causal attention over NH heads of qkv (B,T,3*Cl) = [q|k|v];
@@ -117,9 +127,12 @@ int cuda_attention_fused_supported(int Cl, int NH);
 int cuda_attention_use_fused(int Cl, int NH);
 size_t cuda_attention_fused_scratch_bytes(int B, int T, int Cl, int NH);
 int cuda_attention_fused_forward(tprt_bf16 *out, float *lse, const tprt_bf16 *qkv, int B, int T, int Cl, int NH);
-/* accumulate: dqkv += the grads (as cuda_attention_backward); 0: dqkv = the grads, its old contents never read */
+/* accumulate: dqkv += the grads (as cuda_attention_backward); 0: dqkv = the grads, its old contents never read.
+ * dbias (3*Cl fp32, or NULL): += the grads summed over their B*T rows, the bias grad of the product whose
+ * output was qkv (what cuda_bias_backward would add from dqkv). */
 int cuda_attention_fused_backward(tprt_bf16 *dqkv, const tprt_bf16 *dout, const tprt_bf16 *qkv, const tprt_bf16 *out,
-                                  const float *lse, void *scratch, int B, int T, int Cl, int NH, int accumulate);
+                                  const float *lse, void *scratch, int B, int T, int Cl, int NH, int accumulate,
+                                  float *dbias);
 /* attention_wgmma.cu: 1 when the attention on Hopper's warpgroup products runs here for head size hs (64,
  * an sm_90 device, this build): then its forward and backward are the defaults (env TPRT_ATTENTION_FWD=mma,
  * TPRT_ATTENTION_BWD=k64 or k128 pick the mma.sync ones) */

@@ -151,7 +151,9 @@ static void env_pair_unset(const env_pair *e) {
  * attention_wgmma.cu's, else the 64-key mma.sync kernel; TPRT_ATTENTION_BWD=k64, that mma.sync kernel, three
  * blocks an SM, heads in groups of 16; k128; k64 with TPRT_ATTENTION_BWD_BLOCKS=2; and the default with one
  * head a group, TPRT_ATTENTION_GROUP=1): dqkv, added (+=) into random grads, against the CPU backward; the
- * default, k64 and k128 also written (=) over those grads, the model's call, against the CPU's grads alone. */
+ * default, k64 and k128 also written (=) over those grads, the model's call, against the CPU's grads alone;
+ * with each, the bias grad the kernels add as they go into a random start (what they added against the CPU
+ * grads' column sums). */
 static void test_attention_fused(int B, int T, int NH, int hs) {
     static const struct {
         env_pair env;
@@ -208,22 +210,32 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
     attention_backward(g, dy, qkv, att, B, T, Cl, NH);
     attention_backward(gset, dy, qkv, att, B, T, Cl, NH);
     void *ddy = dev_bf(dy, no);
+    float *gb0 = rnd((size_t)C3, 1.0f, 0), *gb = malloc((size_t)C3 * 4);
+    for (int c = 0; c < C3; c++) { /* the CPU grads' column sums */
+        double sum = 0;
+        for (size_t r = 0; r < (size_t)B * T; r++) sum += gset[r * C3 + c];
+        gb[c] = (float)sum;
+    }
     for (int k = 0; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++) env_pair_unset(&bwd_env[k].env);
     /* every variant adds into random grads; the kernels of their own also write over them (the model's call) */
     for (int k = 0; k < (int)(sizeof bwd_env / sizeof bwd_env[0]); k++)
         for (int acc = 1; acc >= !bwd_env[k].writes; acc--) {
             env_pair_set(&bwd_env[k].env);
             void *dg = dev_bf(g0, nq);
+            float *db = dev_f(gb0, (size_t)C3);
             sync_or_die("fused attention backward",
-                        cuda_attention_fused_backward(dg, ddy, dqkv, dout, dlse, scratch, B, T, Cl, NH, acc));
-            float *hg = host_bf(dg, nq);
+                        cuda_attention_fused_backward(dg, ddy, dqkv, dout, dlse, scratch, B, T, Cl, NH, acc, db));
+            float *hg = host_bf(dg, nq), *hb = host_f(db, (size_t)C3);
+            for (int c = 0; c < C3; c++) hb[c] -= gb0[c]; /* what the kernels added */
             snprintf(tag, sizeof tag, "%s%s", bwd_env[k].tag, acc ? "" : "(=) ");
             check_dqkv(tag, hg, acc ? g : gset, B, T, NH, hs);
-            cudaFree(dg), free(hg);
+            snprintf(name, sizeof name, "fused attn bwd %sdbias T%d NH%d hs%d", tag, T, NH, hs);
+            check(name, hb, gb, (size_t)C3, 2e-2);
+            cudaFree(dg), cudaFree(db), free(hg), free(hb);
             env_pair_unset(&bwd_env[k].env);
         }
     cudaFree(dqkv), cudaFree(dout), cudaFree(dlse), cudaFree(scratch), cudaFree(ddy);
-    free(qkv), free(out), free(att), free(lse), free(sc), free(dy), free(g0), free(g), free(gset);
+    free(qkv), free(out), free(att), free(lse), free(sc), free(dy), free(g0), free(g), free(gset), free(gb0), free(gb);
 }
 
 /* the path switch: fused for head sizes 16..128 (multiples of 16) unless TPRT_ATTENTION=gemm */
