@@ -14,9 +14,6 @@
  * (the old way), the tile kernel, the BGRADB epilogue into a scratch then
  * added (+=), and the epilogue written in place (dbias known zero); the
  * ratios are old / new; then each standalone kernel alone with its GB/s.
- * Its last row is c_fc's bias grad taken with mlp.c_proj's GELU backward
- * (the input grad times gelu'): that product alone, then followed by the
- * tile kernel on its output, then with the DGELU_BGRAD epilogue (fused).
  * Not a test: it prints figures.
  * Usage: gemm_bench [BT [bias]]   (default BT 8192 = batch 8 x 1024;
  * "bias" prints the bias-grad table only) */
@@ -45,7 +42,7 @@ static int cmp_float(const void *a, const void *b) {
 }
 
 /* One product to time: which launcher and its shape. */
-typedef enum { FWD, FWD_GELU, DINP, DINP_GELU, DW, DBIAS, DW_BIAS, DINP_GELU_BIAS } op_kind;
+typedef enum { FWD, FWD_GELU, DINP, DINP_GELU, DW, DBIAS, DW_BIAS } op_kind;
 typedef struct {
     char name[48];
     op_kind op;
@@ -76,8 +73,6 @@ static int launch(const product *p) {
     case DW: return cuda_matmul_backward_set(NULL, NULL, g_dw, NULL, g_out, g_in, g_w, BT, p->IC, p->OC, p->ld);
     case DBIAS: return cuda_bias_backward(g_db, g_out, BT, p->OC, p->ld);
     case DW_BIAS: return cuda_matmul_backward_set(NULL, NULL, g_dw, g_db, g_out, g_in, g_w, BT, p->IC, p->OC, p->ld);
-    case DINP_GELU_BIAS:
-        return cuda_matmul_gelu_backward(g_in, g_db, g_aux, NULL, NULL, g_out, g_in, g_w, BT, p->IC, p->OC, p->ld);
     }
     return -1;
 }
@@ -132,26 +127,6 @@ static void bias_row(const weight *w, double *saved) {
            gb / k[1], k[0] / k[1]);
 }
 
-/* c_fc's bias grad with mlp.c_proj's GELU backward (w: mlp.c_proj), grads fresh: the product alone, then
- * with the tile kernel after it, then in the DGELU_BGRAD epilogue */
-static void gelu_bias_row(const weight *w) {
-    product p = {.op = DINP_GELU, .IC = w->IC, .OC = w->OC, .ld = w->ld, .per_step = w->per_step};
-    snprintf(p.name, sizeof p.name, "%s", w->name);
-    float ms[3];
-    int fresh = cuda_matmul_grads_fresh(1);
-    ms[0] = time_ms(&p);
-    p.op = DINP_GELU_BIAS;
-    for (int v = 1; v < 3; v++) {
-        int was = cuda_bias_grad_mode(v == 1 ? TPRT_BIAS_GRAD_TILE : TPRT_BIAS_GRAD_FUSED);
-        ms[v] = time_ms(&p);
-        cuda_bias_grad_mode(was);
-    }
-    cuda_matmul_grads_fresh(fresh);
-    printf("%-12s dinp*gelu' alone %8.4f | + c_fc's bias grad by the tile kernel %8.4f | in DGELU_BGRAD %8.4f "
-           "%5.2fx; per step %.3f ms saved\n",
-           w->name, ms[0], ms[1], ms[2], ms[1] / ms[2], (double)(ms[1] - ms[2]) * w->per_step);
-}
-
 static void bias_table(const weight *ws, int n) {
     printf("\nbias grad, BT %d: weight grad (cuBLASLt, tuned) alone, then with the bias grad; median ms; x = old/new\n",
            g_BT);
@@ -162,8 +137,6 @@ static void bias_table(const weight *ws, int n) {
     cuda_matmul_bias_grad_counts(&f0, &r0);
     for (int i = 0; i < n; i++)
         if (ws[i].bias) bias_row(&ws[i], &saved);
-    for (int i = 0; i < n; i++)
-        if (ws[i].dinp == DINP_GELU) gelu_bias_row(&ws[i]);
     cuda_matmul_bias_grad_counts(&f1, &r1);
     printf("per step (12 layers): the best new way saves %.3f ms over the old; epilogue calls %ld, refused %ld%s\n",
            saved, f1 - f0, r1 - r0, r1 > r0 ? " (refused: the epi columns are the GEMM + tile kernel)" : "");

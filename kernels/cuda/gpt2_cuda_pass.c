@@ -11,8 +11,8 @@
  * sums of that gradient) come from the layernorm backward that updates it
  * (ln_2's for attn.c_proj, and the next layer's ln_1, or ln_f, for
  * mlp.c_proj).  The column-parallel products' bias grads come from where
- * their grads are made (TPRT_BIAS_GRAD's default, fused): c_fc's from the
- * GELU backward's epilogue, c_attn's from the attention backward.
+ * their grads are made (TPRT_BIAS_GRAD's default, fused): c_attn's from
+ * the attention backward as it writes dqkv (c_fc's from the tile kernel).
  * At TP>1 (or with TPRT_WGRAD_STREAM=1) the backward's weight and bias
  * grads run on the weight-grad stream (wgrad_stream.c) beside the input
  * grads, their all-reduces and the attention of the layers below; the
@@ -190,16 +190,14 @@ static int backward_pass(tprt_cuda_model *d, tprt_comm *comm) {
         layer_acts *a = &d->la[l];
         tprt_bf16 *res = l ? d->la[l - 1].res3 : d->enc;
         /* d->dres holds d(res3) = d(fcp); the ln_2 path adds into it: d(res2) */
-        /* the GELU's backward in this product's epilogue, dfch = (dres W) * gelu'(fch), with c_fc's bias grad */
-        tprt_mark(d, K_MATMUL);
+        tprt_mark(d, K_MATMUL); /* the GELU's backward in this product's epilogue: dfch = (dres W) * gelu'(fch) */
         TRY(cuda_wgrad_wait(t_fc), "weight-grad stream");
-        float *fcb = fused_bias ? LG(l, P_FCB) : NULL;
-        TRY(cuda_matmul_gelu_backward(d->dfch, fcb, a->fch, LG(l, P_FCPW), NULL, d->dres, a->fcg, LW(l, P_FCPW), BT, Hl,
-                                      C, C),
+        TRY(cuda_matmul_backward_set(d->dfch, a->fch, LG(l, P_FCPW), NULL, d->dres, a->fcg, LW(l, P_FCPW), BT, Hl, C,
+                                     C),
             "mlp.c_proj + gelu backward");
         long t_fcp = cuda_wgrad_last(); /* reads dres */
-        TRY(cuda_matmul_backward_set(d->dln, NULL, LG(l, P_FCW), fcb ? NULL : LG(l, P_FCB), d->dfch, a->ln2,
-                                     LW(l, P_FCW), BT, C, Hl, Hl),
+        TRY(cuda_matmul_backward_set(d->dln, NULL, LG(l, P_FCW), LG(l, P_FCB), d->dfch, a->ln2, LW(l, P_FCW), BT, C, Hl,
+                                     Hl),
             "c_fc backward");
         t_fc = cuda_wgrad_last();
         PASS(sum_input_grad(d, d->dln, BTC, comm, "c_fc backward"));

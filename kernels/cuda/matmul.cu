@@ -1,9 +1,8 @@
 /* matmul.cu - out = inp @ W^T + bias with W stored (OC, IC), row-major, and
  * its backward: bf16 operands, fp32 accumulation, weight and bias grads
  * accumulated in fp32.  Products go through cuBLASLt so the bias, the GELU
- * (forward, keeping its input), the GELU gradient with the bias gradient
- * of the layer before the GELU (backward: DGELU_BGRAD) run in the GEMM's
- * epilogue; each product shape keeps its
+ * (forward, keeping its input), the GELU gradient and the bias gradient
+ * (backward) run in the GEMM's epilogue; each product shape keeps its
  * descriptors, layouts and picked algorithm, so a call after the first
  * only sets its pointers and launches.  TPRT_MATMUL=cublas selects plain
  * cublasGemmEx with the separate bias, GELU and bias-grad kernels (kept for
@@ -67,8 +66,7 @@ extern "C" int cuda_matmul_use_lt(int lt) {
 }
 
 /* One GEMM: D (m x n, ldd) = op(A) op(B) + beta D, then the epilogue; A, B bf16, D bf16 or fp32.
- * bias: m values (bf16), or with BGRADB the n sums of op(B) over k, with DGELU_BGRAD the m sums of D over
- * its n columns (fp32, written);
+ * bias: m values (bf16), or with BGRADB the n sums of op(B) over k (fp32, written);
  * aux: the GELU input, m x n with ld ldd, written (GELU_AUX) or read (DGELU). */
 typedef struct {
     bool ta, tb;
@@ -159,8 +157,7 @@ static bool lt_descs_make(const gemm_call *c, lt_descs *x) {
               cublasLtMatrixLayoutCreate(&x->d, c->dt, c->m, c->n, c->ldd) == CUBLAS_STATUS_SUCCESS &&
               lt_set_pointers(c, x->desc);
     if (ok && c->bias) {
-        const bool grad = c->epi == CUBLASLT_EPILOGUE_BGRADB || c->epi == CUBLASLT_EPILOGUE_DGELU_BGRAD;
-        const cudaDataType *t = grad ? &gt : &bt;
+        const cudaDataType *t = c->epi == CUBLASLT_EPILOGUE_BGRADB ? &gt : &bt;
         ok = set_attr(x->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, t, sizeof *t);
     }
     if (ok && c->aux)
@@ -376,30 +373,19 @@ extern "C" int cuda_matmul_gelu_forward(tprt_bf16 *out, tprt_bf16 *pre, const tp
     return cuda_gelu_forward(out, pre, (size_t)BT * OC);
 }
 
-/* dinp^T (IC x BT) = W^T (IC x OC) . dout^T (OC x BT) + beta dinp^T, then the epilogue; with pre_bias
- * (pre_gelu given), pre_bias += dinp's column sums: written by the DGELU_BGRAD epilogue in the fused
- * mode while the grads are fresh, else added by the standalone kernel. */
-static int input_grad(tprt_bf16 *dinp, float *pre_bias, const tprt_bf16 *pre_gelu, const tprt_bf16 *dout,
-                      const tprt_bf16 *w, int BT, int IC, int OC, int ld, float beta) {
+/* dinp^T (IC x BT) = W^T (IC x OC) . dout^T (OC x BT) + beta dinp^T, then the epilogue */
+static int input_grad(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, const tprt_bf16 *dout, const tprt_bf16 *w, int BT,
+                      int IC, int OC, int ld, float beta) {
     gemm_call c;
     memset(&c, 0, sizeof c);
     c.m = IC, c.n = BT, c.k = OC, c.A = w, c.lda = IC, c.B = dout, c.ldb = ld, c.D = dinp, c.dt = CUDA_R_16BF,
     c.ldd = IC;
     c.beta = beta, c.epi = pre_gelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT;
     c.aux = (void *)pre_gelu;
-    if (!pre_gelu) pre_bias = NULL;
-    if (pre_bias && g_bias_mode == TPRT_BIAS_GRAD_FUSED && g_grads_fresh && !g_lt_off) {
-        gemm_call e = c;
-        e.epi = CUBLASLT_EPILOGUE_DGELU_BGRAD, e.bias = pre_bias;
-        if (!lt_gemm(&e)) return g_bg_fused++, 0;
-        g_bg_refused++;
-    }
     int rc = lt_gemm(&c);
-    if (rc > 0) {
-        if (plain_gemm(&c) || (pre_gelu && cuda_gelu_scale_by_slope(dinp, pre_gelu, (size_t)BT * IC))) return -1;
-        rc = launch_ok();
-    }
-    return rc || !pre_bias ? rc : bias_backward_on(pre_bias, dinp, BT, IC, IC, 0);
+    if (rc <= 0) return rc;
+    if (plain_gemm(&c)) return -1;
+    return pre_gelu ? cuda_gelu_scale_by_slope(dinp, pre_gelu, (size_t)BT * IC) : launch_ok();
 }
 /* dW^T (IC x OC) += inp^T (IC x BT) . dout (BT x OC), fp32, or = while the grads are fresh
  * (cuda_matmul_grads_fresh); with dbias, the bias grad (dout summed over BT: op(B)'s k) in the same
@@ -455,7 +441,7 @@ static int weight_and_bias_grads(float *dw, float *dbias, const tprt_bf16 *dout,
  * compute stream, or first issued on the weight-grad stream when the
  * backward defers them (their inputs marked ready before the input grad
  * is issued, so the two products may run side by side). */
-static int backward(tprt_bf16 *dinp, float *pre_bias, const tprt_bf16 *pre_gelu, float beta, float *dw, float *dbias,
+static int backward(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, float beta, float *dw, float *dbias,
                     const tprt_bf16 *dout, const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC, int ld) {
     if (cuda_blas_init()) return -1;
     cudaStream_t st = dw || dbias ? weight_grad_stream() : 0;
@@ -463,25 +449,20 @@ static int backward(tprt_bf16 *dinp, float *pre_bias, const tprt_bf16 *pre_gelu,
         int rc = weight_and_bias_grads(dw, dbias, dout, inp, BT, IC, OC, ld, st);
         if (cuda_wgrad_close() || rc) return -1;
     }
-    if (dinp && input_grad(dinp, pre_bias, pre_gelu, dout, w, BT, IC, OC, ld, beta)) return -1;
+    if (dinp && input_grad(dinp, pre_gelu, dout, w, BT, IC, OC, ld, beta)) return -1;
     if (!st && weight_and_bias_grads(dw, dbias, dout, inp, BT, IC, OC, ld, 0)) return -1;
     return launch_ok();
 }
 
 extern "C" int cuda_matmul_backward(tprt_bf16 *dinp, float *dw, float *dbias, const tprt_bf16 *dout,
                                     const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC, int ld) {
-    return backward(dinp, NULL, NULL, 1.0f, dw, dbias, dout, inp, w, BT, IC, OC, ld);
+    return backward(dinp, NULL, 1.0f, dw, dbias, dout, inp, w, BT, IC, OC, ld);
 }
 
 extern "C" int cuda_matmul_backward_set(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, float *dw, float *dbias,
                                         const tprt_bf16 *dout, const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC,
                                         int OC, int ld) {
-    return backward(dinp, NULL, pre_gelu, 0.0f, dw, dbias, dout, inp, w, BT, IC, OC, ld);
-}
-extern "C" int cuda_matmul_gelu_backward(tprt_bf16 *dpre, float *dpre_bias, const tprt_bf16 *pre, float *dw,
-                                         float *dbias, const tprt_bf16 *dout, const tprt_bf16 *inp, const tprt_bf16 *w,
-                                         int BT, int IC, int OC, int ld) {
-    return backward(dpre, dpre_bias, pre, 0.0f, dw, dbias, dout, inp, w, BT, IC, OC, ld);
+    return backward(dinp, pre_gelu, 0.0f, dw, dbias, dout, inp, w, BT, IC, OC, ld);
 }
 
 /* Strided batched product for attention.cu (same conventions). */

@@ -72,12 +72,6 @@ int cuda_matmul_gelu_forward(tprt_bf16 *out, tprt_bf16 *pre, const tprt_bf16 *in
  * dw and dbias still accumulate. */
 int cuda_matmul_backward_set(tprt_bf16 *dinp, const tprt_bf16 *pre_gelu, float *dw, float *dbias, const tprt_bf16 *dout,
                              const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC, int ld);
-/* cuda_matmul_backward_set with the GELU's gradient (pre given), and dpre_bias += dpre summed over its
- * BT rows: the bias grad of the layer whose output went into the GELU (TPRT_BIAS_GRAD_FUSED: in the
- * same product's DGELU_BGRAD epilogue while the grads are fresh; else by the standalone kernel). */
-int cuda_matmul_gelu_backward(tprt_bf16 *dpre, float *dpre_bias, const tprt_bf16 *pre, float *dw, float *dbias,
-                              const tprt_bf16 *dout, const tprt_bf16 *inp, const tprt_bf16 *w, int BT, int IC, int OC,
-                              int ld);
 /* Which path the products take: 1 cuBLASLt with epilogues (default), 0 plain cublasGemmEx with
  * separate bias and GELU kernels (also env TPRT_MATMUL=cublas); returns the previous one. */
 int cuda_matmul_use_lt(int lt);
@@ -88,10 +82,9 @@ int cuda_matmul_tune(int candidates);
 int cuda_bias_add(tprt_bf16 *out, const tprt_bf16 *bias, int BT, int OC, int ld);
 /* dbias += dout summed over its BT rows (the tile kernel where OC, ld are multiples of 8). */
 int cuda_bias_backward(float *dbias, const tprt_bf16 *dout, int BT, int OC, int ld);
-/* How the bias grads are taken.  FUSED (the default): where the grads are made, in the GELU
- * backward's DGELU_BGRAD epilogue (cuda_matmul_gelu_backward, while the grads are fresh) and, in the
- * model, in the attention backward (c_attn's); the tile kernel for the rest.  TILE: the standalone
- * tile kernel for all.  EPILOGUE: in the weight grad's cuBLASLt epilogue (BGRADB; the tile kernel when
+/* How the bias grads are taken.  FUSED (the default): the model takes c_attn's from the attention
+ * backward as it makes dqkv (cuda_attention_fused_backward's dbias); the tile kernel for the rest, and
+ * for every call here.  TILE: the standalone tile kernel for all, c_attn's too.  EPILOGUE: in the weight grad's cuBLASLt epilogue (BGRADB; the tile kernel when
  * cuBLASLt refuses).  COLUMN: the column kernel.  Env TPRT_BIAS_GRAD=fused|tile|epilogue|column.
  * Returns the previous mode; a negative mode only asks. */
 enum { TPRT_BIAS_GRAD_EPILOGUE = 0, TPRT_BIAS_GRAD_TILE = 1, TPRT_BIAS_GRAD_COLUMN = 2, TPRT_BIAS_GRAD_FUSED = 3 };
@@ -101,8 +94,7 @@ int cuda_bias_grad_mode(int mode);
  * call's grad, so an epilogue writes dbias in place instead of into a scratch that is then added;
  * returns the previous setting (0 at start). */
 int cuda_matmul_grads_fresh(int fresh);
-/* Backward calls whose bias grad ran in an epilogue (BGRADB or DGELU_BGRAD), and those where cuBLASLt
- * refused it. */
+/* Backward calls whose bias grad ran in the epilogue, and those where cuBLASLt refused it. */
 void cuda_matmul_bias_grad_counts(long *fused, long *refused);
 
 /* attention.cu: causal attention over NH heads of qkv (B,T,3*Cl) = [q|k|v];
