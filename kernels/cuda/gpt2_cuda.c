@@ -262,6 +262,7 @@ tprt_cuda_model *tprt_cuda_create(gpt2_model *m, tprt_adamw *o, int B, int T, in
     }
     for (int i = 0; d->profile && i < MAX_MARKS; i++) cudaEventCreate(&d->ev[i]);
     tprt_cuda_host_staging(d);
+    tprt_cuda_graphs_setup(d);
     g_model = d;
     tprt_storage_hook = storage_hook;
     return d;
@@ -274,6 +275,7 @@ void tprt_cuda_free(tprt_cuda_model *d) {
     if (!d) return;
     if (g_model == d) g_model = NULL, tprt_storage_hook = NULL;
     tprt_cuda_host_staging_free(d); /* after the last grad norm has landed */
+    tprt_cuda_graphs_free(d);
     for (int i = 0; i < d->n_dt; i++) {
         cudaFree(d->dt[i].data);
         cudaFree(d->dt[i].grad);

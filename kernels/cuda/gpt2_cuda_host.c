@@ -7,7 +7,10 @@
  * host waits only for the loss, at the end of the step, when the device is
  * already running the backward and the optimizer queued behind it; the grad
  * norm is read at the end of the next forward, or when the model is freed.
- * So the device always has the next kernels queued.  At TP>1 (the step
+ * So the device always has the next kernels queued.  The forward stages the
+ * batch (host work), queues its copies and the loss's copy back (stream
+ * work, which a graph can hold: gpt2_cuda_graph.c), then records the events
+ * after them.  At TP>1 (the step
  * waits on a watched collective sync), with TPRT_STEP_SYNC=1, or when the
  * pinned memory cannot be had, every copy is a blocking one, as before. */
 #include "gpt2_cuda_impl.h"
@@ -44,7 +47,7 @@ void tprt_cuda_host_staging_free(tprt_cuda_model *d) {
     d->pinned_stats = NULL, d->loss_ready = NULL, d->norm_ready = NULL, d->async = 0;
 }
 
-int tprt_cuda_send_batch(tprt_cuda_model *d, const int *tokens, const int *targets) {
+int tprt_cuda_stage_batch(tprt_cuda_model *d, const int *tokens, const int *targets) {
     size_t bytes = (size_t)d->B * d->T * sizeof(int);
     if (!d->async)
         return cudaMemcpy(d->tok, tokens, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
@@ -55,18 +58,26 @@ int tprt_cuda_send_batch(tprt_cuda_model *d, const int *tokens, const int *targe
     if (cudaEventSynchronize(d->batch_sent) != cudaSuccess) return -1; /* the last copy has left */
     memcpy(p, tokens, bytes);
     memcpy(p + bytes, targets, bytes);
+    return 0;
+}
+
+int tprt_cuda_queue_batch(tprt_cuda_model *d) {
+    size_t bytes = (size_t)d->B * d->T * sizeof(int);
+    const char *p = (const char *)d->pinned_batch;
+    if (!d->async) return 0;
     return cudaMemcpyAsync(d->tok, p, bytes, cudaMemcpyHostToDevice, 0) != cudaSuccess ||
-                   cudaMemcpyAsync(d->tgt, p + bytes, bytes, cudaMemcpyHostToDevice, 0) != cudaSuccess ||
-                   cudaEventRecord(d->batch_sent, 0) != cudaSuccess
+                   cudaMemcpyAsync(d->tgt, p + bytes, bytes, cudaMemcpyHostToDevice, 0) != cudaSuccess
                ? -1
                : 0;
 }
 
-/* n floats from the device into pinned memory on the compute stream, `ready` recorded after them */
-static int copy_back(float *pinned, const float *dev, int n, cudaEvent_t ready, int *pending) {
-    if (cudaMemcpyAsync(pinned, dev, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, 0) != cudaSuccess ||
-        cudaEventRecord(ready, 0) != cudaSuccess)
-        return -1;
+/* n floats from the device into pinned memory on the compute stream */
+static int queue_copy_back(float *pinned, const float *dev, int n) {
+    return cudaMemcpyAsync(pinned, dev, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, 0) != cudaSuccess ? -1 : 0;
+}
+/* `ready` recorded after a queued copy back, which is then pending */
+static int mark_copied(cudaEvent_t ready, int *pending) {
+    if (cudaEventRecord(ready, 0) != cudaSuccess) return -1;
     *pending = 1;
     return 0;
 }
@@ -78,8 +89,11 @@ static int landed(cudaEvent_t ready, int *pending) {
     return cudaEventSynchronize(ready) == cudaSuccess ? 1 : -1;
 }
 
-int tprt_cuda_send_loss(tprt_cuda_model *d) {
-    if (d->async) return copy_back(d->pinned_stats, d->loss, 1, d->loss_ready, &d->loss_pending);
+int tprt_cuda_queue_loss(tprt_cuda_model *d) { return d->async ? queue_copy_back(d->pinned_stats, d->loss, 1) : 0; }
+
+int tprt_cuda_forward_queued(tprt_cuda_model *d) {
+    if (d->async)
+        return cudaEventRecord(d->batch_sent, 0) != cudaSuccess ? -1 : mark_copied(d->loss_ready, &d->loss_pending);
     return cudaMemcpy(&d->m->loss, d->loss, sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess ? -1 : 0;
 }
 
@@ -90,7 +104,8 @@ int tprt_cuda_take_loss(tprt_cuda_model *d) {
 }
 
 int tprt_cuda_send_norm(tprt_cuda_model *d) {
-    if (d->async) return copy_back(d->pinned_stats + 1, d->norm2, 2, d->norm_ready, &d->norm_pending);
+    if (d->async)
+        return queue_copy_back(d->pinned_stats + 1, d->norm2, 2) ? -1 : mark_copied(d->norm_ready, &d->norm_pending);
     float n2[2];
     if (cudaMemcpy(n2, d->norm2, sizeof n2, cudaMemcpyDeviceToHost) != cudaSuccess) return -1;
     d->o->last_norm = sqrtf(n2[0] + n2[1]);

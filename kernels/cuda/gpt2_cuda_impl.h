@@ -1,6 +1,8 @@
 /* gpt2_cuda_impl.h - what the files of tprt's device model share
  * (gpt2_cuda.c: setup, uploads, audit hook, profile; gpt2_cuda_pass.c:
- * forward and backward; gpt2_cuda_step.c: replicated grads and AdamW):
+ * forward and backward; gpt2_cuda_step.c: replicated grads and AdamW;
+ * gpt2_cuda_host.c: the batch, loss and grad norm; gpt2_cuda_graph.c: the
+ * phases replayed as CUDA graphs):
  * the device copy of a host tensor, the activation pointers, the model
  * struct, the profile marks and the error helpers.  Not a public header. */
 #ifndef TPRT_GPT2_CUDA_IMPL_H
@@ -33,6 +35,8 @@ enum {
 #define MAX_MARKS    2048
 #define PROFILE_SKIP 2
 
+enum { TPRT_PHASE_FORWARD, TPRT_PHASE_BACKWARD, TPRT_PHASES }; /* what gpt2_cuda_graph.c replays */
+
 typedef struct {
     tprt_bf16 *ln1, *qkv, *atty, *att, *attp, *res2, *ln2, *fch, *fcg, *fcp, *res3;
     float *ln1m, *ln1r, *ln2m, *ln2r;
@@ -64,6 +68,9 @@ struct tprt_cuda_model {
     cudaEvent_t batch_sent; /* their copy to the device has been taken */
     float *pinned_stats;    /* the loss, then the squared grad norm's two parts */
     cudaEvent_t loss_ready, norm_ready;
+    /* the phases as CUDA graphs (gpt2_cuda_graph.c): on, the calls seen, the graphs made */
+    int graphs, graphs_required, phase_calls[TPRT_PHASES]; /* required: TPRT_GRAPH=1, a failed capture fails */
+    cudaGraphExec_t phase_exec[TPRT_PHASES];
     /* profiling: events and the kind each one opens */
     int profile, n_marks, steps_seen, steps_profiled; /* the first PROFILE_SKIP steps are warm-up */
     cudaEvent_t ev[MAX_MARKS];
@@ -85,14 +92,24 @@ static inline tp_dims tp_dims_of(const gpt2_model *m) {
 /* gpt2_cuda_pass.c: the table of the grads that zero_grad zeroes; 0 or -1 */
 int tprt_cuda_zero_table(tprt_cuda_model *d);
 
-/* gpt2_cuda_host.c: the batch in, the loss and grad norm back (0 or -1) */
+/* gpt2_cuda_host.c: the batch in, the loss and grad norm back (0 or -1).  The forward stages the batch,
+ * queues its copies and the loss's (stream work only, so a graph can hold them), then marks them queued. */
 void tprt_cuda_host_staging(tprt_cuda_model *d); /* the pinned staging of TP=1 (none: blocking copies) */
 void tprt_cuda_host_staging_free(tprt_cuda_model *d);
-int tprt_cuda_send_batch(tprt_cuda_model *d, const int *tokens, const int *targets);
-int tprt_cuda_send_loss(tprt_cuda_model *d); /* queues the loss's copy back (blocking: m->loss is set) */
-int tprt_cuda_take_loss(tprt_cuda_model *d); /* m->loss, once its copy has landed */
-int tprt_cuda_send_norm(tprt_cuda_model *d); /* the same for o->last_norm */
+int tprt_cuda_stage_batch(tprt_cuda_model *d, const int *tokens, const int *targets); /* blocking: copied */
+int tprt_cuda_queue_batch(tprt_cuda_model *d);    /* the staged batch's copies to the device */
+int tprt_cuda_queue_loss(tprt_cuda_model *d);     /* the loss's copy back */
+int tprt_cuda_forward_queued(tprt_cuda_model *d); /* events after both (blocking: m->loss is set) */
+int tprt_cuda_take_loss(tprt_cuda_model *d);      /* m->loss, once its copy has landed */
+int tprt_cuda_send_norm(tprt_cuda_model *d);      /* the same for o->last_norm */
 int tprt_cuda_take_norm(tprt_cuda_model *d);
+
+/* gpt2_cuda_graph.c: a phase's device work (queue: stream work only, the same buffers every step), run
+ * as it is, or captured once and replayed as a graph; 0 or -1 */
+typedef int (*tprt_phase_fn)(tprt_cuda_model *d, tprt_comm *comm);
+void tprt_cuda_graphs_setup(tprt_cuda_model *d); /* after the host staging: graphs where the step is async */
+void tprt_cuda_graphs_free(tprt_cuda_model *d);
+int tprt_cuda_phase(tprt_cuda_model *d, int phase, tprt_phase_fn queue, tprt_comm *comm);
 
 /* gpt2_cuda.c */
 int tprt_cuda_fail(const char *what);                            /* sets the error from CUDA's last one; -1 */

@@ -73,14 +73,15 @@ static int sum_input_grad(tprt_cuda_model *d, tprt_bf16 *dinp, size_t n, tprt_co
     return 0;
 }
 
-int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets, tprt_comm *comm) {
+/* The forward's device work (a phase gpt2_cuda_graph.c may replay): the staged batch's copies, the
+ * layers, the loss and its copy back. */
+static int forward_queue(tprt_cuda_model *d, tprt_comm *comm) {
     gpt2_model *m = d->m;
     tp_dims t = tp_dims_of(m);
     int B = d->B, T = d->T, BT = B * T, C = t.C, Cl = t.Cl, Hl = t.Hl, L = m->cfg.n_layer;
     int vl = (int)m->params[0]->local_shape[0], v0 = m->tp_rank * vl;
     size_t BTC = (size_t)BT * C;
-    tprt_mark(d, K_OTHER);
-    TRY(tprt_cuda_send_batch(d, tokens, targets), "tokens and targets");
+    TRY(tprt_cuda_queue_batch(d), "tokens and targets");
     tprt_mark(d, K_ENCODER);
     TRY(cuda_encoder_forward(d->enc, d->tok, PW(0), v0, vl, BT, C), "encoder"); /* 0 off this rank's slice */
     if (t.N > 1) {
@@ -138,7 +139,6 @@ int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets,
         TRY(cuda_crossentropy_fused(d->ce_scratch, d->logits, d->tgt, vl, m->cfg.vocab, BT, d->ldv, 1.0f),
             "cross-entropy");
         TRY(cuda_ce_mean(d->loss, d->ce_scratch, BT), "cross-entropy");
-        d->logits_are_grads = 1;
     } else {
         TRY(cuda_ce_rowmax(d->rowmax, d->logits, v0, vl, m->cfg.vocab, BT, d->ldv), "cross-entropy");
         COMM(tprt_allreduce_dev(comm, d->rowmax, (size_t)BT, TPRT_F32, TPRT_MAX), "cross-entropy row max");
@@ -146,17 +146,26 @@ int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets,
             "cross-entropy");
         COMM(tprt_allreduce_dev(comm, d->ce_scratch, 2 * (size_t)BT, TPRT_F32, TPRT_SUM), "cross-entropy sums");
         TRY(cuda_ce_loss(d->loss, d->rowsum, d->ce_scratch, d->rowmax, BT), "cross-entropy");
-        d->logits_are_grads = 0;
     }
+    TRY(tprt_cuda_queue_loss(d), "loss");
+    return 0;
+}
+
+int tprt_cuda_forward(tprt_cuda_model *d, const int *tokens, const int *targets, tprt_comm *comm) {
     tprt_mark(d, K_OTHER);
-    COMM(tprt_dev_sync(comm), "forward");     /* watched: a blocking copy would hang on a dead peer */
+    TRY(tprt_cuda_stage_batch(d, tokens, targets), "tokens and targets");
+    PASS(tprt_cuda_phase(d, TPRT_PHASE_FORWARD, forward_queue, comm));
+    d->logits_are_grads = d->m->tp_world == 1; /* the one-pass cross-entropy left the logits' grads there */
+    tprt_mark(d, K_OTHER);
+    COMM(tprt_dev_sync(comm), "forward"); /* watched: a blocking copy would hang on a dead peer */
+    TRY(tprt_cuda_forward_queued(d), "loss");
     TRY(tprt_cuda_take_norm(d), "grad norm"); /* the last step's, while this forward runs (TP=1) */
-    TRY(tprt_cuda_send_loss(d), "loss");
     tprt_mark(d, K_OTHER);
     tprt_marks_flush(d);
     return 0;
 }
 
+/* The backward's device work (a phase gpt2_cuda_graph.c may replay). */
 static int backward_pass(tprt_cuda_model *d, tprt_comm *comm) {
     gpt2_model *m = d->m;
     tp_dims t = tp_dims_of(m);
@@ -169,7 +178,6 @@ static int backward_pass(tprt_cuda_model *d, tprt_comm *comm) {
                                        d->ldv, 1.0f),
             "cross-entropy backward");
     }
-    d->logits_are_grads = 0;
     tprt_mark(d, K_OTHER);
     cudaMemsetAsync(d->dres, 0, BTC * bf, 0); /* the layernorm backwards add into it */
     /* Input grads are written, not added (cuda_matmul_backward_set), so their buffers need no zeroing. */
@@ -240,8 +248,6 @@ static int backward_pass(tprt_cuda_model *d, tprt_comm *comm) {
     TRY(cuda_pos_backward(PG(1), d->dres, B, T, C) || cuda_encoder_backward(PG(0), d->dres, d->tok, v0, vl, BT, C),
         "encoder backward");
     tprt_mark(d, K_OTHER);
-    cuda_matmul_grads_fresh(0);
-    m->grads_ready = 1;
     return 0;
 }
 
@@ -249,7 +255,10 @@ int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
     /* by default at TP>1, where the input grads' all-reduces run beside the weight grads; at TP=1 on an
      * H200 it measured 0.99-1.01x of one stream (docs/TPRT.md) */
     cuda_wgrad_begin(d->m->tp_world > 1);
-    int rc = backward_pass(d, comm);
+    int rc = tprt_cuda_phase(d, TPRT_PHASE_BACKWARD, backward_pass, comm);
     if (cuda_wgrad_join() && !rc) rc = tprt_cuda_fail("weight-grad stream"); /* also after a failed pass */
+    d->logits_are_grads = 0;
+    cuda_matmul_grads_fresh(0);
+    if (!rc) d->m->grads_ready = 1;
     return rc;
 }

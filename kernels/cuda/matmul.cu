@@ -25,13 +25,17 @@
 static cublasHandle_t g_blas;
 static cublasLtHandle_t g_lt;
 static void *g_lt_ws, *g_lt_ws_side; /* the second: weight grads on the stream of wgrad_stream.c */
-static int g_lt_off; /* TPRT_MATMUL=cublas */
+static int g_lt_off;                 /* TPRT_MATMUL=cublas */
 static int g_tune = LT_TUNE_DEFAULT;
-static int g_bias_mode;   /* TPRT_BIAS_GRAD_FUSED, _EPILOGUE, _TILE or _COLUMN (env TPRT_BIAS_GRAD) */
-static int g_grads_fresh; /* cuda_matmul_grads_fresh(): dw is written (beta 0), the epilogue may write dbias */
+static int g_bias_mode;     /* TPRT_BIAS_GRAD_FUSED, _EPILOGUE, _TILE or _COLUMN (env TPRT_BIAS_GRAD) */
+static int g_grads_fresh;   /* cuda_matmul_grads_fresh(): dw is written (beta 0), the epilogue may write dbias */
 static float *g_bg_scratch; /* an epilogue's bias grad before it is added into dbias */
 static int g_bg_scratch_n;
 static long g_bg_fused, g_bg_refused;
+
+/* The stream handle for cuBLAS: a library takes 0 as the legacy stream, so the compute stream (this
+ * build's per-thread default stream) is named. */
+static cudaStream_t blas_stream(cudaStream_t st) { return st ? st : cudaStreamPerThread; }
 
 static int bias_mode_of(const char *e) {
     /* not the weight grad's BGRADB epilogue by default: on an H200 it made the weight grad slower than
@@ -49,7 +53,9 @@ extern "C" int cuda_blas_init(void) {
     const char *tune = getenv("TPRT_MATMUL_TUNE");
     if (tune && *tune) g_tune = atoi(tune);
     g_bias_mode = bias_mode_of(getenv("TPRT_BIAS_GRAD"));
-    if (cublasCreate(&g_blas) != CUBLAS_STATUS_SUCCESS) return -1;
+    if (cublasCreate(&g_blas) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetStream(g_blas, blas_stream(0)) != CUBLAS_STATUS_SUCCESS)
+        return -1;
     if (!g_lt_off &&
         (cublasLtCreate(&g_lt) != CUBLAS_STATUS_SUCCESS || cudaMalloc(&g_lt_ws, LT_WORKSPACE_BYTES) != cudaSuccess)) {
         g_lt_off = 1;       /* plain cuBLAS still works */
@@ -183,7 +189,7 @@ static float lt_time(const gemm_call *c, const lt_descs *x, const cublasLtMatmul
     for (int i = 0; i <= LT_TUNE_RUNS; i++) {
         if (i == 1) cudaEventRecord(e0, 0);
         if (cublasLtMatmul(g_lt, x->desc, &one, c->A, x->a, c->B, x->b, &c->beta, D, x->d, D, x->d, algo, g_lt_ws,
-                           LT_WORKSPACE_BYTES, 0) != CUBLAS_STATUS_SUCCESS)
+                           LT_WORKSPACE_BYTES, blas_stream(0)) != CUBLAS_STATUS_SUCCESS)
             break;
         if (i == LT_TUNE_RUNS) {
             cudaEventRecord(e1, 0);
@@ -267,7 +273,8 @@ static int lt_gemm(const gemm_call *c) {
     if (!p || !p->ok || !lt_set_pointers(c, p->x.desc)) return 1;
     const float one = 1.0f;
     if (cublasLtMatmul(g_lt, p->x.desc, &one, c->A, p->x.a, c->B, p->x.b, &c->beta, c->D, p->x.d, c->D, p->x.d,
-                       &p->algo, c->st ? g_lt_ws_side : g_lt_ws, LT_WORKSPACE_BYTES, c->st) == CUBLAS_STATUS_SUCCESS)
+                       &p->algo, c->st ? g_lt_ws_side : g_lt_ws, LT_WORKSPACE_BYTES,
+                       blas_stream(c->st)) == CUBLAS_STATUS_SUCCESS)
         return 0;
     p->ok = 0; /* refused at launch: this shape takes the plain path from now on */
     return 1;
@@ -276,11 +283,11 @@ static int lt_gemm(const gemm_call *c) {
 /* The same product through cublasGemmEx, without an epilogue. */
 static int plain_gemm(const gemm_call *c) {
     const float one = 1.0f;
-    if (c->st && cublasSetStream(g_blas, c->st) != CUBLAS_STATUS_SUCCESS) return -1;
+    if (c->st && cublasSetStream(g_blas, c->st) != CUBLAS_STATUS_SUCCESS) return -1; /* else the compute stream */
     cublasStatus_t s = cublasGemmEx(g_blas, c->ta ? CUBLAS_OP_T : CUBLAS_OP_N, c->tb ? CUBLAS_OP_T : CUBLAS_OP_N, c->m,
                                     c->n, c->k, &one, c->A, CUDA_R_16BF, c->lda, c->B, CUDA_R_16BF, c->ldb, &c->beta,
                                     c->D, c->dt, c->ldd, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (c->st) cublasSetStream(g_blas, 0);
+    if (c->st) cublasSetStream(g_blas, blas_stream(0));
     return s == CUBLAS_STATUS_SUCCESS ? 0 : -1;
 }
 
@@ -400,8 +407,8 @@ static int weight_grad(float *dw, float *dbias, const tprt_bf16 *dout, const tpr
     c.ldd = IC, c.beta = g_grads_fresh ? 0.0f : 1.0f, c.epi = CUBLASLT_EPILOGUE_DEFAULT;
     *bias_done = 0;
     float *dst = !dbias || g_lt_off || g_bias_mode != TPRT_BIAS_GRAD_EPILOGUE ? NULL
-                 : g_grads_fresh                                           ? dbias
-                                                                           : bias_grad_scratch(OC);
+                 : g_grads_fresh                                              ? dbias
+                                                                              : bias_grad_scratch(OC);
     if (dst) {
         gemm_call e = c;
         e.epi = CUBLASLT_EPILOGUE_BGRADB, e.bias = dst;

@@ -1,6 +1,8 @@
 """tprt's CUDA backend end to end (run by scripts/gpu_tprt.sh on a GPU):
 the TP=1 loss curve on the GPU against the CPU's (20 steps of the tiny
-config, same seed), and the tpaudit findings of `--device cuda` with the
+config, same seed), with the steps replayed as CUDA graphs (TPRT_GRAPH=1:
+a failed capture fails the run) and without them (TPRT_GRAPH=0), and the
+tpaudit findings of `--device cuda` with the
 buggy policy (a stale fp32 master wte on the device, joined to its
 cudaMalloc and stack) and the fixed one (nothing).
 usage: check_tprt_cuda.py TPRT TPAUDIT OUTDIR   (exit 77 without a GPU)"""
@@ -9,7 +11,7 @@ import os
 import subprocess
 import sys
 
-from tprt_curves import compare_curves
+from tprt_curves import compare_curves, losses
 
 tprt, tpaudit, outdir = sys.argv[1:4]
 VOCAB, C = 50257, 64
@@ -27,13 +29,20 @@ def train(*args, env=None):
     return r
 
 
-gpu = train("--device", "cuda")
+gpu = train("--device", "cuda", env=dict(os.environ, TPRT_GRAPH="1"))
 if gpu.returncode == 2 and "no CUDA device" in gpu.stderr:
     print("skip:", gpu.stderr.strip())
     sys.exit(77)
 cpu = train("--device", "cpu")
 check(cpu.returncode == 0 and gpu.returncode == 0, f"both train (cpu {cpu.returncode}, cuda {gpu.returncode}) {gpu.stderr[-300:]}")
 compare_curves(cpu.stdout, gpu.stdout, "TP=1", check)
+eager = train("--device", "cuda", env=dict(os.environ, TPRT_GRAPH="0"))
+check(eager.returncode == 0, f"cuda without graphs trains ({eager.returncode}) {eager.stderr[-300:]}")
+compare_curves(cpu.stdout, eager.stdout, "TP=1 without CUDA graphs", check)
+le, lg = losses(eager.stdout), losses(gpu.stdout)
+gap = max(abs(a - b) / abs(a) for a, b in zip(le, lg)) if len(le) == len(lg) == 20 else float("inf")
+check(gap < 1e-3, f"CUDA graphs against none: max relative loss difference {gap:.2e} < 1e-3 (the same kernels; "
+      "only the order of atomic adds may differ)")
 
 
 def audited(policy):
