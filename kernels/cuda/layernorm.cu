@@ -6,18 +6,14 @@
  * The forward takes the mean, then the variance, from the registers; the
  * residual+layernorm forward first adds the residual and writes it.  The
  * backward's warps walk the rows grid-stride, each lane keeping dw/db of
- * its channels in registers; while a warp computes one row, the next row's
- * inp, dout and dinp stream into the other of its two shared-memory stages
- * (cp.async, each lane copying and reading only its own chunks).  At the end
- * a block sums its warps' dw/db (put in their freed stages) and adds them
- * with one atomic per four channels (sm_90's vector atomics).  With dsum the
- * backward also adds the column sums of its result dinp into dsum: in the
- * GPT-2 backward dinp is the residual's grad, so those sums are the bias
- * grad of the row-parallel product whose output feeds that residual (each
- * warp keeps its running sums in its row of a shared slab, not in
- * registers).  The grid is sized so every warp gets the same number of rows
- * within the blocks that fit on the GPU at once.  Other shapes take the
- * scalar kernels (one bf16 at a time). */
+ * its channels in registers; a block sums its warps' in shared memory and
+ * adds them with one atomic per channel.  With dsum the backward also adds
+ * the column sums of its result dinp into dsum: in the GPT-2 backward dinp is
+ * the residual's grad, so those sums are the bias grad of the row-parallel
+ * product whose output feeds that residual (each warp keeps its running sums
+ * in its row of the shared slab, not in registers).  The grid is sized so every warp
+ * gets the same number of rows within the blocks that fit on the GPU at
+ * once.  Other shapes take the scalar kernels (one bf16 at a time). */
 #include "common.cuh"
 #include "tprt_cuda_paths.h"
 
@@ -176,81 +172,39 @@ __global__ void __launch_bounds__(LN_THREADS)
 __device__ __forceinline__ float4 *ln_slab_at(float *slab, int c, int C) {
     return reinterpret_cast<float4 *>(slab + (size_t)(threadIdx.x / 32) * C + c);
 }
-/* Adds the column sums of LN_ROWS rows (`stride` floats apart) to dst, four channels per atomic
- * where sm_90's vector atomics and dst's alignment allow; the caller synchronized the block. */
-__device__ __forceinline__ void ln_slab_add(const float *rows, size_t stride, float *dst, int C) {
-    for (int c = threadIdx.x * 4; c < C; c += blockDim.x * 4) {
-        float4 t = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        for (int w = 0; w < LN_ROWS; w++) {
-            float4 v = *reinterpret_cast<const float4 *>(rows + w * stride + c);
-            t.x += v.x, t.y += v.y, t.z += v.z, t.w += v.w;
-        }
-#if __CUDA_ARCH__ >= 900
-        if (((uintptr_t)dst & 15u) == 0) {
-            atomicAdd(reinterpret_cast<float4 *>(dst + c), t);
-            continue;
-        }
-#endif
-        atomicAdd(dst + c, t.x), atomicAdd(dst + c + 1, t.y), atomicAdd(dst + c + 2, t.z), atomicAdd(dst + c + 3, t.w);
+/* Adds the slab's column sums to dst, one atomic per channel (after every warp wrote its row). */
+__device__ __forceinline__ void ln_slab_add(const float *slab, float *dst, int C) {
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float t = 0.0f;
+        for (int w = 0; w < LN_ROWS; w++) t += slab[(size_t)w * C + c];
+        atomicAdd(dst + c, t);
     }
+    __syncthreads(); /* the slab is rewritten next */
 }
-/* Stores a lane's per-channel sums acc (channels as ln_chan) at row[channel]. */
-template <int K> __device__ __forceinline__ void ln_row_put(float *row, const float (&acc)[K][8], int C) {
+/* Adds the block's per-lane sums acc (channels as ln_chan) to dst through the slab. */
+template <int K>
+__device__ __forceinline__ void ln_block_add(float *slab, const float (&acc)[K][8], float *dst, int C) {
     int lane = threadIdx.x % 32;
 #pragma unroll
     for (int k = 0; k < K; k++) {
         int c = ln_chan(k, lane);
         if (c >= C) continue;
-        float4 *p = reinterpret_cast<float4 *>(row + c);
+        float4 *p = ln_slab_at(slab, c, C);
         p[0] = make_float4(acc[k][0], acc[k][1], acc[k][2], acc[k][3]);
         p[1] = make_float4(acc[k][4], acc[k][5], acc[k][6], acc[k][7]);
     }
+    ln_slab_add(slab, dst, C);
 }
 
-/* A warp's stage of the backward: row `row`'s inp, dout and dinp, [3][K][32 lanes] uint4, each lane
- * holding its own chunks (written and read by that lane alone).  A warp has two. */
-template <int K> __host__ __device__ constexpr int ln_stage_vecs() { return 3 * K * 32; }
-/* Bytes of the backward's shared memory at C: the dsum slab [LN_ROWS][C] floats, then each warp's two stages. */
-template <int K> static size_t ln_bwd_smem(int C) {
-    return (size_t)LN_ROWS * C * sizeof(float) + (size_t)LN_ROWS * 2 * ln_stage_vecs<K>() * sizeof(uint4);
-}
-/* Starts copying a lane's chunks of row `row` (none when row >= BT) into stage st, 16 bytes at a
- * time with cp.async (not through the registers or L1), as one commit group, empty or not. */
-template <int K>
-__device__ __forceinline__ void ln_fetch(uint4 *st, const bf16 *inp, const bf16 *dout, const bf16 *dinp, int row,
-                                         int BT, int C, int lane) {
-    const bf16 *src[3] = {inp, dout, dinp};
-#pragma unroll
-    for (int a = 0; a < 3; a++) {
-#pragma unroll
-        for (int k = 0; k < K; k++) {
-            int c = ln_chan(k, lane);
-            if (row >= BT || c >= C) continue;
-            unsigned dst = (unsigned)__cvta_generic_to_shared(st + (a * K + k) * 32 + lane);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src[a] + (size_t)row * C + c)
-                         : "memory");
-        }
-    }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-/* Waits until at most N of this thread's commit groups are still in flight. */
-template <int N> __device__ __forceinline__ void ln_fetch_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-/* up to 3 chunks (C <= 768) two blocks fit an SM (128 registers, no spills; 96 KiB of shared memory
- * at K = 3); 4 chunks need 1 block.  A warp computes one row while the next row of its walk streams
- * into its other stage. */
+/* up to 3 chunks (C <= 768) two blocks fit an SM without spilling; 4 chunks need 1 block */
 template <int K>
 __global__ void __launch_bounds__(LN_THREADS, K <= 3 ? 2 : 1)
     ln_bwd_vec_k(bf16 *dinp, float *dw, float *db, float *dsum, const bf16 *dout, const bf16 *inp, const bf16 *w,
                  const float *mean, const float *rstd, int BT, int C) {
-    extern __shared__ uint4 ln_smem[]; /* the dsum slab [LN_ROWS][C] floats, then [LN_ROWS][2] stages */
-    float *slab = reinterpret_cast<float *>(ln_smem);
-    int lane = threadIdx.x % 32, row = blockIdx.x * LN_ROWS + threadIdx.x / 32, step = gridDim.x * LN_ROWS;
-    uint4 *ring = ln_smem + (size_t)LN_ROWS * C / 4 + (size_t)(threadIdx.x / 32) * 2 * ln_stage_vecs<K>();
-    ln_fetch<K>(ring, inp, dout, dinp, row, BT, C, lane);
-    float m_next = row < BT ? mean[row] : 0.0f, s_next = row < BT ? rstd[row] : 0.0f;
+    extern __shared__ float4 ln_slab[]; /* [LN_ROWS][C] floats */
+    float *slab = reinterpret_cast<float *>(ln_slab);
+    int lane = threadIdx.x % 32;
     float adw[K][8], adb[K][8];
     uint4 wv[K];
     ln_load(wv, w, C, lane);
@@ -264,17 +218,17 @@ __global__ void __launch_bounds__(LN_THREADS, K <= 3 ? 2 : 1)
             p[0] = p[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
     }
-    for (int cur = 0; row < BT; row += step, cur ^= 1) {
-        float m = m_next, s = s_next, dmean = 0.0f, dnorm = 0.0f, x[8], g[8], wf[8];
-        ln_fetch<K>(ring + (cur ^ 1) * ln_stage_vecs<K>(), inp, dout, dinp, row + step, BT, C, lane);
-        if (row + step < BT) m_next = mean[row + step], s_next = rstd[row + step];
-        ln_fetch_wait<1>(); /* this row's group is in */
-        const uint4 *xs = ring + cur * ln_stage_vecs<K>(), *gs = xs + K * 32, *ds = gs + K * 32;
+    for (int row = blockIdx.x * LN_ROWS + threadIdx.x / 32; row < BT; row += gridDim.x * LN_ROWS) {
         size_t base = (size_t)row * C;
+        uint4 xv[K], gv[K], dv[K];
+        ln_load(xv, inp + base, C, lane);
+        ln_load(gv, dout + base, C, lane);
+        ln_load(dv, dinp + base, C, lane);
+        float m = mean[row], s = rstd[row], dmean = 0.0f, dnorm = 0.0f, x[8], g[8], wf[8];
 #pragma unroll
         for (int k = 0; k < K; k++) {
             if (ln_chan(k, lane) >= C) continue;
-            unpack8(xs[k * 32 + lane], x), unpack8(gs[k * 32 + lane], g), unpack8(wv[k], wf);
+            unpack8(xv[k], x), unpack8(gv[k], g), unpack8(wv[k], wf);
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 float dn = wf[i] * g[i];
@@ -289,8 +243,7 @@ __global__ void __launch_bounds__(LN_THREADS, K <= 3 ? 2 : 1)
             int c = ln_chan(k, lane);
             if (c >= C) continue;
             float d[8];
-            unpack8(xs[k * 32 + lane], x), unpack8(gs[k * 32 + lane], g), unpack8(wv[k], wf);
-            unpack8(ds[k * 32 + lane], d);
+            unpack8(xv[k], x), unpack8(gv[k], g), unpack8(wv[k], wf), unpack8(dv[k], d);
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 float n = (x[i] - m) * s;
@@ -308,17 +261,9 @@ __global__ void __launch_bounds__(LN_THREADS, K <= 3 ? 2 : 1)
             }
         }
     }
-    ln_fetch_wait<0>();
-    /* the warp's stages are free now: its db and dw sums go there (8 C <= 2048 K bytes of 3072 K) */
-    float *own = reinterpret_cast<float *>(ring);
-    ln_row_put<K>(own, adb, C);
-    ln_row_put<K>(own + C, adw, C);
-    __syncthreads();
-    size_t stride = 2 * ln_stage_vecs<K>() * 4; /* floats from one warp's stages to the next's */
-    float *rows0 = reinterpret_cast<float *>(ln_smem + (size_t)LN_ROWS * C / 4);
-    if (dsum) ln_slab_add(slab, C, dsum, C);
-    ln_slab_add(rows0, stride, db, C);
-    ln_slab_add(rows0 + C, stride, dw, C);
+    if (dsum) ln_slab_add(slab, dsum, C);
+    ln_block_add<K>(slab, adb, db, C);
+    ln_block_add<K>(slab, adw, dw, C);
 }
 
 static int ln_vec_fits(int C) { return C > 0 && C % 8 == 0 && C <= 256 * TPRT_LN_VEC_CHUNKS; }
@@ -334,35 +279,27 @@ static void ln_fwd_vec(bf16 *res, bf16 *out, float *mean, float *rstd, const bf1
     ln_fwd_vec_k<K, ADD><<<grid_for((size_t)BT, LN_ROWS), LN_THREADS>>>(res, out, mean, rstd, a, b, w, bias, BT, C);
 }
 
-/* launches the instance of K = ln_chunks(C); -1 when that instance cannot have its shared memory
- * (the caller then takes the scalar kernel) */
 template <int K>
-static int ln_bwd_vec(bf16 *dinp, float *dw, float *db, float *dsum, const bf16 *dout, const bf16 *inp, const bf16 *w,
-                      const float *mean, const float *rstd, int BT, int C) {
+static void ln_bwd_vec(bf16 *dinp, float *dw, float *db, float *dsum, const bf16 *dout, const bf16 *inp, const bf16 *w,
+                       const float *mean, const float *rstd, int BT, int C) {
     if constexpr (K > 1) {
         if (ln_chunks(C) < K) return ln_bwd_vec<K - 1>(dinp, dw, db, dsum, dout, inp, w, mean, rstd, BT, C);
     }
-    /* resident blocks per SM (2..4 wanted), asked once per instance (one GPU per process), after the
-     * opt-in to more than 48 KiB of shared memory; -1: the opt-in was refused */
-    static int per_sm;
+    static int per_sm; /* resident blocks per SM (2..4 wanted), asked once per instance */
     if (!per_sm) {
-        int n = 0, most = (int)ln_bwd_smem<K>(256 * K);
-        if (cudaFuncSetAttribute(ln_bwd_vec_k<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) != cudaSuccess) {
-            cudaGetLastError(); /* a refusal is an answer, not a launch's error */
-            n = -1;
-        } else if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, ln_bwd_vec_k<K>, LN_THREADS, (size_t)most) !=
-                   cudaSuccess) {
+        int n = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, ln_bwd_vec_k<K>, LN_THREADS,
+                                                          (size_t)LN_ROWS * 256 * K * sizeof(float)) != cudaSuccess) {
             cudaGetLastError(); /* the query failed: launch anyway with one block per SM */
             n = 1;
         }
-        per_sm = n < 0 ? -1 : n < 1 ? 1 : n > 4 ? 4 : n;
+        per_sm = n < 1 ? 1 : n > 4 ? 4 : n;
     }
-    if (per_sm < 0) return -1;
     long long warps = (long long)per_sm * sm_count() * LN_ROWS;
     long long per_warp = (BT + warps - 1) / warps; /* rows each warp walks */
     unsigned blocks = (unsigned)((BT + per_warp * LN_ROWS - 1) / (per_warp * LN_ROWS));
-    ln_bwd_vec_k<K><<<blocks, LN_THREADS, ln_bwd_smem<K>(C)>>>(dinp, dw, db, dsum, dout, inp, w, mean, rstd, BT, C);
-    return 0;
+    ln_bwd_vec_k<K><<<blocks, LN_THREADS, (size_t)LN_ROWS * C * sizeof(float)>>>(dinp, dw, db, dsum, dout, inp, w, mean,
+                                                                                 rstd, BT, C);
 }
 
 extern "C" int cuda_layernorm_forward(tprt_bf16 *out, float *mean, float *rstd, const tprt_bf16 *inp,
@@ -392,8 +329,6 @@ extern "C" int cuda_layernorm_backward(tprt_bf16 *dinp, float *dw, float *db, fl
                                        int BT, int C) {
     if (!ln_vec_fits(C) || !aligned16(dinp) || !aligned16(dout) || !aligned16(inp) || !aligned16(w))
         return cuda_layernorm_backward_scalar(dinp, dw, db, dsum, dout, inp, w, mean, rstd, BT, C);
-    if (BT <= 0) return launch_ok();
-    if (ln_bwd_vec<TPRT_LN_VEC_CHUNKS>(BF(dinp), dw, db, dsum, CBF(dout), CBF(inp), CBF(w), mean, rstd, BT, C))
-        return cuda_layernorm_backward_scalar(dinp, dw, db, dsum, dout, inp, w, mean, rstd, BT, C);
+    if (BT > 0) ln_bwd_vec<TPRT_LN_VEC_CHUNKS>(BF(dinp), dw, db, dsum, CBF(dout), CBF(inp), CBF(w), mean, rstd, BT, C);
     return launch_ok();
 }
