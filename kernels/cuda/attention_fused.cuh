@@ -321,21 +321,50 @@ __device__ __forceinline__ void red2(float *dst, float x, float y) {
 #endif
 }
 /* db's k and v parts (db: the k part at this thread's columns; v Cl further) += the column sums of scale * dk
- * and of dv over this warp's key rows below T: the eight row lanes summed by shuffles, then row lane g adds
- * the n-tiles n = g (mod 8), a red.v2 a pair of columns, so a warp adds 64 columns in one instruction */
+ * and of dv over this warp's key rows below T.  The warp's eight row lanes (lane / 4) hold the same columns:
+ * with NO a multiple of 8 their sums are reduce-scattered (three exchanges, each lane keeping half of what
+ * is left), so row lane g ends with the sums of n-tiles g, g + 8, ..., each one red.v2 a column pair: a
+ * warp adds 64 columns in one instruction.  Other NO: every lane sums every tile, and lane g adds those
+ * with n = g (mod 8). */
 template <int NO>
 __device__ __forceinline__ void add_dk_dv_sums(float *db, const float dk[NO][4], const float dv[NO][4], bool lo,
                                                bool hi, int Cl, float scale) {
-    const int g = (threadIdx.x & 31) >> 2;
+    const int lane = threadIdx.x & 31, g = lane >> 2;
+    float s[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++) {
-        float s[4] = {(lo ? dk[n][0] : 0.0f) + (hi ? dk[n][2] : 0.0f), (lo ? dk[n][1] : 0.0f) + (hi ? dk[n][3] : 0.0f),
-                      (lo ? dv[n][0] : 0.0f) + (hi ? dv[n][2] : 0.0f), (lo ? dv[n][1] : 0.0f) + (hi ? dv[n][3] : 0.0f)};
+        s[n][0] = (lo ? dk[n][0] : 0.0f) + (hi ? dk[n][2] : 0.0f),
+        s[n][1] = (lo ? dk[n][1] : 0.0f) + (hi ? dk[n][3] : 0.0f);
+        s[n][2] = (lo ? dv[n][0] : 0.0f) + (hi ? dv[n][2] : 0.0f),
+        s[n][3] = (lo ? dv[n][1] : 0.0f) + (hi ? dv[n][3] : 0.0f);
+    }
+    if constexpr (NO % 8 == 0) {
 #pragma unroll
-        for (int j = 0; j < 4; j++)
+        for (int bit = 4; bit >= 2; bit--) { /* lane bit 4, 3, 2 is bit 2, 1, 0 of g; tiles half apart pair up */
+            const int half = 1 << (bit - 2);
+            const bool up = (lane >> bit) & 1; /* keeps the upper tile of each pair, sends the lower */
 #pragma unroll
-            for (int m = 4; m < 32; m <<= 1) s[j] += __shfl_xor_sync(0xffffffffu, s[j], m);
-        if ((n & 7) == g) red2(db + n * 8, s[0] * scale, s[1] * scale), red2(db + Cl + n * 8, s[2], s[3]);
+            for (int n = 0; n < NO; n++)
+                if ((n & 7) < half)
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        const float keep = up ? s[n + half][j] : s[n][j], send = up ? s[n][j] : s[n + half][j];
+                        s[n][j] = keep + __shfl_xor_sync(0xffffffffu, send, 1 << bit);
+                    }
+        }
+#pragma unroll
+        for (int n = 0; n < NO; n += 8) /* slot n now holds n-tile n + g */
+            red2(db + (n + g) * 8, s[n][0] * scale, s[n][1] * scale), red2(db + Cl + (n + g) * 8, s[n][2], s[n][3]);
+    } else {
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int m = 4; m < 32; m <<= 1) s[n][j] += __shfl_xor_sync(0xffffffffu, s[n][j], m);
+            if ((n & 7) == g)
+                red2(db + n * 8, s[n][0] * scale, s[n][1] * scale), red2(db + Cl + n * 8, s[n][2], s[n][3]);
+        }
     }
 }
 /* dqkv's k and v rows k0 and k0 + 8 (from g0, the k part's row k0 at this thread's columns; v Cl further)

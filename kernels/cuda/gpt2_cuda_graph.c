@@ -11,8 +11,9 @@
  * every step: the same buffers, the same kernels; the host's side (the
  * batch into pinned memory, the waits and events on the loss and grad
  * norm, flags) stays outside the phase.  Graphs run only where the step is
- * asynchronous (TP=1), not while profiling (the marks are host events) or
- * with the weight-grad stream, and not with TPRT_GRAPH=0.  A capture that
+ * asynchronous (TP=1), not while profiling (the marks are host events),
+ * and not with TPRT_GRAPH=0.  With the weight-grad stream (TPRT_WGRAD_STREAM=1)
+ * the capture follows its events onto that stream and back.  A capture that
  * fails turns them off with a warning, and that call's work then runs as it
  * is; with TPRT_GRAPH=1 it fails the step instead. */
 #include "gpt2_cuda_impl.h"
@@ -21,8 +22,8 @@
 #include <string.h>
 
 void tprt_cuda_graphs_setup(tprt_cuda_model *d) {
-    const char *e = getenv("TPRT_GRAPH"), *w = getenv("TPRT_WGRAD_STREAM");
-    d->graphs = d->async && !d->profile && !(e && !strcmp(e, "0")) && !(w && !strcmp(w, "1"));
+    const char *e = getenv("TPRT_GRAPH");
+    d->graphs = d->async && !d->profile && !(e && !strcmp(e, "0"));
     d->graphs_required = d->graphs && e && !strcmp(e, "1");
 }
 
