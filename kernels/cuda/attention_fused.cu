@@ -245,10 +245,7 @@ __global__ void __launch_bounds__(32 * COL_LANES)
 static int dq_pass(bf16 *dqkv, float *dbias, const float *dq, int B, int T, int NH, int hs, float scale, bool acc) {
     const int BT = B * T, Cl = NH * hs;
     const unsigned cols = grid_for((size_t)Cl / 8, 32);
-    long chunks = (long)sm_count() * 8 / (long)cols;
-    if (chunks < 1) chunks = 1;
-    long rows_per = ((long)BT + chunks - 1) / chunks;
-    rows_per = (rows_per + COL_LANES - 1) / COL_LANES * COL_LANES;
+    const long rows_per = column_block_rows(BT, cols, COL_LANES, COL_LANES);
     dim3 grid(cols, grid_for((size_t)BT, (int)rows_per)), block(32, COL_LANES);
     fa_bwd_dq_add_k<<<grid, block>>>(dqkv, dbias, dq, BT, T, NH, hs, scale, acc, (int)rows_per);
     return launch_ok();

@@ -32,8 +32,8 @@ __device__ __forceinline__ void add8(float s[8], uint4 v) {
     for (int j = 0; j < 8; j++) s[j] += f[j];
 }
 
-__global__ void __launch_bounds__(BG_COLS) bias_bwd_tile_k(float *dbias, const bf16 *dout, int BT, int OC, int ld,
-                                                           int rows_per) {
+__global__ void __launch_bounds__(BG_COLS)
+    bias_bwd_tile_k(float *dbias, const bf16 *dout, int BT, int OC, int ld, int rows_per) {
     int tx = threadIdx.x, ty = threadIdx.y;
     int c0 = blockIdx.x * BG_COLS + tx * 8;
     int r0 = blockIdx.y * rows_per, r1 = min(BT, r0 + rows_per);
@@ -43,7 +43,8 @@ __global__ void __launch_bounds__(BG_COLS) bias_bwd_tile_k(float *dbias, const b
         int r = r0 + ty;
         for (; r + 3 * COL_LANES < r1; r += 4 * COL_LANES) { /* four independent loads in flight */
             uint4 v0 = ld_vec8(p + (size_t)r * ld), v1 = ld_vec8(p + (size_t)(r + COL_LANES) * ld);
-            uint4 v2 = ld_vec8(p + (size_t)(r + 2 * COL_LANES) * ld), v3 = ld_vec8(p + (size_t)(r + 3 * COL_LANES) * ld);
+            uint4 v2 = ld_vec8(p + (size_t)(r + 2 * COL_LANES) * ld),
+                  v3 = ld_vec8(p + (size_t)(r + 3 * COL_LANES) * ld);
             add8(s, v0), add8(s, v1), add8(s, v2), add8(s, v3);
         }
         for (; r < r1; r += COL_LANES) add8(s, ld_vec8(p + (size_t)r * ld));
@@ -63,15 +64,14 @@ static int bias_grad_column(float *dbias, const bf16 *dout, int BT, int OC, int 
     return launch_ok();
 }
 
-static bool bias_grad_tile_fits(const bf16 *dout, int OC, int ld) { return OC % 8 == 0 && ld % 8 == 0 && aligned16(dout); }
+static bool bias_grad_tile_fits(const bf16 *dout, int OC, int ld) {
+    return OC % 8 == 0 && ld % 8 == 0 && aligned16(dout);
+}
 
 /* About eight blocks per SM in all, each over at least 64 rows (a multiple of 32). */
 static int bias_grad_tile(float *dbias, const bf16 *dout, int BT, int OC, int ld, cudaStream_t st) {
     unsigned cols = grid_for((size_t)OC, BG_COLS);
-    long chunks = (long)sm_count() * 8 / (long)cols;
-    if (chunks < 1) chunks = 1;
-    long rows_per = ((long)BT + chunks - 1) / chunks;
-    rows_per = rows_per < 64 ? 64 : (rows_per + 31) / 32 * 32;
+    long rows_per = column_block_rows(BT, cols, 64, 32);
     dim3 grid(cols, grid_for((size_t)BT, (int)rows_per)), block(32, COL_LANES);
     bias_bwd_tile_k<<<grid, block, 0, st>>>(dbias, dout, BT, OC, ld, (int)rows_per);
     return launch_ok();

@@ -2,7 +2,8 @@
  * (scalar, and 128-bit: eight bf16 in one uint4), warp reductions, launch
  * sizes (the SM count, asked once), the launch status check, 2^x as the
  * hardware's approximate exp2 (exp(x) = 2^(x log2 e), as __expf takes it),
- * and the end of a column-sum block (lane sums into one atomic a column). */
+ * and the pieces of the column-sum kernels (the rows a block takes; its
+ * lanes' sums into one atomic a column). */
 #ifndef TPRT_CUDA_COMMON_CUH
 #define TPRT_CUDA_COMMON_CUH
 #include "tprt_cuda.h"
@@ -86,6 +87,14 @@ static inline int sm_count(void) {
         cached = n;
     }
     return cached;
+}
+/* Rows each block of a column-sum kernel takes: about eight blocks an SM over cols column blocks, at
+ * least `least` rows, a multiple of `multiple` (least is one too). */
+static inline long column_block_rows(long rows, unsigned cols, long least, long multiple) {
+    long chunks = (long)sm_count() * 8 / (long)cols;
+    if (chunks < 1) chunks = 1;
+    long per = (rows + chunks - 1) / chunks;
+    return per < least ? least : (per + multiple - 1) / multiple * multiple;
 }
 static inline int launch_ok(void) { return cudaGetLastError() == cudaSuccess ? 0 : -1; }
 #endif
