@@ -1,7 +1,10 @@
 /* collectives_nccl.c - the NCCL backend of collectives.h for tprt's device
  * path at TP>1: one process and one GPU per rank, all-reduces of device
- * buffers enqueued on the compute stream (CUDA's legacy default stream, the
- * one every tprt kernel runs on), and one watchdog loop for every wait: it
+ * buffers enqueued on CUDA's legacy default stream, which orders with the
+ * per-thread default stream every tprt kernel runs on (both are blocking
+ * streams; handed cudaStreamPerThread, whose stream depends on the calling
+ * thread, NCCL gave a TP=2 loss of -inf on the H200), and one watchdog loop
+ * for every wait: it
  * polls ncclCommGetAsyncError, the dead-rank word the launcher sets in the
  * shared page, and a deadline, and aborts the communicator (ncclCommAbort)
  * rather than hang.  The communicator is nonblocking (config.blocking = 0)
@@ -32,7 +35,7 @@ typedef struct {
     double timeout_s;
 } nccl_impl;
 
-#define COMPUTE_STREAM ((cudaStream_t)0)
+#define NCCL_STREAM ((cudaStream_t)0)
 
 static double now_s(void) {
     struct timespec ts;
@@ -117,7 +120,8 @@ static int nccl_fail(tprt_comm *c, const char *what, ncclResult_t r) {
 }
 
 enum { UNTIL_NCCL_SETTLED, UNTIL_STREAM_IDLE };
-/* Waits for NCCL's pending work (init, enqueue, finalize) or for the compute stream. */
+/* Waits for NCCL's pending work (init, enqueue, finalize), or for NCCL's stream and this thread's compute
+ * stream to go idle. */
 static int watch(tprt_comm *c, int until, const char *what) {
     nccl_impl *x = c->impl;
     double deadline = now_s() + x->timeout_s;
@@ -131,7 +135,8 @@ static int watch(tprt_comm *c, int until, const char *what) {
         if (ar != ncclSuccess && ar != ncclInProgress) return nccl_fail(c, what, ar);
         if (until == UNTIL_NCCL_SETTLED && ar == ncclSuccess) return 0;
         if (until == UNTIL_STREAM_IDLE) {
-            cudaError_t e = cudaStreamQuery(COMPUTE_STREAM);
+            cudaError_t e = cudaStreamQuery(NCCL_STREAM);
+            if (e == cudaSuccess) e = cudaStreamQuery(cudaStreamPerThread);
             if (e == cudaSuccess) return 0;
             if (e != cudaErrorNotReady) return fail(c, TPRT_COMM_EABORT, "%s: %s", what, cudaGetErrorString(e));
         }
@@ -163,7 +168,7 @@ static int dev_allreduce(tprt_comm *c, void *buf, size_t n, int dtype, int op) {
     }
     ncclRedOp_t o = op == TPRT_MAX ? ncclMax : op == TPRT_AVG ? ncclAvg : ncclSum;
     ncclDataType_t t = dtype == TPRT_BF16 ? ncclBfloat16 : ncclFloat32;
-    return settle(c, ncclAllReduce(buf, buf, n, t, o, x->comm, COMPUTE_STREAM), "ncclAllReduce");
+    return settle(c, ncclAllReduce(buf, buf, n, t, o, x->comm, NCCL_STREAM), "ncclAllReduce");
 }
 static int dev_sync(tprt_comm *c) { return watch(c, UNTIL_STREAM_IDLE, "device sync"); }
 /* The vtable's host-style calls take device buffers here, and wait. */

@@ -2,7 +2,7 @@
  * cuda_wgrad_begin() and cuda_wgrad_join() a backward product's weight and
  * bias grads run on a second, non-blocking stream while the input grad (the
  * critical path: it feeds the layer below) goes on at once on the compute
- * stream (the legacy default stream).  Each deferred weight grad waits for
+ * stream (the per-thread default stream).  Each deferred weight grad waits for
  * an event that marks its inputs ready on the compute stream and records a
  * done event; its number (a ticket) lets the compute stream wait for it
  * before it overwrites a buffer that weight grad still reads.  Outside a
