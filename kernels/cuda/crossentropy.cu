@@ -21,9 +21,10 @@ static __device__ int real_cols(int v0, int vl, int vocab) {
     int n = vocab - v0;
     return n < 0 ? 0 : n > vl ? vl : n;
 }
-/* gradient of column j: dloss/BT * (softmax - onehot), 0 on padding (j >= nv) */
-static __device__ __forceinline__ float ce_grad(float x, int j, int nv, int r, float mx, float inv, float scale) {
-    float g = j < nv ? __expf(x - mx) * inv * scale : 0.0f;
+/* gradient of column j: scale * (softmax - onehot), scale = dloss/BT, 0 on padding (j >= nv); the row's
+ * max as m2 = max log2 e and k = scale / the row's sum of exponentials, so exp(x - max) is one FMA and an ex2 */
+static __device__ __forceinline__ float ce_grad(float x, int j, int nv, int r, float m2, float k, float scale) {
+    float g = j < nv ? ex2(fmaf(x, TPRT_LOG2E, -m2)) * k : 0.0f;
     return (j == r && j < nv) ? g - scale : g;
 }
 /* block-wide reduction of 256 threads (op 0 sum, 1 max) */
@@ -89,8 +90,8 @@ __global__ void ce_bwd_k(bf16 *dlogits, const bf16 *logits, const float *rowmax,
     int i = blockIdx.x, nv = real_cols(v0, vl, vocab), r = targets[i] - v0;
     const bf16 *x = logits + (size_t)i * ld;
     bf16 *d = dlogits + (size_t)i * ld;
-    float scale = dloss / (float)BT, inv = 1.0f / rowsum[i], mx = rowmax[i];
-    for (int j = threadIdx.x; j < vl; j += blockDim.x) d[j] = tobf(ce_grad(ldf(x, j), j, nv, r, mx, inv, scale));
+    float scale = dloss / (float)BT, k = scale / rowsum[i], m2 = rowmax[i] * TPRT_LOG2E;
+    for (int j = threadIdx.x; j < vl; j += blockDim.x) d[j] = tobf(ce_grad(ldf(x, j), j, nv, r, m2, k, scale));
 }
 
 /* ---- fused, one rank holding the whole vocab ---- */
@@ -102,11 +103,6 @@ static __device__ __forceinline__ void maxsum_merge(float &m, float &s, float om
     float nm = fmaxf(m, om);
     s = s * __expf(m - nm) + os * __expf(om - nm);
     m = nm;
-}
-/* ce_grad with the max as m2 = max log2 e and the factor k = scale / sum */
-static __device__ __forceinline__ float ce_grad_log2(float x, int j, int nv, int r, float m2, float k, float scale) {
-    float g = j < nv ? ex2(fmaf(x, TPRT_LOG2E, -m2)) * k : 0.0f;
-    return (j == r && j < nv) ? g - scale : g;
 }
 /* (m, s) with 8 more finite elements; exp(f - nm) as 2^(f log2 e - nm log2 e), one FMA each */
 static __device__ __forceinline__ void maxsum_add8(float &m, float &s, const float f[8]) {
@@ -203,12 +199,12 @@ __global__ void __launch_bounds__(CE_FUSED_THREADS, STASH ? 2 : 3)
                 for (int c = 0; c < 8; c++) f[c] = ex2(fmaf(f[c], TPRT_LOG2E, -m2)) * k;
             } else {
 #pragma unroll
-                for (int c = 0; c < 8; c++) f[c] = ce_grad_log2(f[c], j + c, nv, r, m2, k, scale);
+                for (int c = 0; c < 8; c++) f[c] = ce_grad(f[c], j + c, nv, r, m2, k, scale);
             }
             st_vec8(x + j, pack8(f));
         }
     }
-    for (int j = vl8 + t; j < vl; j += CE_FUSED_THREADS) x[j] = tobf(ce_grad_log2(ldf(x, j), j, nv, r, m2, k, scale));
+    for (int j = vl8 + t; j < vl; j += CE_FUSED_THREADS) x[j] = tobf(ce_grad(ldf(x, j), j, nv, r, m2, k, scale));
 }
 
 /* The stash's bytes for rows of vl columns when a block may have them, else 0 (the limit asked once). */
