@@ -150,41 +150,50 @@ __device__ __forceinline__ void bwd_warp_tile(float dk[HS / 8][4], float dv[HS /
 }
 
 /* The online softmax of one key tile for one 16-row m-tile: its scores s (C layout) become probabilities,
- * the running max m and sum l of the thread's two rows r0, r1 move on and the output o is rescaled.  Keys
- * from c0; with edge, keys after the row or at T and beyond are masked. */
+ * the running max m (in log2 units: score * sl2) and sum l of the thread's two rows r0, r1 move on and the
+ * output o is rescaled when the max moves far enough.  Keys from c0; with edge, keys after the row or at T
+ * and beyond are masked.  The max is taken over the raw scores (sl2 > 0 keeps their order), so each
+ * probability is one FMA and one ex2. */
+#define SOFTMAX_SLACK 8.0f /* log2 units: a stale max leaves each term below 256 */
 template <int NO>
 __device__ __forceinline__ void softmax_step(float s[8][4], float o[NO][4], float m[2], float l[2], bool edge, int c0,
                                              int r0, int r1, int T, float sl2, int t4) {
-    float mx0 = m[0], mx1 = m[1];
+    float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            float x = s[n][e] * sl2;
             if (edge) {
                 int col = c0 + n * 8 + 2 * t4 + (e & 1), row = e < 2 ? r0 : r1;
-                if (col > row || col >= T) x = -INFINITY;
+                if (col > row || col >= T) s[n][e] = -INFINITY;
             }
-            s[n][e] = x;
             if (e < 2)
-                mx0 = fmaxf(mx0, x);
+                mx0 = fmaxf(mx0, s[n][e]);
             else
-                mx1 = fmaxf(mx1, x);
+                mx1 = fmaxf(mx1, s[n][e]);
         }
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float u0 = mx0 == -INFINITY ? 0.0f : mx0, u1 = mx1 == -INFINITY ? 0.0f : mx1;
-    const float a0 = ex2(m[0] - u0), a1 = ex2(m[1] - u1);
-    m[0] = mx0, m[1] = mx1;
-    l[0] *= a0, l[1] *= a1;
+    mx0 *= sl2, mx1 *= sl2;
+    /* A row's max moves (and its sum and output are rescaled) only when this tile's max passes it by more
+     * than SOFTMAX_SLACK: below that the terms stay under 2^SOFTMAX_SLACK and o / l is the same, and the
+     * rescale is skipped while no row of the warp needs it. */
+    const bool up0 = mx0 > m[0] + SOFTMAX_SLACK, up1 = mx1 > m[1] + SOFTMAX_SLACK;
+    if (__any_sync(0xffffffffu, up0 || up1)) {
+        const float a0 = up0 ? ex2(m[0] - mx0) : 1.0f, a1 = up1 ? ex2(m[1] - mx1) : 1.0f;
+        if (up0) m[0] = mx0;
+        if (up1) m[1] = mx1;
+        l[0] *= a0, l[1] *= a1;
 #pragma unroll
-    for (int n = 0; n < NO; n++) o[n][0] *= a0, o[n][1] *= a0, o[n][2] *= a1, o[n][3] *= a1;
+        for (int n = 0; n < NO; n++) o[n][0] *= a0, o[n][1] *= a0, o[n][2] *= a1, o[n][3] *= a1;
+    }
+    const float u0 = m[0] == -INFINITY ? 0.0f : m[0], u1 = m[1] == -INFINITY ? 0.0f : m[1];
 #pragma unroll
     for (int n = 0; n < 8; n++) {
-        s[n][0] = ex2(s[n][0] - u0), s[n][1] = ex2(s[n][1] - u0);
-        s[n][2] = ex2(s[n][2] - u1), s[n][3] = ex2(s[n][3] - u1);
+        s[n][0] = ex2(fmaf(s[n][0], sl2, -u0)), s[n][1] = ex2(fmaf(s[n][1], sl2, -u0));
+        s[n][2] = ex2(fmaf(s[n][2], sl2, -u1)), s[n][3] = ex2(fmaf(s[n][3], sl2, -u1));
         l[0] += s[n][0] + s[n][1], l[1] += s[n][2] + s[n][3];
     }
 }

@@ -165,6 +165,44 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
                    dbias ? dbias + Cl + h * WG_HS + 2 * t4 : NULL);
 }
 
+/* What one forward block keeps across its key tiles: the shared tiles' descriptors and its rows. */
+struct fwd_block {
+    const bf16 *base; /* this head's qkv, batch b, row 0, column h * 64 */
+    bf16 *sKV;        /* stage j: K, V at sKV + 2j tiles */
+    uint64_t dQ, dKV;
+    int C3, Cl, T, nk, w0, r0, t4;
+    float sl2;
+};
+constexpr uint64_t WG_STAGE = 2 * WG_TILE_BYTES / 16; /* one stage of K and V in descriptor units */
+
+/* Key tile kb of a forward block: s holds its S; the next tile's S goes into sn on the tensor cores while
+ * this tile's softmax runs, the one after starts loading, and o += P V. */
+__device__ __forceinline__ void fwd_key_tile(const fwd_block &f, int kb, float (&s)[32], float (&sn)[32],
+                                             float (&o)[32], float m[2], float l[2]) {
+    cp_wait<0>(); /* key tile kb + 1 is in */
+    wg_proxy_fence();
+    __syncthreads(); /* and every product on tile kb - 1's stage has ended */
+    if (kb + 2 < f.nk) {
+        load_kv_stage(f.sKV + 2 * ((kb + 2) % 3) * WG_TILE, f.base, f.C3, f.Cl, kb + 2, f.T);
+        cp_commit();
+    }
+    if (kb + 1 < f.nk) {
+        wg_fence();
+        wg_tile_abt(sn, f.dQ, f.dKV + ((kb + 1) % 3) * WG_STAGE); /* S of the next tile */
+        wg_commit();
+    }
+    const bool edge = kb * FA_TILE + FA_TILE - 1 > f.w0 || kb * FA_TILE + FA_TILE > f.T;
+    softmax_step<8>(reinterpret_cast<float(*)[4]>(s), reinterpret_cast<float(*)[4]>(o), m, l, edge, kb * FA_TILE,
+                    f.r0, f.r0 + 8, f.T, f.sl2, f.t4);
+    uint32_t pa[4][4];
+    wg_acc_to_a(pa, s);
+    wg_fence();
+    wg_tile_rb(o, pa, f.dKV + (kb % 3) * WG_STAGE + WG_TILE_BYTES / 16); /* o += P V */
+    wg_commit();
+    wg_wait<0>();
+    wg_hold(o), wg_hold(sn);
+}
+
 /* Forward: one block of one warpgroup per (b*NH + h, 64-query tile) in block_work's order, the heaviest
  * (last) tile of each head first; from 128 heads on the heads go in groups of 16, so that the heads in
  * flight keep their K and V in L2 (at batch 128 of 12 heads 1.24x the order of a 2-D grid, which is what
@@ -176,21 +214,22 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
     fa_fwd_wg_k(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, int BH, int group, float sl2) {
     extern __shared__ __align__(16) unsigned char fa_smem[];
     unsigned char *aligned = fa_smem + ((1024 - (wg_saddr(fa_smem) & 1023)) & 1023);
-    bf16 *sQ = reinterpret_cast<bf16 *>(aligned), *sKV = sQ + WG_TILE; /* stage j: K, V at sKV + 2j tiles */
+    bf16 *sQ = reinterpret_cast<bf16 *>(aligned);
     const int nqb = (T + FA_TILE - 1) / FA_TILE;
     int rank, bh;
     block_work(nqb, BH, group, &rank, &bh);
     const int qb = nqb - 1 - rank; /* rank 0 the heaviest: the last query tile */
-    const int b = bh / NH, h = bh % NH;
-    const int Cl = NH * WG_HS, C3 = 3 * Cl, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t4 = lane & 3;
-    const int w0 = qb * FA_TILE, r0 = w0 + warp * 16 + (lane >> 2);
-    const int nk = min((T + FA_TILE - 1) / FA_TILE, qb + 1);
-    const bf16 *base = qkv + (size_t)b * T * C3 + h * WG_HS;
-    const uint64_t dQ = wg_desc(sQ), dKV = wg_desc(sKV), stage = 2 * WG_TILE_BYTES / 16;
-    load_tile_sw(sQ, base, C3, w0, T);
-    load_kv_stage(sKV, base, C3, Cl, 0, T);
+    const int b = bh / NH, h = bh % NH, lane = threadIdx.x & 31;
+    fwd_block f;
+    f.Cl = NH * WG_HS, f.C3 = 3 * f.Cl, f.T = T, f.t4 = lane & 3, f.sl2 = sl2;
+    f.w0 = qb * FA_TILE, f.r0 = f.w0 + (threadIdx.x >> 5) * 16 + (lane >> 2);
+    f.nk = min(nqb, qb + 1);
+    f.base = qkv + (size_t)b * T * f.C3 + h * WG_HS;
+    f.sKV = sQ + WG_TILE, f.dQ = wg_desc(sQ), f.dKV = wg_desc(f.sKV);
+    load_tile_sw(sQ, f.base, f.C3, f.w0, T);
+    load_kv_stage(f.sKV, f.base, f.C3, f.Cl, 0, T);
     cp_commit();
-    if (nk > 1) load_kv_stage(sKV + 2 * WG_TILE, base, C3, Cl, 1, T);
+    if (f.nk > 1) load_kv_stage(f.sKV + 2 * WG_TILE, f.base, f.C3, f.Cl, 1, T);
     cp_commit(); /* perhaps empty: the waits below count groups */
     cp_wait<1>();
     wg_proxy_fence();
@@ -199,39 +238,17 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
 #pragma unroll
     for (int i = 0; i < 32; i++) o[i] = sn[i] = 0.0f;
     wg_fence();
-    wg_tile_abt(s, dQ, dKV); /* S of key tile 0 */
+    wg_tile_abt(s, f.dQ, f.dKV); /* S of key tile 0 */
     wg_commit();
     wg_wait<0>();
     wg_hold(s);
-    for (int kb = 0; kb < nk; kb++) {
-        cp_wait<0>(); /* key tile kb + 1 is in */
-        wg_proxy_fence();
-        __syncthreads(); /* and every product on tile kb - 1's stage has ended */
-        if (kb + 2 < nk) {
-            load_kv_stage(sKV + 2 * ((kb + 2) % 3) * WG_TILE, base, C3, Cl, kb + 2, T);
-            cp_commit();
-        }
-        const bool more = kb + 1 < nk;
-        if (more) {
-            wg_fence();
-            wg_tile_abt(sn, dQ, dKV + ((kb + 1) % 3) * stage); /* S of the next tile, while this one's softmax runs */
-            wg_commit();
-        }
-        const bool edge = kb * FA_TILE + FA_TILE - 1 > w0 || kb * FA_TILE + FA_TILE > T;
-        softmax_step<8>(reinterpret_cast<float(*)[4]>(s), reinterpret_cast<float(*)[4]>(o), m, l, edge, kb * FA_TILE,
-                        r0, r0 + 8, T, sl2, t4);
-        uint32_t pa[4][4];
-        wg_acc_to_a(pa, s);
-        wg_fence();
-        wg_tile_rb(o, pa, dKV + (kb % 3) * stage + WG_TILE_BYTES / 16); /* o += P V */
-        wg_commit();
-        wg_wait<0>();
-        wg_hold(o), wg_hold(sn);
+    for (int kb = 0; kb < f.nk; kb++) {
+        fwd_key_tile(f, kb, s, sn, o, m, l);
 #pragma unroll
         for (int i = 0; i < 32; i++) s[i] = sn[i];
     }
-    fwd_finish<8>(out, lse + (size_t)bh * T, reinterpret_cast<const float(*)[4]>(o), m, l, r0, T,
-                  (size_t)b * T * Cl + h * WG_HS + 2 * t4, Cl, t4);
+    fwd_finish<8>(out, lse + (size_t)bh * T, reinterpret_cast<const float(*)[4]>(o), m, l, f.r0, T,
+                  (size_t)b * T * f.Cl + h * WG_HS + 2 * f.t4, f.Cl, f.t4);
 }
 } // namespace
 
