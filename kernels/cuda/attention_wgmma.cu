@@ -17,7 +17,7 @@
  * cores while this tile's softmax runs.  Built for sm_90a alone; elsewhere
  * the launchers say no and the caller keeps its mma.sync kernels. */
 #include "attention_fused.cuh"
-#include "wgmma.cuh"
+#include "tma.cuh"
 
 #if defined(__CUDA_ARCH__) && !WG_ENABLED
 #error "attention_wgmma.cu is built for sm_90a alone (kernels/CMakeLists.txt)"
@@ -26,8 +26,8 @@
 namespace {
 constexpr int WG_HS = 64;
 /* shared: K, V, Q and dO (two buffers each), dS^T: 7 tiles; a tile's dq (fp32); logsumexp and D (two buffers
- * each); + alignment to 1024.  Three blocks fill an SM's 228 KiB. */
-constexpr size_t WG_SMEM = 7 * WG_TILE_BYTES + WG_TILE * sizeof(float) + 4 * FA_TILE * sizeof(float) + 1024;
+ * each); three transaction barriers (64 bytes); + alignment to 1024.  Three blocks fill an SM's 228 KiB. */
+constexpr size_t WG_SMEM = 7 * WG_TILE_BYTES + WG_TILE * sizeof(float) + 4 * FA_TILE * sizeof(float) + 64 + 1024;
 
 /* `bytes` of fp32 from shared src added into global dst by the copy engine (one thread issues it) */
 __device__ __forceinline__ void bulk_add_f32(float *dst, const float *src, unsigned bytes) {
@@ -69,16 +69,38 @@ __device__ __forceinline__ void load_kv_stage(bf16 *stage, const bf16 *base, int
     load_tile_sw(stage + WG_TILE, base + 2 * Cl, C3, t * FA_TILE, T);
 }
 
+/* Where a backward block's tiles come from, and what its copies complete on (TMA loads). */
+struct bwd_src {
+    const CUtensorMap *qkv, *dout; /* maps of qkv (B*T, 3 Cl) and dout (B*T, Cl) */
+    const float *lrow, *drow;      /* this head's logsumexp and D rows */
+    int row0, col;                 /* the head's first row (b * T), its first column (h * 64) */
+};
+/* TMA: query tile q0 (Q, dO, logsumexp and D rows) into buffer buf, on bars[buf]; one thread issues it */
+__device__ __forceinline__ void tma_query(const bwd_src &src, bf16 *sQ, bf16 *sO, float *sL, float *sD, uint64_t *bars,
+                                          int buf, int q0) {
+    mbar_expect(&bars[buf], 2 * WG_TILE_BYTES + 2 * FA_TILE * sizeof(float));
+    tma_tile(sQ + buf * WG_TILE, src.qkv, src.col, src.row0 + q0, &bars[buf]);
+    tma_tile(sO + buf * WG_TILE, src.dout, src.col, src.row0 + q0, &bars[buf]);
+    bulk_load(sL + buf * FA_TILE, src.lrow + q0, FA_TILE * sizeof(float), &bars[buf]);
+    bulk_load(sD + buf * FA_TILE, src.drow + q0, FA_TILE * sizeof(float), &bars[buf]);
+}
+
 /* The backward of one key tile (the file's head says how), one block per (b*NH + h, key tile) in block_work's
- * order as fa_bwd_k.  Shared: K, V; Q, dO, logsumexp and D two buffers each; dS^T; the tile's dq. */
+ * order as fa_bwd_k.  Shared: K, V; Q, dO, logsumexp and D two buffers each; dS^T; the tile's dq; with TMA
+ * (T a multiple of 64), the barriers its copies complete on: one a query buffer, one for K and V.  There one
+ * thread issues each tile's copies instead of every thread its share of cp.async, and the wait on a buffer's
+ * barrier replaces the block barrier at the top of each query tile. */
+template <bool TMA>
 __global__ void __launch_bounds__(FA_THREADS, 3)
-    fa_bwd_wg_k(bf16 *dqkv, float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse,
-                const float *D, bool acc, int T, int NH, int BH, int group, float sl2, float scale) {
+    fa_bwd_wg_k(const __grid_constant__ CUtensorMap mqkv, const __grid_constant__ CUtensorMap mdout, bf16 *dqkv,
+                float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse, const float *D, bool acc,
+                int T, int NH, int BH, int group, float sl2, float scale) {
     extern __shared__ __align__(16) unsigned char fa_smem[];
     unsigned char *aligned = fa_smem + ((1024 - (wg_saddr(fa_smem) & 1023)) & 1023);
     bf16 *sK = reinterpret_cast<bf16 *>(aligned), *sV = sK + WG_TILE, *sQ = sV + WG_TILE, *sO = sQ + 2 * WG_TILE;
     bf16 *sS = sO + 2 * WG_TILE;
     float *sDq = reinterpret_cast<float *>(sS + WG_TILE), *sL = sDq + WG_TILE, *sD = sL + 2 * FA_TILE;
+    uint64_t *bars = reinterpret_cast<uint64_t *>(sD + 2 * FA_TILE); /* TMA: query buffers 0 and 1; K and V */
     const int nqb = (T + FA_TILE - 1) / FA_TILE;
     int kb, bh;
     block_work(nqb, BH, group, &kb, &bh);
@@ -88,26 +110,46 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
     const bf16 *base = qkv + (size_t)b * T * C3 + h * WG_HS, *dbase = dout + (size_t)b * T * Cl + h * WG_HS;
     const float *lrow = lse + (size_t)bh * T, *drow = D + (size_t)bh * T;
     float *dqb = dq + (size_t)bh * T * WG_HS; /* this head's dq partial sums, (T, 64) */
-    load_tile_sw(sK, base + Cl, C3, kb * FA_TILE, T);
-    load_tile_sw(sV, base + 2 * Cl, C3, kb * FA_TILE, T);
-    load_query_sw(sQ, sO, sL, sD, base, dbase, lrow, drow, C3, Cl, kb * FA_TILE, T);
-    cp_commit();
+    const bwd_src src = {&mqkv, &mdout, lrow, drow, b * T, h * WG_HS};
+    if (TMA) {
+        if (threadIdx.x == 0) {
+            mbar_init(&bars[0], 1), mbar_init(&bars[1], 1), mbar_init(&bars[2], 1);
+            mbar_init_fence();
+            mbar_expect(&bars[2], 2 * WG_TILE_BYTES);
+            tma_tile(sK, &mqkv, Cl + src.col, src.row0 + kb * FA_TILE, &bars[2]);
+            tma_tile(sV, &mqkv, 2 * Cl + src.col, src.row0 + kb * FA_TILE, &bars[2]);
+            tma_query(src, sQ, sO, sL, sD, bars, 0, kb * FA_TILE);
+        }
+        __syncthreads(); /* the barriers are made before anyone waits on them */
+    } else {
+        load_tile_sw(sK, base + Cl, C3, kb * FA_TILE, T);
+        load_tile_sw(sV, base + 2 * Cl, C3, kb * FA_TILE, T);
+        load_query_sw(sQ, sO, sL, sD, base, dbase, lrow, drow, C3, Cl, kb * FA_TILE, T);
+        cp_commit();
+    }
     const uint64_t dK = wg_desc(sK), dV = wg_desc(sV), dQ0 = wg_desc(sQ), dO0 = wg_desc(sO), dS = wg_desc(sS);
     float dk[32], dv[32];
 #pragma unroll
     for (int i = 0; i < 32; i++) dk[i] = dv[i] = 0.0f;
     for (int qb = kb; qb < nqb; qb++) {
         const int cur = (qb - kb) & 1, q0 = qb * FA_TILE;
-        if (qb + 1 < nqb) { /* the buffer read two tiles ago: every product on it ended before the last barrier */
-            load_query_sw(sQ + (cur ^ 1) * WG_TILE, sO + (cur ^ 1) * WG_TILE, sL + (cur ^ 1) * FA_TILE,
-                          sD + (cur ^ 1) * FA_TILE, base, dbase, lrow, drow, C3, Cl, q0 + FA_TILE, T);
-            cp_commit();
-            cp_wait<1>();
+        /* the next tile into the buffer read two tiles ago: every product on it ended before the last barrier */
+        if (TMA) {
+            if (qb + 1 < nqb && threadIdx.x == 0) tma_query(src, sQ, sO, sL, sD, bars, cur ^ 1, q0 + FA_TILE);
+            if (qb == kb) mbar_wait(&bars[2], 0);
+            mbar_wait(&bars[cur], ((qb - kb) >> 1) & 1);
         } else {
-            cp_wait<0>();
+            if (qb + 1 < nqb) {
+                load_query_sw(sQ + (cur ^ 1) * WG_TILE, sO + (cur ^ 1) * WG_TILE, sL + (cur ^ 1) * FA_TILE,
+                              sD + (cur ^ 1) * FA_TILE, base, dbase, lrow, drow, C3, Cl, q0 + FA_TILE, T);
+                cp_commit();
+                cp_wait<1>();
+            } else {
+                cp_wait<0>();
+            }
+            wg_proxy_fence();
+            __syncthreads();
         }
-        wg_proxy_fence();
-        __syncthreads();
         const uint64_t cQ = dQ0 + cur * (WG_TILE_BYTES / 16), cO = dO0 + cur * (WG_TILE_BYTES / 16);
         const float *cL = sL + cur * FA_TILE, *cD = sD + cur * FA_TILE;
         float s[32], dp[32];
@@ -167,24 +209,42 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
 
 /* What one forward block keeps across its key tiles: the shared tiles' descriptors and its rows. */
 struct fwd_block {
-    const bf16 *base; /* this head's qkv, batch b, row 0, column h * 64 */
-    bf16 *sKV;        /* stage j: K, V at sKV + 2j tiles */
+    const bf16 *base;       /* this head's qkv, batch b, row 0, column h * 64 */
+    const CUtensorMap *map; /* TMA: qkv's map (B*T, 3 Cl) */
+    bf16 *sKV;              /* stage j: K, V at sKV + 2j tiles */
+    uint64_t *bars;         /* TMA: stage j's copies complete on bars[j] */
     uint64_t dQ, dKV;
-    int C3, Cl, T, nk, w0, r0, t4;
+    int C3, Cl, T, nk, w0, r0, t4, row0, col; /* row0, col: the head's first row (b * T) and column (h * 64) */
     float sl2;
 };
 constexpr uint64_t WG_STAGE = 2 * WG_TILE_BYTES / 16; /* one stage of K and V in descriptor units */
 
+/* TMA: key tile t's K and V into stage t % 3, issued by one thread */
+__device__ __forceinline__ void tma_key_tile(const fwd_block &f, int t) {
+    uint64_t *bar = &f.bars[t % 3];
+    bf16 *stage = f.sKV + 2 * (t % 3) * WG_TILE;
+    mbar_expect(bar, 2 * WG_TILE_BYTES);
+    tma_tile(stage, f.map, f.Cl + f.col, f.row0 + t * FA_TILE, bar);
+    tma_tile(stage + WG_TILE, f.map, 2 * f.Cl + f.col, f.row0 + t * FA_TILE, bar);
+}
+
 /* Key tile kb of a forward block: s holds its S; the next tile's S goes into sn on the tensor cores while
  * this tile's softmax runs, the one after starts loading, and o += P V. */
+template <bool TMA>
 __device__ __forceinline__ void fwd_key_tile(const fwd_block &f, int kb, float (&s)[32], float (&sn)[32],
                                              float (&o)[32], float m[2], float l[2]) {
-    cp_wait<0>(); /* key tile kb + 1 is in */
-    wg_proxy_fence();
-    __syncthreads(); /* and every product on tile kb - 1's stage has ended */
-    if (kb + 2 < f.nk) {
-        load_kv_stage(f.sKV + 2 * ((kb + 2) % 3) * WG_TILE, f.base, f.C3, f.Cl, kb + 2, f.T);
-        cp_commit();
+    if (TMA) {
+        __syncthreads(); /* every product on tile kb - 1's stage has ended */
+        if (kb + 2 < f.nk && threadIdx.x == 0) tma_key_tile(f, kb + 2);
+        if (kb + 1 < f.nk) mbar_wait(&f.bars[(kb + 1) % 3], ((kb + 1) / 3) & 1); /* key tile kb + 1 is in */
+    } else {
+        cp_wait<0>(); /* key tile kb + 1 is in */
+        wg_proxy_fence();
+        __syncthreads(); /* and every product on tile kb - 1's stage has ended */
+        if (kb + 2 < f.nk) {
+            load_kv_stage(f.sKV + 2 * ((kb + 2) % 3) * WG_TILE, f.base, f.C3, f.Cl, kb + 2, f.T);
+            cp_commit();
+        }
     }
     if (kb + 1 < f.nk) {
         wg_fence();
@@ -192,8 +252,8 @@ __device__ __forceinline__ void fwd_key_tile(const fwd_block &f, int kb, float (
         wg_commit();
     }
     const bool edge = kb * FA_TILE + FA_TILE - 1 > f.w0 || kb * FA_TILE + FA_TILE > f.T;
-    softmax_step<8>(reinterpret_cast<float(*)[4]>(s), reinterpret_cast<float(*)[4]>(o), m, l, edge, kb * FA_TILE,
-                    f.r0, f.r0 + 8, f.T, f.sl2, f.t4);
+    softmax_step<8>(reinterpret_cast<float(*)[4]>(s), reinterpret_cast<float(*)[4]>(o), m, l, edge, kb * FA_TILE, f.r0,
+                    f.r0 + 8, f.T, f.sl2, f.t4);
     uint32_t pa[4][4];
     wg_acc_to_a(pa, s);
     wg_fence();
@@ -209,9 +269,12 @@ __device__ __forceinline__ void fwd_key_tile(const fwd_block &f, int kb, float (
  * the order is below that).  Per key tile S = Q K^T, the online softmax of fa_fwd_k (softmax_step) and
  * o += P V with P straight from the registers.  The next tile's S runs on the tensor cores while this
  * tile's softmax runs: key tiles in three stages (this one, the next, whose S is issued, and the one
- * after, loading).  Shared: the Q tile, then three stages of [K tile, V tile]. */
+ * after, loading).  Shared: the Q tile, then three stages of [K tile, V tile]; with TMA (T a multiple of
+ * 64), a barrier a stage that its copies complete on, one thread issuing them. */
+template <bool TMA>
 __global__ void __launch_bounds__(FA_THREADS, 3)
-    fa_fwd_wg_k(bf16 *out, float *lse, const bf16 *qkv, int T, int NH, int BH, int group, float sl2) {
+    fa_fwd_wg_k(const __grid_constant__ CUtensorMap mqkv, bf16 *out, float *lse, const bf16 *qkv, int T, int NH, int BH,
+                int group, float sl2) {
     extern __shared__ __align__(16) unsigned char fa_smem[];
     unsigned char *aligned = fa_smem + ((1024 - (wg_saddr(fa_smem) & 1023)) & 1023);
     bf16 *sQ = reinterpret_cast<bf16 *>(aligned);
@@ -226,14 +289,28 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
     f.nk = min(nqb, qb + 1);
     f.base = qkv + (size_t)b * T * f.C3 + h * WG_HS;
     f.sKV = sQ + WG_TILE, f.dQ = wg_desc(sQ), f.dKV = wg_desc(f.sKV);
-    load_tile_sw(sQ, f.base, f.C3, f.w0, T);
-    load_kv_stage(f.sKV, f.base, f.C3, f.Cl, 0, T);
-    cp_commit();
-    if (f.nk > 1) load_kv_stage(f.sKV + 2 * WG_TILE, f.base, f.C3, f.Cl, 1, T);
-    cp_commit(); /* perhaps empty: the waits below count groups */
-    cp_wait<1>();
-    wg_proxy_fence();
-    __syncthreads();
+    f.map = &mqkv, f.bars = reinterpret_cast<uint64_t *>(sQ + 7 * WG_TILE), f.row0 = b * T, f.col = h * WG_HS;
+    if (TMA) {
+        if (threadIdx.x == 0) {
+            mbar_init(&f.bars[0], 1), mbar_init(&f.bars[1], 1), mbar_init(&f.bars[2], 1);
+            mbar_init_fence();
+            mbar_add_tx(&f.bars[0], WG_TILE_BYTES); /* Q comes with key tile 0 */
+            tma_tile(sQ, &mqkv, f.col, f.row0 + f.w0, &f.bars[0]);
+            tma_key_tile(f, 0);
+            if (f.nk > 1) tma_key_tile(f, 1);
+        }
+        __syncthreads(); /* the barriers are made before anyone waits on them */
+        mbar_wait(&f.bars[0], 0);
+    } else {
+        load_tile_sw(sQ, f.base, f.C3, f.w0, T);
+        load_kv_stage(f.sKV, f.base, f.C3, f.Cl, 0, T);
+        cp_commit();
+        if (f.nk > 1) load_kv_stage(f.sKV + 2 * WG_TILE, f.base, f.C3, f.Cl, 1, T);
+        cp_commit(); /* perhaps empty: the waits below count groups */
+        cp_wait<1>();
+        wg_proxy_fence();
+        __syncthreads();
+    }
     float o[32], s[32], sn[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int i = 0; i < 32; i++) o[i] = sn[i] = 0.0f;
@@ -243,7 +320,7 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
     wg_wait<0>();
     wg_hold(s);
     for (int kb = 0; kb < f.nk; kb++) {
-        fwd_key_tile(f, kb, s, sn, o, m, l);
+        fwd_key_tile<TMA>(f, kb, s, sn, o, m, l);
 #pragma unroll
         for (int i = 0; i < 32; i++) s[i] = sn[i];
     }
@@ -263,16 +340,26 @@ template <typename K> static int wg_usable(K kernel, size_t bytes) {
 /* 1 when fa_bwd_wg_k is in this build for this device (asked once) */
 static int wg_bwd_ready(void) {
     static int usable = -1;
-    if (usable < 0) usable = wg_usable(fa_bwd_wg_k, WG_SMEM);
+    if (usable < 0) usable = wg_usable(fa_bwd_wg_k<false>, WG_SMEM) && wg_usable(fa_bwd_wg_k<true>, WG_SMEM);
     return usable;
 }
 /* the forward's shared memory (the Q tile, three stages of K and V, alignment), and 1 when its kernel is in
  * this build for this device (asked once) */
-constexpr size_t WG_FWD_SMEM = 7 * WG_TILE_BYTES + 1024;
+constexpr size_t WG_FWD_SMEM = 7 * WG_TILE_BYTES + 64 + 1024;
 static int wg_fwd_ready(void) {
     static int usable = -1;
-    if (usable < 0) usable = wg_usable(fa_fwd_wg_k, WG_FWD_SMEM);
+    if (usable < 0) usable = wg_usable(fa_fwd_wg_k<false>, WG_FWD_SMEM) && wg_usable(fa_fwd_wg_k<true>, WG_FWD_SMEM);
     return usable;
+}
+
+/* The tiles come in by TMA where T allows (a multiple of 64) unless TPRT_ATTENTION_TMA=0 (asked once) */
+static bool tma_wanted(void) {
+    static int wanted = -1;
+    if (wanted < 0) {
+        const char *e = getenv("TPRT_ATTENTION_TMA");
+        wanted = !(e && !strcmp(e, "0"));
+    }
+    return wanted;
 }
 
 extern "C" int cuda_attention_wgmma_ready(int hs) { return hs == WG_HS && wg_bwd_ready() && wg_fwd_ready(); }
@@ -280,15 +367,31 @@ extern "C" int cuda_attention_wgmma_ready(int hs) { return hs == WG_HS && wg_bwd
 int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse,
                      const float *D, int B, int T, int NH, float sl2, float scale, bool acc) {
     if (!cuda_attention_wgmma_ready(hs)) return 1;
-    const int BH = B * NH;
-    fa_bwd_wg_k<<<(unsigned)(BH * ((T + FA_TILE - 1) / FA_TILE)), FA_THREADS, WG_SMEM>>>(
-        dqkv, dq, dbias, qkv, dout, lse, D, acc, T, NH, BH, launch_group(BH), sl2, scale);
+    const int BH = B * NH, Cl = NH * WG_HS;
+    const unsigned grid = (unsigned)(BH * ((T + FA_TILE - 1) / FA_TILE));
+    CUtensorMap mq, mo;
+    memset(&mq, 0, sizeof mq), memset(&mo, 0, sizeof mo);
+    if (tma_wanted() && T % FA_TILE == 0 && !(((uintptr_t)lse | (uintptr_t)D) & 15) &&
+        !tma_map_tiles(&mq, qkv, (unsigned long long)B * T, 3ull * Cl, 3ull * Cl) &&
+        !tma_map_tiles(&mo, dout, (unsigned long long)B * T, Cl, Cl))
+        fa_bwd_wg_k<true><<<grid, FA_THREADS, WG_SMEM>>>(mq, mo, dqkv, dq, dbias, qkv, dout, lse, D, acc, T, NH, BH,
+                                                         launch_group(BH), sl2, scale);
+    else
+        fa_bwd_wg_k<false><<<grid, FA_THREADS, WG_SMEM>>>(mq, mo, dqkv, dq, dbias, qkv, dout, lse, D, acc, T, NH, BH,
+                                                          launch_group(BH), sl2, scale);
     return launch_ok();
 }
 
 int fa_fwd_wg_launch(int hs, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
     if (!cuda_attention_wgmma_ready(hs)) return 1;
     const int BH = B * NH, nqb = (T + FA_TILE - 1) / FA_TILE;
-    fa_fwd_wg_k<<<(unsigned)(BH * nqb), FA_THREADS, WG_FWD_SMEM>>>(out, lse, qkv, T, NH, BH, launch_group(BH), sl2);
+    const unsigned grid = (unsigned)(BH * nqb);
+    CUtensorMap mq;
+    memset(&mq, 0, sizeof mq);
+    if (tma_wanted() && T % FA_TILE == 0 &&
+        !tma_map_tiles(&mq, qkv, (unsigned long long)B * T, 3ull * NH * WG_HS, 3ull * NH * WG_HS))
+        fa_fwd_wg_k<true><<<grid, FA_THREADS, WG_FWD_SMEM>>>(mq, out, lse, qkv, T, NH, BH, launch_group(BH), sl2);
+    else
+        fa_fwd_wg_k<false><<<grid, FA_THREADS, WG_FWD_SMEM>>>(mq, out, lse, qkv, T, NH, BH, launch_group(BH), sl2);
     return launch_ok();
 }

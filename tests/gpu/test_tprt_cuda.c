@@ -150,11 +150,11 @@ static void env_pair_unset(const env_pair *e) {
  * logsumexp, in double); then from the default forward each backward kernel (the default: at head size 64 on sm_90
  * attention_wgmma.cu's, else the 64-key mma.sync kernel; TPRT_ATTENTION_BWD=k64, that mma.sync kernel, three
  * blocks an SM, heads in groups of 16; k128; k64 with TPRT_ATTENTION_BWD_BLOCKS=2; and the default with one
- * head a group, TPRT_ATTENTION_GROUP=1): dqkv, added (+=) into random grads, against the CPU backward; the
+ * head a group, TPRT_ATTENTION_GROUP=1; the default without TMA loads, TPRT_ATTENTION_TMA=0): dqkv, added (+=) into random grads, against the CPU backward; the
  * default, k64 and k128 also written (=) over those grads, the model's call, against the CPU's grads alone;
  * with each, the bias grad the kernels add as they go into a random start (what they added against the CPU
  * grads' column sums). */
-static void test_attention_fused(int B, int T, int NH, int hs) {
+static void test_attention_fused(int B, int T, int NH, int hs, float amp) {
     static const struct {
         env_pair env;
         const char *tag;
@@ -169,11 +169,12 @@ static void test_attention_fused(int B, int T, int NH, int hs) {
                    {{"TPRT_ATTENTION_BWD", "k64", NULL, NULL}, "k64 ", 1},
                    {{"TPRT_ATTENTION_BWD", "k128", NULL, NULL}, "k128 ", 1},
                    {{"TPRT_ATTENTION_BWD", "k64", "TPRT_ATTENTION_BWD_BLOCKS", "2"}, "BWD_BLOCKS=2 ", 0},
-                   {{"TPRT_ATTENTION_GROUP", "1", NULL, NULL}, "GROUP=1 ", 0}};
+                   {{"TPRT_ATTENTION_GROUP", "1", NULL, NULL}, "GROUP=1 ", 0},
+                   {{"TPRT_ATTENTION_TMA", "0", NULL, NULL}, "TMA=0 ", 1}};
     int Cl = NH * hs, C3 = 3 * Cl;
     size_t nq = (size_t)B * T * C3, no = (size_t)B * T * Cl, na = (size_t)B * NH * T * T, nl = (size_t)B * NH * T;
     char name[112], tag[32];
-    float *qkv = rnd(nq, 1.0f, 1), *out = malloc(no * 4 + 4), *att = malloc(na * 4 + 4), *lse = malloc(nl * 4 + 4);
+    float *qkv = rnd(nq, amp, 1), *out = malloc(no * 4 + 4), *att = malloc(na * 4 + 4), *lse = malloc(nl * 4 + 4);
     double *sc = malloc((size_t)T * sizeof(double)), scale = 1.0 / sqrt((double)hs);
     attention_forward(out, att, qkv, B, T, Cl, NH);
     for (int bh = 0; bh < B * NH; bh++)
@@ -377,20 +378,22 @@ int main(void) {
     test_attention();
     test_attention_switch();
     run_wgmma_checks();
-    test_attention_fused(2, 33, 3, 16);
-    test_attention_fused(1, 1, 2, 64);
-    test_attention_fused(2, 1, 2, 64);
-    test_attention_fused(2, 100, 2, 64);
-    test_attention_fused(1, 200, 2, 64);
+    test_attention_fused(2, 33, 3, 16, 1.0f);
+    test_attention_fused(1, 1, 2, 64, 1.0f);
+    test_attention_fused(2, 1, 2, 64, 1.0f);
+    test_attention_fused(2, 100, 2, 64, 1.0f);
+    test_attention_fused(1, 200, 2, 64, 1.0f);
     /* a last 128-query block whose second 64 rows lie past T; 128-key blocks too */
-    test_attention_fused(2, 300, 2, 64);
-    test_attention_fused(1, 256, 2, 64); /* key blocks ending at T */
-    test_attention_fused(2, 64, 2, 32);
-    test_attention_fused(1, 77, 3, 32);
-    test_attention_fused(1, 130, 2, 16);
-    test_attention_fused(1, 150, 2, 48);
-    test_attention_fused(1, 77, 2, 96);
-    test_attention_fused(1, 130, 1, 128);
+    test_attention_fused(2, 300, 2, 64, 1.0f);
+    test_attention_fused(1, 256, 2, 64, 1.0f); /* key blocks ending at T */
+    test_attention_fused(2, 128, 3, 64, 1.0f); /* T a multiple of 64 over two sequences: the TMA loads */
+    test_attention_fused(1, 320, 2, 64, 6.0f); /* scores far apart: a row's max moves past its slack */
+    test_attention_fused(2, 64, 2, 32, 1.0f);
+    test_attention_fused(1, 77, 3, 32, 1.0f);
+    test_attention_fused(1, 130, 2, 16, 1.0f);
+    test_attention_fused(1, 150, 2, 48, 1.0f);
+    test_attention_fused(1, 77, 2, 96, 1.0f);
+    test_attention_fused(1, 130, 1, 128, 1.0f);
     test_pointwise();
     test_crossentropy(0, 1000, 990, 1024);
     test_crossentropy(500, 500, 990, 512);
