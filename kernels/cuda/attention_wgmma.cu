@@ -352,14 +352,19 @@ static int wg_fwd_ready(void) {
     return usable;
 }
 
-/* The tiles come in by TMA where T allows (a multiple of 64) unless TPRT_ATTENTION_TMA=0 (asked once) */
+/* The tiles come in by TMA where T allows (a multiple of 64) unless TPRT_ATTENTION_TMA=0 (asked at each
+ * launch, as the other attention switches are, so that one process can run both) */
 static bool tma_wanted(void) {
-    static int wanted = -1;
-    if (wanted < 0) {
-        const char *e = getenv("TPRT_ATTENTION_TMA");
-        wanted = !(e && !strcmp(e, "0"));
-    }
-    return wanted;
+    const char *e = getenv("TPRT_ATTENTION_TMA");
+    return !(e && !strcmp(e, "0"));
+}
+
+/* qkv's map (B*T rows of 3 * NH heads) for the TMA kernels: 0 when made and wanted, with T a multiple of 64;
+ * else 1 (the map zeroed), and the kernels take their cp.async loads */
+static int qkv_map(CUtensorMap *map, const bf16 *qkv, int B, int T, int NH) {
+    const unsigned long long cols = 3ull * NH * WG_HS;
+    memset(map, 0, sizeof *map);
+    return !tma_wanted() || T % FA_TILE || tma_map_tiles(map, qkv, (unsigned long long)B * T, cols, cols);
 }
 
 extern "C" int cuda_attention_wgmma_ready(int hs) { return hs == WG_HS && wg_bwd_ready() && wg_fwd_ready(); }
@@ -367,31 +372,22 @@ extern "C" int cuda_attention_wgmma_ready(int hs) { return hs == WG_HS && wg_bwd
 int fa_bwd_wg_launch(int hs, bf16 *dqkv, float *dq, float *dbias, const bf16 *qkv, const bf16 *dout, const float *lse,
                      const float *D, int B, int T, int NH, float sl2, float scale, bool acc) {
     if (!cuda_attention_wgmma_ready(hs)) return 1;
-    const int BH = B * NH, Cl = NH * WG_HS;
-    const unsigned grid = (unsigned)(BH * ((T + FA_TILE - 1) / FA_TILE));
+    const int BH = B * NH;
     CUtensorMap mq, mo;
-    memset(&mq, 0, sizeof mq), memset(&mo, 0, sizeof mo);
-    if (tma_wanted() && T % FA_TILE == 0 && !(((uintptr_t)lse | (uintptr_t)D) & 15) &&
-        !tma_map_tiles(&mq, qkv, (unsigned long long)B * T, 3ull * Cl, 3ull * Cl) &&
-        !tma_map_tiles(&mo, dout, (unsigned long long)B * T, Cl, Cl))
-        fa_bwd_wg_k<true><<<grid, FA_THREADS, WG_SMEM>>>(mq, mo, dqkv, dq, dbias, qkv, dout, lse, D, acc, T, NH, BH,
-                                                         launch_group(BH), sl2, scale);
-    else
-        fa_bwd_wg_k<false><<<grid, FA_THREADS, WG_SMEM>>>(mq, mo, dqkv, dq, dbias, qkv, dout, lse, D, acc, T, NH, BH,
-                                                          launch_group(BH), sl2, scale);
+    memset(&mo, 0, sizeof mo);
+    const bool tma = !qkv_map(&mq, qkv, B, T, NH) && !(((uintptr_t)lse | (uintptr_t)D) & 15) &&
+                     !tma_map_tiles(&mo, dout, (unsigned long long)B * T, NH * WG_HS, NH * WG_HS);
+    auto kernel = tma ? fa_bwd_wg_k<true> : fa_bwd_wg_k<false>;
+    kernel<<<(unsigned)(BH * ((T + FA_TILE - 1) / FA_TILE)), FA_THREADS, WG_SMEM>>>(
+        mq, mo, dqkv, dq, dbias, qkv, dout, lse, D, acc, T, NH, BH, launch_group(BH), sl2, scale);
     return launch_ok();
 }
 
 int fa_fwd_wg_launch(int hs, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, float sl2) {
     if (!cuda_attention_wgmma_ready(hs)) return 1;
     const int BH = B * NH, nqb = (T + FA_TILE - 1) / FA_TILE;
-    const unsigned grid = (unsigned)(BH * nqb);
     CUtensorMap mq;
-    memset(&mq, 0, sizeof mq);
-    if (tma_wanted() && T % FA_TILE == 0 &&
-        !tma_map_tiles(&mq, qkv, (unsigned long long)B * T, 3ull * NH * WG_HS, 3ull * NH * WG_HS))
-        fa_fwd_wg_k<true><<<grid, FA_THREADS, WG_FWD_SMEM>>>(mq, out, lse, qkv, T, NH, BH, launch_group(BH), sl2);
-    else
-        fa_fwd_wg_k<false><<<grid, FA_THREADS, WG_FWD_SMEM>>>(mq, out, lse, qkv, T, NH, BH, launch_group(BH), sl2);
+    auto kernel = qkv_map(&mq, qkv, B, T, NH) ? fa_fwd_wg_k<false> : fa_fwd_wg_k<true>;
+    kernel<<<(unsigned)(BH * nqb), FA_THREADS, WG_FWD_SMEM>>>(mq, out, lse, qkv, T, NH, BH, launch_group(BH), sl2);
     return launch_ok();
 }

@@ -4,8 +4,8 @@
  * and, on the device, the transaction barriers (mbarrier) that one thread
  * arms with the bytes it asks for and every thread of the block waits on,
  * the tile copies (one thread issues a whole tile) and 1-D bulk copies.
- * Compiled for sm_90a only (WG_ENABLED); elsewhere the bodies are empty and
- * the host side says no. */
+ * The device side is compiled for sm_90a only (WG_ENABLED); elsewhere its
+ * bodies are empty, and the launchers never pick kernels that use it. */
 #ifndef TPRT_TMA_CUH
 #define TPRT_TMA_CUH
 #include "wgmma.cuh"

@@ -144,6 +144,20 @@ static void env_pair_unset(const env_pair *e) {
     if (e->var2) unsetenv(e->var2);
 }
 
+/* The fused attention's shapes: B, T, NH heads of size hs, and the amplitude of the random q, k, v.  Among
+ * them: T 300, a last 128-query block whose second 64 rows lie past T (and 128-key blocks); T 256, key blocks
+ * ending at T; B 2 x T 128, T a multiple of 64 over two sequences (the TMA loads); T 320 at amplitude 6,
+ * scores far apart, so that a row's max moves past the softmax's slack. */
+typedef struct {
+    int B, T, NH, hs;
+    float amp;
+} attention_shape;
+static const attention_shape attention_shapes[] = {
+    {2, 33, 3, 16, 1.0f},  {1, 1, 2, 64, 1.0f},   {2, 1, 2, 64, 1.0f},   {2, 100, 2, 64, 1.0f}, {1, 200, 2, 64, 1.0f},
+    {2, 300, 2, 64, 1.0f}, {1, 256, 2, 64, 1.0f}, {2, 128, 3, 64, 1.0f}, {1, 320, 2, 64, 6.0f}, {2, 64, 2, 32, 1.0f},
+    {1, 77, 3, 32, 1.0f},  {1, 130, 2, 16, 1.0f}, {1, 150, 2, 48, 1.0f}, {1, 77, 2, 96, 1.0f},  {1, 130, 1, 128, 1.0f},
+};
+
 /* The fused attention at B x T x NH heads of size hs, in each forward kernel (TPRT_ATTENTION_FWD=mma, the
  * mma.sync kernel, with TPRT_ATTENTION_FWD_ROWS=64: blocks of 64 queries, and without: 128 up to head size
  * 64; then the default, at head size 64 on sm_90 attention_wgmma.cu's): out and lse (against the CPU scores'
@@ -154,7 +168,8 @@ static void env_pair_unset(const env_pair *e) {
  * default, k64 and k128 also written (=) over those grads, the model's call, against the CPU's grads alone;
  * with each, the bias grad the kernels add as they go into a random start (what they added against the CPU
  * grads' column sums). */
-static void test_attention_fused(int B, int T, int NH, int hs, float amp) {
+static void test_attention_fused(const attention_shape *shape) {
+    const int B = shape->B, T = shape->T, NH = shape->NH, hs = shape->hs;
     static const struct {
         env_pair env;
         const char *tag;
@@ -174,7 +189,8 @@ static void test_attention_fused(int B, int T, int NH, int hs, float amp) {
     int Cl = NH * hs, C3 = 3 * Cl;
     size_t nq = (size_t)B * T * C3, no = (size_t)B * T * Cl, na = (size_t)B * NH * T * T, nl = (size_t)B * NH * T;
     char name[112], tag[32];
-    float *qkv = rnd(nq, amp, 1), *out = malloc(no * 4 + 4), *att = malloc(na * 4 + 4), *lse = malloc(nl * 4 + 4);
+    float *qkv = rnd(nq, shape->amp, 1), *out = malloc(no * 4 + 4), *att = malloc(na * 4 + 4),
+          *lse = malloc(nl * 4 + 4);
     double *sc = malloc((size_t)T * sizeof(double)), scale = 1.0 / sqrt((double)hs);
     attention_forward(out, att, qkv, B, T, Cl, NH);
     for (int bh = 0; bh < B * NH; bh++)
@@ -378,22 +394,8 @@ int main(void) {
     test_attention();
     test_attention_switch();
     run_wgmma_checks();
-    test_attention_fused(2, 33, 3, 16, 1.0f);
-    test_attention_fused(1, 1, 2, 64, 1.0f);
-    test_attention_fused(2, 1, 2, 64, 1.0f);
-    test_attention_fused(2, 100, 2, 64, 1.0f);
-    test_attention_fused(1, 200, 2, 64, 1.0f);
-    /* a last 128-query block whose second 64 rows lie past T; 128-key blocks too */
-    test_attention_fused(2, 300, 2, 64, 1.0f);
-    test_attention_fused(1, 256, 2, 64, 1.0f); /* key blocks ending at T */
-    test_attention_fused(2, 128, 3, 64, 1.0f); /* T a multiple of 64 over two sequences: the TMA loads */
-    test_attention_fused(1, 320, 2, 64, 6.0f); /* scores far apart: a row's max moves past its slack */
-    test_attention_fused(2, 64, 2, 32, 1.0f);
-    test_attention_fused(1, 77, 3, 32, 1.0f);
-    test_attention_fused(1, 130, 2, 16, 1.0f);
-    test_attention_fused(1, 150, 2, 48, 1.0f);
-    test_attention_fused(1, 77, 2, 96, 1.0f);
-    test_attention_fused(1, 130, 1, 128, 1.0f);
+    for (size_t i = 0; i < sizeof attention_shapes / sizeof attention_shapes[0]; i++)
+        test_attention_fused(&attention_shapes[i]);
     test_pointwise();
     test_crossentropy(0, 1000, 990, 1024);
     test_crossentropy(500, 500, 990, 512);
