@@ -29,17 +29,6 @@ constexpr int WG_HS = 64;
  * each); three transaction barriers (64 bytes); + alignment to 1024.  Three blocks fill an SM's 228 KiB. */
 constexpr size_t WG_SMEM = 7 * WG_TILE_BYTES + WG_TILE * sizeof(float) + 4 * FA_TILE * sizeof(float) + 64 + 1024;
 
-/* `bytes` of fp32 from shared src added into global dst by the copy engine (one thread issues it) */
-__device__ __forceinline__ void bulk_add_f32(float *dst, const float *src, unsigned bytes) {
-    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
-                 "cp.async.bulk.commit_group;\n" ::"l"(dst),
-                 "r"(wg_saddr(src)), "r"(bytes)
-                 : "memory");
-}
-/* this thread's bulk additions have read their shared memory (read), or are done (all) */
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-
 /* rows r0.. of one head (64 columns, row stride `stride`) into a swizzled tile by the block's 128 threads,
  * asynchronously; rows >= T zero.  Thread x copies chunk x % 8 of rows x / 8 + 16 j: a multiple of 8 apart,
  * so its chunk's swizzled place is the same in each. */
@@ -67,6 +56,14 @@ __device__ __forceinline__ void load_query_sw(bf16 *sQ, bf16 *sO, float *sL, flo
 __device__ __forceinline__ void load_kv_stage(bf16 *stage, const bf16 *base, int C3, int Cl, int t, int T) {
     load_tile_sw(stage, base + Cl, C3, t * FA_TILE, T);
     load_tile_sw(stage + WG_TILE, base + 2 * Cl, C3, t * FA_TILE, T);
+}
+
+/* TMA: key tile rows row.. of one head's K and V (qkv's columns Cl + col and 2 Cl + col) into kv and
+ * kv + WG_TILE, on bar; one thread issues it (load_kv_stage's counterpart) */
+__device__ __forceinline__ void tma_kv(bf16 *kv, const CUtensorMap *map, int Cl, int col, int row, uint64_t *bar) {
+    mbar_expect(bar, 2 * WG_TILE_BYTES);
+    tma_tile(kv, map, Cl + col, row, bar);
+    tma_tile(kv + WG_TILE, map, 2 * Cl + col, row, bar);
 }
 
 /* Where a backward block's tiles come from, and what its copies complete on (TMA loads). */
@@ -115,12 +112,11 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
         if (threadIdx.x == 0) {
             mbar_init(&bars[0], 1), mbar_init(&bars[1], 1), mbar_init(&bars[2], 1);
             mbar_init_fence();
-            mbar_expect(&bars[2], 2 * WG_TILE_BYTES);
-            tma_tile(sK, &mqkv, Cl + src.col, src.row0 + kb * FA_TILE, &bars[2]);
-            tma_tile(sV, &mqkv, 2 * Cl + src.col, src.row0 + kb * FA_TILE, &bars[2]);
+            tma_kv(sK, &mqkv, Cl, src.col, src.row0 + kb * FA_TILE, &bars[2]); /* sV follows sK */
             tma_query(src, sQ, sO, sL, sD, bars, 0, kb * FA_TILE);
         }
         __syncthreads(); /* the barriers are made before anyone waits on them */
+        mbar_wait(&bars[2], 0);
     } else {
         load_tile_sw(sK, base + Cl, C3, kb * FA_TILE, T);
         load_tile_sw(sV, base + 2 * Cl, C3, kb * FA_TILE, T);
@@ -136,7 +132,6 @@ __global__ void __launch_bounds__(FA_THREADS, 3)
         /* the next tile into the buffer read two tiles ago: every product on it ended before the last barrier */
         if (TMA) {
             if (qb + 1 < nqb && threadIdx.x == 0) tma_query(src, sQ, sO, sL, sD, bars, cur ^ 1, q0 + FA_TILE);
-            if (qb == kb) mbar_wait(&bars[2], 0);
             mbar_wait(&bars[cur], ((qb - kb) >> 1) & 1);
         } else {
             if (qb + 1 < nqb) {
@@ -221,11 +216,7 @@ constexpr uint64_t WG_STAGE = 2 * WG_TILE_BYTES / 16; /* one stage of K and V in
 
 /* TMA: key tile t's K and V into stage t % 3, issued by one thread */
 __device__ __forceinline__ void tma_key_tile(const fwd_block &f, int t) {
-    uint64_t *bar = &f.bars[t % 3];
-    bf16 *stage = f.sKV + 2 * (t % 3) * WG_TILE;
-    mbar_expect(bar, 2 * WG_TILE_BYTES);
-    tma_tile(stage, f.map, f.Cl + f.col, f.row0 + t * FA_TILE, bar);
-    tma_tile(stage + WG_TILE, f.map, 2 * f.Cl + f.col, f.row0 + t * FA_TILE, bar);
+    tma_kv(f.sKV + 2 * (t % 3) * WG_TILE, f.map, f.Cl, f.col, f.row0 + t * FA_TILE, &f.bars[t % 3]);
 }
 
 /* Key tile kb of a forward block: s holds its S; the next tile's S goes into sn on the tensor cores while
