@@ -1,6 +1,6 @@
-"""The table of finding kinds (reports/finding_kinds.c) is the one list of
+"""The table of finding kinds (rules/finding_kinds.c) is the one list of
 kinds: `tpaudit kinds` prints it, every kind in it has its query in
-analyzer/findings.c and no query names a kind outside it, no renderer or
+rules/findings.c and no query names a kind outside it, no renderer or
 analyzer file names a kind, and no doc (README.md, docs/, the man page) nor
 the report's JSON Schema keeps a list of kinds that would have to be kept in
 step: a new kind is a row, a query and its tests, and nothing else.
@@ -16,14 +16,14 @@ TPAUDIT = pathlib.Path(os.environ["TPAUDIT_BUILD"]) / "bin" / "tpaudit"
 
 
 def table_kinds():
-    text = (ROOT / "reports" / "finding_kinds.c").read_text()
+    text = (ROOT / "rules" / "finding_kinds.c").read_text()
     kinds = re.findall(r'^\s*\{NAMED\("(\w+)"\)', text, re.M)
-    assert kinds, "no kinds read from reports/finding_kinds.c"
+    assert kinds, "no kinds read from rules/finding_kinds.c"
     return kinds
 
 
 def queried_kinds():
-    text = (ROOT / "analyzer" / "findings.c").read_text()
+    text = (ROOT / "rules" / "findings.c").read_text()
     block = text[text.index("FINDING_SQL[] = {"):]
     block = block[: block.index("\n};")]
     return re.findall(r'^\s*\{"(\w+)",', block, re.M)
@@ -70,7 +70,7 @@ def test_tpaudit_kinds_usage():
 
 def test_no_renderer_or_analyzer_file_lists_the_kinds():
     kinds = table_kinds()
-    for folder in ("analyzer", "reports"):
+    for folder in ("rules", "analyzer", "launcher", "cli", "reports"):
         for path in sorted((ROOT / folder).glob("*.[ch]")):
             if path.name in ("finding_kinds.c", "findings.c"):
                 continue
@@ -97,7 +97,7 @@ def test_report_schema_takes_any_kind_the_table_has():
     kind = schema["$defs"]["kind"]
     assert schema["$defs"]["finding"]["properties"]["kind"] == {"$ref": "#/$defs/kind"}
     assert schema["$defs"]["totals"]["properties"]["by_kind"]["propertyNames"] == {"$ref": "#/$defs/kind"}
-    text = (ROOT / "reports" / "finding_kinds.c").read_text()
+    text = (ROOT / "rules" / "finding_kinds.c").read_text()
     json_keys = set(re.findall(r'(?:NAMED\(|\.json_key = )"(\w+)"', text))  # NAMED sets the key to the name
     assert json_keys >= set(table_kinds()), json_keys
     for key in json_keys | kinds:
