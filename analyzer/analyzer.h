@@ -1,5 +1,6 @@
 /* analyzer.h - internal interface of the tpaudit analyzer: opening
- * databases, computing findings into a tpa_report_t, the gate, the verbs. */
+ * databases and reading them (with the finding rules, findings.h) into a
+ * tpa_report_t, the CLI's options and output, the verbs. */
 #ifndef TPA_ANALYZER_H
 #define TPA_ANALYZER_H
 
@@ -7,7 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tpa_model.h"
+#include "findings.h"
+#include "reports.h"
 
 #define TPA_SCHEMA_VERSION 1
 
@@ -21,11 +23,6 @@ void tpa_db_close(sqlite3 *db);
  * is gone (killed while it read); each copy is otherwise removed as soon
  * as it is open. */
 void tpa_db_clean_stale(void);
-/* Runs `sql`, statements that write only the connection's temporary
- * database (in memory), with query_only lifted for the call: the file
- * stays as it is (opened immutable and read-only, or a private copy).
- * 0, or -1 when a statement fails, with SQLite's reason in `why`. */
-int tpa_db_scratch(sqlite3 *db, const char *sql, char *why, size_t why_len);
 
 /* Expands PATH arguments (files or directories of *.db) into a sorted list (paths.c). */
 int tpa_collect_paths(int n, char **args, char ***files, size_t *n_files, char *why, size_t why_len);
@@ -64,8 +61,8 @@ int tpa_read_json_report(const char *path, tpa_report_t *r, char *why, size_t wh
 
 /* Native stack `stack_id` of `db` as frames (function, file:line or
  * module+offset), at most TPA_MAX_FRAMES of them; modules are opened once
- * and cached.  tpa_symbolize_forget drops what was cached about `db`. */
-#define TPA_MAX_FRAMES 256
+ * and cached (a tpa_symbolize_fn: the finding rules name stacks with it).
+ * tpa_symbolize_forget drops what was cached about `db`. */
 int tpa_symbolize_stack(sqlite3 *db, int64_t stack_id, tpa_frames_t *out);
 void tpa_symbolize_forget(sqlite3 *db);
 /* Path of the module of `db` that held address `ip` (the latest loaded), or NULL. */
@@ -75,9 +72,6 @@ const char *tpa_module_path_of(sqlite3 *db, uint64_t ip);
  * points) and run->by_library (device memory live at at_ns). alloc_scan.c */
 int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run);
 
-/* Owned copies (strings.c): of `s` (NULL stays NULL) and of column `i`'s text. */
-char *tpa_strdup(const char *s);
-char *tpa_column_text(sqlite3_stmt *st, int i);
 /* SIZE: a number and a unit in any case (B, KiB/K, MiB/M, GiB/G, TiB/T
  * binary; KB, MB, GB, TB decimal). 0, -1 malformed, -2 beyond int64. */
 int tpa_parse_size(const char *text, int64_t *bytes);

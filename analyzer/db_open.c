@@ -15,7 +15,8 @@
  *   is removed by the next one (tpa_db_clean_stale: its PID is gone).
  * Everything is read inside one read transaction, with query_only set;
  * what the analysis works out once per database goes into the connection's
- * temporary database, kept in memory (tpa_db_scratch). */
+ * temporary database, kept in memory (rules/findings.c lifts query_only
+ * for those statements alone). */
 #include "analyzer.h"
 
 #include <dirent.h>
@@ -292,17 +293,6 @@ static int check_contents(sqlite3 *db, const char *path, char *why, size_t why_l
         return -1;
     }
     return 0;
-}
-
-int tpa_db_scratch(sqlite3 *db, const char *sql, char *why, size_t why_len) {
-    int rc = sqlite3_exec(db, "PRAGMA query_only=0", NULL, NULL, NULL);
-    if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-    if (rc != SQLITE_OK) snprintf(why, why_len, "%s", sqlite3_errmsg(db)); /* before the next statement resets it */
-    if (sqlite3_exec(db, "PRAGMA query_only=1", NULL, NULL, NULL) != SQLITE_OK && rc == SQLITE_OK) {
-        snprintf(why, why_len, "%s", sqlite3_errmsg(db));
-        rc = SQLITE_ERROR;
-    }
-    return rc == SQLITE_OK ? 0 : -1;
 }
 
 int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len) {

@@ -8,7 +8,7 @@
  * does not depend on the threads.  Each database is opened once, and only
  * what the caller needs is read (tpa_need): the gate reads no stacks and no
  * allocations.  On a failure, the first file in order that failed says why. */
-#include "findings.h"
+#include "analyzer.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -76,6 +76,7 @@ static int64_t headline_stale_bytes(const tpa_report_t *r) {
 static int load_one(const char *file, int needs, tpa_report_t *r, char *why, size_t why_len) {
     sqlite3 *db;
     if (tpa_db_open(file, &db, why, why_len)) return -1;
+    r->symbolize = tpa_symbolize_stack;
     r->runs = calloc(1, sizeof *r->runs);
     if (!r->runs) {
         tpa_db_close(db);

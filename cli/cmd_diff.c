@@ -3,7 +3,7 @@
  * side is a database, a directory of them, or a JSON report.  Exit 1 when a
  * finding appeared or grew (a regression), 0 otherwise or with --exit-zero,
  * 2 on bad usage or input. */
-#include "findings.h"
+#include "analyzer.h"
 
 #include <getopt.h>
 #include <stdio.h>

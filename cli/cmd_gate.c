@@ -8,7 +8,7 @@
  * --max-retained nor --max-findings, both apply with limit 0 (any error
  * finding fails); with only one of them, only that one applies, so
  * `--max-retained 100MiB` gates on retained bytes alone. */
-#include "findings.h"
+#include "analyzer.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -7,7 +7,7 @@
  * them in the main thread) and is stopped, its line cleared, before the
  * verdict is printed. */
 #define _GNU_SOURCE
-#include "findings.h"
+#include "analyzer.h"
 #include "run_parts.h"
 
 #include <dirent.h>

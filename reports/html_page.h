@@ -7,7 +7,7 @@
 #define HTML_PAGE_H
 
 #include "stack_view.h"
-#include "tpa_model.h"
+#include "reports.h"
 
 /* Writes s escaped for HTML text and attribute values: & < > " ' become
  * entities; invalid UTF-8, control characters (but tab and newline),

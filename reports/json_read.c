@@ -4,7 +4,7 @@
  * emitted, and JSON reports given as a baseline.  Depth and size are
  * bounded; strings are decoded (\uXXXX included) into UTF-8.
  */
-#include "tpa_model.h"
+#include "reports.h"
 
 #include <errno.h>
 #include <stdlib.h>

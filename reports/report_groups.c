@@ -3,7 +3,7 @@
  * a rank its own, helper processes folded under their run), and identical
  * findings across ranks shown once ("ranks 0-7").  Both are built in
  * O(n log n), so 10,000 ranks cost milliseconds. */
-#include "tpa_model.h"
+#include "reports.h"
 
 #include <stdlib.h>
 #include <string.h>

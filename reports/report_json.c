@@ -6,7 +6,7 @@
  * databases, and nothing about the time of the analysis is written.
  */
 #include "finding_kinds.h"
-#include "tpa_model.h"
+#include "reports.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * suite only ever counts its own process's findings. */
 #include "finding_kinds.h"
 #include "stack_view.h"
-#include "tpa_model.h"
+#include "reports.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * missing rank is written "no rank".  The gate's verdict as text too. */
 #include "finding_kinds.h"
 #include "stack_view.h"
-#include "tpa_model.h"
+#include "reports.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,88 +1,15 @@
 /*
- * stack_view.c - the one place that decides how a stack is shown: user
- * frames against library frames (site-packages, the standard library, the
- * probe, the interpreter and system libraries), the library a frame
- * belongs to, the project root derived from the runs' script argument and
- * the user frames, paths relative to it, a run's program name, and the
- * text form of a stack (outermost first, library stretches folded).  The
- * HTML (html_stack.c) and the text report both use it.
+ * stack_view.c - the one place that decides how a stack is shown: the
+ * project root derived from the runs' script argument and the user frames
+ * (which frames are the user's is rules/frames.c's), paths relative to it,
+ * a run's program name, and the text form of a stack (outermost first,
+ * library stretches folded).  The HTML (html_stack.c) and the text report
+ * both use it.
  */
 #include "stack_view.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* The part of path after "/site-packages/" or "/dist-packages/", or NULL. */
-static const char *after_packages(const char *path) {
-    const char *marks[] = {"/site-packages/", "/dist-packages/"};
-    for (size_t i = 0; i < 2; i++) {
-        const char *at = strstr(path, marks[i]);
-        if (at) return at + strlen(marks[i]);
-    }
-    return NULL;
-}
-
-/* The part of path from "pythonX.Y/" of a standard-library file, or NULL. */
-static const char *stdlib_part(const char *path) {
-    for (const char *at = strstr(path, "/lib/python"); at; at = strstr(at + 1, "/lib/python")) {
-        const char *p = at + strlen("/lib/python");
-        if (*p < '0' || *p > '9') continue;
-        while ((*p >= '0' && *p <= '9') || *p == '.') p++;
-        if (*p == '/') return at + strlen("/lib/");
-    }
-    return NULL;
-}
-
-static const char *const PROBE_DIR = "/share/tpaudit/python/";
-
-const char *tpa_base_name(const char *path) {
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
-int tpa_frame_is_user(const tpa_frame_t *f) {
-    const char *path = f->module ? f->module : f->file;
-    if (!path || !*path || path[0] == '<') return 0; /* <frozen importlib._bootstrap>, <string> */
-    if (after_packages(path) || stdlib_part(path)) return 0;
-    if (strstr(path, PROBE_DIR)) return 0;
-    if (f->module) {
-        const char *base = tpa_base_name(path);
-        if (!strncmp(path, "/usr/lib", 8) || !strncmp(path, "/lib", 4) || !strncmp(base, "libpython", 9) ||
-            !strncmp(base, "python", 6) || !strncmp(base, "libtpaudit", 10))
-            return 0;
-    }
-    return 1;
-}
-
-/* Copies the first n bytes of s into buf as a name. */
-static const char *name_into(char *buf, size_t len, const char *s, size_t n) {
-    if (n >= len) n = len - 1;
-    memcpy(buf, s, n);
-    buf[n] = 0;
-    return buf;
-}
-
-const char *tpa_frame_library(const tpa_frame_t *f, char *buf, size_t len) {
-    const char *path = f->module ? f->module : f->file, *part;
-    if (!path || !*path || path[0] == '<') return name_into(buf, len, "python", 6);
-    if (f->module) {
-        const char *base = tpa_base_name(path), *so = strstr(base, ".so");
-        return name_into(buf, len, base, so && so != base ? (size_t)(so - base) : strlen(base));
-    }
-    if (strstr(path, PROBE_DIR)) return name_into(buf, len, "tpaudit", 7);
-    if ((part = after_packages(path)) || (part = stdlib_part(path))) {
-        size_t n = strcspn(part, "/");
-        if (!part[n] && n > 3 && !strcmp(part + n - 3, ".py")) n -= 3; /* a top-level module: six.py */
-        if (n) return name_into(buf, len, part, n);
-    }
-    return name_into(buf, len, "python", 6);
-}
-
-const tpa_frame_t *tpa_first_user_frame(const tpa_frames_t *fr) {
-    for (size_t i = 0; i < fr->n; i++)
-        if (tpa_frame_is_user(&fr->v[i])) return &fr->v[i];
-    return fr->n ? &fr->v[0] : NULL;
-}
 
 /* Shrinks the directory prefix *root (ending in '/') to one that path also
  * starts with; it becomes empty when they share nothing. */
@@ -220,8 +147,8 @@ void tpa_paths_free(tpa_paths_t *p) {
 const char *tpa_short_path(const tpa_paths_t *p, const char *path) {
     size_t rl = p->root ? strlen(p->root) : 0;
     if (rl && !strncmp(path, p->root, rl) && path[rl]) return path + rl;
-    const char *part = after_packages(path);
-    if (!part) part = stdlib_part(path);
+    const char *part = tpa_packages_part(path);
+    if (!part) part = tpa_stdlib_part(path);
     return part && *part ? part : path;
 }
 
@@ -258,7 +185,7 @@ const char *tpa_run_program(const tpa_run_t *run, char *buf, size_t len) {
     size_t n = 0;
     const char *prog = argv ? program_arg(argv, &n) : NULL;
     if (!prog || !n) prog = "process", n = 7;
-    name_into(buf, len, prog, n);
+    snprintf(buf, len, "%.*s", (int)n, prog);
     for (char *c = buf; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
               *c == '.' || *c == '-'))

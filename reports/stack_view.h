@@ -1,25 +1,15 @@
 /*
- * stack_view.h - how every report shows a stack: which frames are the
- * user's own code and which belong to a library (site-packages, the
- * standard library, the interpreter, system libraries), the project root
- * that paths are shown relative to, the name of a run's program, and the
- * text form of a stack (outermost first, most recent call last, library
- * frames folded). Internal to reports/; the HTML draws on the same rules.
+ * stack_view.h - how every report shows a stack: the project root that
+ * paths are shown relative to, the name of a run's program, and the text
+ * form of a stack (outermost first, most recent call last, library frames
+ * folded, by the rule of rules/frames.h). Internal to reports/; the HTML
+ * draws on the same rules.
  */
 #ifndef STACK_VIEW_H
 #define STACK_VIEW_H
 
-#include "tpa_model.h"
-
-/* 1 when the frame is the user's code, 0 for site-packages, the standard
- * library, the probe, the interpreter and system libraries. */
-int tpa_frame_is_user(const tpa_frame_t *f);
-/* The library a frame belongs to, for "... 3 frames in torch": the package
- * under site-packages, "pythonX.Y" for the standard library, "tpaudit" for
- * the probe, a native module's base name; "python" otherwise. Writes buf. */
-const char *tpa_frame_library(const tpa_frame_t *f, char *buf, size_t len);
-/* The first user frame of a stack, else the first frame, NULL when empty. */
-const tpa_frame_t *tpa_first_user_frame(const tpa_frames_t *fr);
+#include "frames.h"
+#include "reports.h"
 
 /* Where the user's code lives, so that paths can be shown relative to it. */
 typedef struct tpa_paths {
@@ -33,8 +23,6 @@ void tpa_paths_free(tpa_paths_t *p);
 /* The path to show: relative to the root, after site-packages, or from
  * pythonX.Y/ in the standard library; else as stored. */
 const char *tpa_short_path(const tpa_paths_t *p, const char *path);
-/* A native frame's module shown by its base name. */
-const char *tpa_base_name(const char *path);
 
 /* The program a run ran, stable from run to run: a Python script's base
  * name without ".py", the module of `python -m M`, else the base name of

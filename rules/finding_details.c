@@ -2,7 +2,9 @@
  * live successor and how it relates to it, its offset into its storage (a
  * view's), the stacks that created and replaced the tensor, and the device
  * allocation holding its storage. */
-#include "findings.h"
+#include "finding_details.h"
+#include "finding_names.h"
+#include "owned_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,12 +94,13 @@ static void parse_py_stack(const char *text, tpa_frames_t *out) {
 }
 
 /* A stack from an event row: its Python stack (column `col`) when it has
- * one, else its native stack (column col + 1), symbolized. */
-static void row_stack(sqlite3 *db, sqlite3_stmt *st, int col, tpa_frames_t *out) {
+ * one, else its native stack (column col + 1), named by `symbolize` (none
+ * when it is NULL). */
+static void row_stack(tpa_symbolize_fn symbolize, sqlite3 *db, sqlite3_stmt *st, int col, tpa_frames_t *out) {
     if (sqlite3_column_type(st, col) != SQLITE_NULL)
         parse_py_stack((const char *)sqlite3_column_text(st, col), out);
-    else
-        tpa_symbolize_stack(db, sqlite3_column_int64(st, col + 1), out);
+    else if (symbolize)
+        symbolize(db, sqlite3_column_int64(st, col + 1), out);
 }
 
 /* Events of `kind` about `key` (or, for a master, about the working tensor
@@ -119,7 +122,7 @@ static sqlite3_stmt *key_events(sqlite3 *db, int64_t audit, const char *kind, co
     return st;
 }
 
-static void add_later(tpa_finding_t *f, sqlite3 *db, sqlite3_stmt *st) {
+static void add_later(tpa_symbolize_fn symbolize, tpa_finding_t *f, sqlite3 *db, sqlite3_stmt *st) {
     tpa_replacement_t *v = realloc(f->later_replacements, (f->n_later_replacements + 1) * sizeof *v);
     if (!v) return;
     f->later_replacements = v;
@@ -127,25 +130,25 @@ static void add_later(tpa_finding_t *f, sqlite3 *db, sqlite3_stmt *st) {
     at->name = tpa_column_text(st, 0);
     at->at.v = NULL;
     at->at.n = 0;
-    row_stack(db, st, 1, &at->at);
+    row_stack(symbolize, db, st, 1, &at->at);
 }
 
 /* Where the tensor was made (its param_created event) and replaced: the
  * first replacement is replaced_at, the later ones of the same tensor are
  * listed after it.  With no param_replaced event, the module_replaced event
  * of a module whose path starts the tensor's name. */
-static void attach_events(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
+static void attach_events(tpa_symbolize_fn symbolize, sqlite3 *db, int64_t audit, tpa_finding_t *f) {
     sqlite3_stmt *st = key_events(db, audit, "param_created", "new_key", f->key, "1", "id DESC");
-    if (st && sqlite3_step(st) == SQLITE_ROW) row_stack(db, st, 1, &f->created_at);
+    if (st && sqlite3_step(st) == SQLITE_ROW) row_stack(symbolize, db, st, 1, &f->created_at);
     if (st) sqlite3_finalize(st);
     st = key_events(db, audit, "param_replaced", "old_key", f->key, TPA_SINCE_CREATED("e.old_key"), "id");
     int64_t about = 0; /* the key of the first replacement's event */
     for (int first = 1; st && sqlite3_step(st) == SQLITE_ROW; first = 0) {
         if (first) {
-            row_stack(db, st, 1, &f->replaced_at);
+            row_stack(symbolize, db, st, 1, &f->replaced_at);
             about = sqlite3_column_int64(st, 3);
         } else if (sqlite3_column_int64(st, 3) == about) {
-            add_later(f, db, st);
+            add_later(symbolize, f, db, st);
         }
     }
     if (st) sqlite3_finalize(st);
@@ -172,7 +175,8 @@ static sqlite3_stmt *prepare_bound(sqlite3 *db, const char *sql, int64_t first, 
 }
 
 /* The device allocation containing the tensor's storage at the audit. */
-static void attach_allocation(sqlite3 *db, int64_t audit_begin, int64_t ptr, tpa_finding_t *f) {
+static void attach_allocation(tpa_symbolize_fn symbolize, sqlite3 *db, int64_t audit_begin, int64_t ptr,
+                              tpa_finding_t *f) {
     if (!ptr) return;
     sqlite3_stmt *st = prepare_bound(
         db,
@@ -186,8 +190,8 @@ static void attach_allocation(sqlite3 *db, int64_t audit_begin, int64_t ptr, tpa
         f->has_allocation = 1;
         f->alloc_address = (uint64_t)sqlite3_column_int64(st, 0);
         f->alloc_bytes = sqlite3_column_int64(st, 1);
-        if (sqlite3_column_type(st, 2) != SQLITE_NULL)
-            tpa_symbolize_stack(db, sqlite3_column_int64(st, 2), &f->alloc_stack);
+        if (symbolize && sqlite3_column_type(st, 2) != SQLITE_NULL)
+            symbolize(db, sqlite3_column_int64(st, 2), &f->alloc_stack);
     }
     sqlite3_finalize(st);
 }
@@ -223,9 +227,10 @@ static void attach_storage_offset(sqlite3 *db, int64_t audit, tpa_finding_t *f) 
     sqlite3_finalize(st);
 }
 
-void tpa_attach_details(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t ptr, tpa_finding_t *f) {
+void tpa_attach_details(tpa_symbolize_fn symbolize, sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t ptr,
+                        tpa_finding_t *f) {
     attach_storage_offset(db, audit, f);
-    attach_events(db, audit, f);
+    attach_events(symbolize, db, audit, f);
     tpa_attach_names(db, audit, f);
-    attach_allocation(db, audit_begin, ptr, f);
+    attach_allocation(symbolize, db, audit_begin, ptr, f);
 }

@@ -5,7 +5,8 @@
  * the model's own order (named_parameters order, which is the order the
  * modules were registered in), the others its aliases, and every name gets
  * the prefix its live successor's path shows. */
-#include "findings.h"
+#include "finding_names.h"
+#include "owned_text.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,6 +3,7 @@
  * judged by identity at one audit; bytes are counted once per storage and
  * never for storage a live param holds. */
 #include "findings.h"
+#include "finding_details.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,12 +40,34 @@ static int counted_add(struct counted *c, int64_t ptr) {
 #define TENSOR_COLS \
     "t.key, t.name, t.shape, t.local_shape, t.dtype, t.device, t.type, t.storage_ptr, t.storage_bytes, t.has_grad"
 
+/* Runs `sql`, statements that write only the connection's temporary
+ * database (in memory), with query_only lifted for the call and put back
+ * as it was: the CLI reads its databases query_only (the file stays as it
+ * is), the shim judges on its writer's own connection.  0, or -1 with
+ * SQLite's reason in `why`. */
+static int scratch(sqlite3 *db, const char *sql, char *why, size_t why_len) {
+    int was = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "PRAGMA query_only", -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) was = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+    }
+    int rc = was ? sqlite3_exec(db, "PRAGMA query_only=0", NULL, NULL, NULL) : SQLITE_OK;
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    if (rc != SQLITE_OK) snprintf(why, why_len, "%s", sqlite3_errmsg(db)); /* before the next statement resets it */
+    if (was && sqlite3_exec(db, "PRAGMA query_only=1", NULL, NULL, NULL) != SQLITE_OK && rc == SQLITE_OK) {
+        snprintf(why, why_len, "%s", sqlite3_errmsg(db));
+        rc = SQLITE_ERROR;
+    }
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
 /* Generic masters of the database: tensors never registered on a module (a
  * param in no audit), never created or replaced as one, that had a gradient
  * at every closed step audit they were a group param in (the fp32 copies of
  * a wrapper tpaudit does not know).  The rule spans every audit but not the
  * audit judged, so it is found once per database (tpa_findings_prepare), into a table of its
- * temporary database (in memory, tpa_db_scratch; the file stays as it is),
+ * temporary database (in memory, scratch(); the file stays as it is),
  * and each audit's stale_param query only looks its candidates up there:
  * judging every audit reads each audit's refs once, not every audit's refs
  * once per audit. */
@@ -60,7 +83,7 @@ static const char GENERIC_MASTERS_SQL[] =
     "CREATE INDEX temp.generic_master_by_k ON generic_master(k);";
 
 int tpa_findings_prepare(sqlite3 *db, char *why, size_t why_len) {
-    return tpa_db_scratch(db, GENERIC_MASTERS_SQL, why, why_len);
+    return scratch(db, GENERIC_MASTERS_SQL, why, why_len);
 }
 
 /* The generic masters only spare stale_param candidates (group params
@@ -78,7 +101,7 @@ int tpa_findings_prepare_audit(sqlite3 *db, int64_t audit, char *why, size_t why
     }
     /* the table of GENERIC_MASTERS_SQL, left empty */
     return candidates ? tpa_findings_prepare(db, why, why_len)
-                      : tpa_db_scratch(db, "CREATE TEMP TABLE generic_master(k INTEGER)", why, why_len);
+                      : scratch(db, "CREATE TEMP TABLE generic_master(k INTEGER)", why, why_len);
 }
 
 /* The query that finds each kind, by the kind's name, with the kind's rule
@@ -290,7 +313,8 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
             f.step = step;
             read_finding(db, st, &tpa_kinds[k], audit, &s, &f, &ptr);
             /* storage 0: no allocation is looked for */
-            if (with_details) tpa_attach_details(db, audit, audit_begin, with_details == TPA_DETAILS_ALL ? ptr : 0, &f);
+            if (with_details)
+                tpa_attach_details(r->symbolize, db, audit, audit_begin, with_details == TPA_DETAILS_ALL ? ptr : 0, &f);
             push_finding(r, &f);
         }
         sqlite3_finalize(st);

@@ -1,19 +1,23 @@
 /* findings.h - how one database becomes findings and a judged run: the
- * queries per kind (findings.c), what each finding carries (finding_details.c),
- * its message (finding_message.c), the matcher of findings across reports
- * (finding_match.c), and the policy over them (judge.c): which audit is
- * judged, when a run is inconclusive, and the headline findings. */
+ * queries per kind (findings.c, with what each finding carries in
+ * finding_details.c), its message (finding_message.c), the matcher of
+ * findings across reports (finding_match.c), and the policy over them
+ * (judge.c): which audit is judged, when a run is inconclusive, and the
+ * headline findings.  The interface of rules/, which needs nothing above
+ * SQLite and the database's schema (shim/records.h). */
 #ifndef TPA_FINDINGS_H
 #define TPA_FINDINGS_H
 
-#include "analyzer.h"
-#include "finding_kinds.h"
+#include <sqlite3.h>
 
-/* The queries, the details and messages (findings.c, finding_details.c,
- * finding_message.c, strings.c) are one static library used by the CLI and,
- * built again without sanitizers, by the shim (shim/verdict_judge.c, which
- * judges an audit in-process).  The program that links it supplies two
- * functions: tpa_db_scratch and tpa_symbolize_stack (analyzer.h). */
+#include "finding_kinds.h"
+#include "owned_text.h"
+#include "tpa_model.h"
+
+/* The rules are one static library used by the CLI and, built again
+ * without sanitizers, by the shim (shim/verdict_judge.c, which judges an
+ * audit in-process).  How native stacks are named is the caller's: the
+ * report's `symbolize` (tpa_model.h). */
 
 /* What every audit of the database `db` shares, worked out once into its
  * temporary database before the first tpa_findings_for_db: 0, or -1 with
@@ -34,22 +38,6 @@ enum tpa_details {
 int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t rank, int64_t step, int with_details,
                         tpa_report_t *r);
 
-/* The live param that took over from stale `f` (same name, or named by a
- * param_replaced event), with how their shapes relate. */
-void tpa_find_successor(sqlite3 *db, int64_t audit, tpa_finding_t *f);
-/* An SQL condition on event row `e` about the tensor in its column `col`:
- * the event came after that tensor's latest param_created event (the id of
- * a dead object comes back as another object's key). */
-#define TPA_SINCE_CREATED(col) \
-    "e.id > (SELECT coalesce(max(c.id), 0) FROM event c WHERE c.kind='param_created' AND c.new_key=" col ")"
-/* The names of `f`'s tensor (finding_names.c): `name` becomes the first of
- * them in the model's own order, the others its aliases, each with the
- * wrapper prefix its live successor's path shows. */
-void tpa_attach_names(sqlite3 *db, int64_t audit, tpa_finding_t *f);
-/* Storage offset, names, creation and replacement stacks (the first
- * replacement, and the later ones apart), and the allocation holding
- * storage `ptr`. */
-void tpa_attach_details(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t ptr, tpa_finding_t *f);
 /* The message of `f`, a finding of kind `k` (malloc'd). */
 char *tpa_finding_message(const tpa_finding_t *f, const tpa_kind_t *k);
 

@@ -1,6 +1,6 @@
-/* strings.c - owned copies of strings for the analyzer: of a C string and
+/* strings.c - owned copies of strings for the model: of a C string and
  * of a result column's text. */
-#include "analyzer.h"
+#include "owned_text.h"
 
 #include <stdlib.h>
 #include <string.h>

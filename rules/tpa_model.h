@@ -1,7 +1,7 @@
 /*
  * tpa_model.h - the in-memory result of an analysis: runs, findings, plot
- * series and the gate verdict.  The analyzer fills it; the renderers in
- * reports/ read it and never touch a database.
+ * series and the gate verdict.  The finding rules (rules/) and the analyzer
+ * fill it; the renderers in reports/ read it and never touch a database.
  */
 #ifndef TPA_MODEL_H
 #define TPA_MODEL_H
@@ -23,6 +23,13 @@ typedef struct tpa_frames {
     tpa_frame_t *v;
     size_t n;
 } tpa_frames_t;
+
+/* How a program names native stack `stack_id` of database `db` as frames,
+ * at most TPA_MAX_FRAMES of them (the CLI with debug info, libdw; the shim
+ * with dladdr on its own live addresses).  0, or -1. */
+#define TPA_MAX_FRAMES 256
+struct sqlite3;
+typedef int (*tpa_symbolize_fn)(struct sqlite3 *db, int64_t stack_id, tpa_frames_t *out);
 
 /* A replacement of a tensor after its first one: the name it was replaced
  * under and the stack that replaced it. */
@@ -137,15 +144,9 @@ typedef struct tpa_report {
     size_t n_rules;
     int inconclusive;      /* any run inconclusive */
     int gate_inconclusive; /* the gate met an inconclusive run it was not told to allow */
+    /* how the finding rules name native stacks (the program's own); NULL: they stay empty */
+    tpa_symbolize_fn symbolize;
 } tpa_report_t;
-
-/* Renderers: 0 on success, -1 on a write error. */
-int tpa_render_text(const tpa_report_t *r, FILE *out);
-int tpa_render_json(const tpa_report_t *r, FILE *out);
-int tpa_render_html(const tpa_report_t *r, FILE *out);
-int tpa_render_junit(const tpa_report_t *r, FILE *out);
-/* The gate's rules and verdict as text (report_text.c). */
-int tpa_render_gate_text(const tpa_report_t *r, FILE *out);
 
 /* Numbers read from a database are range-checked into the model: byte
  * counts lie in [0, TPA_MAX_BYTES] (8 PiB, exact as a double) and times in
@@ -157,83 +158,10 @@ int64_t tpa_add_bytes(int64_t a, int64_t b);
 int64_t tpa_sane_bytes(int64_t bytes); /* negative -> 0, above TPA_MAX_BYTES -> TPA_MAX_BYTES */
 int64_t tpa_clamp_ts(int64_t ts);
 
-/* Helpers shared by the renderers (report_util.c). */
-/* Every stored string goes out through one of these: JSON (valid UTF-8,
- * invalid bytes become U+FFFD), XML/HTML (the same, plus characters XML
- * cannot carry), and the terminal (control bytes, ESC, DEL, C1 controls
- * and invalid UTF-8 shown as \xNN; the result is a buffer reused after
- * 16 calls, so use it at once). */
-void tpa_put_json_string(FILE *out, const char *s);
-void tpa_put_xml_escaped(FILE *out, const char *s);
-const char *tpa_term(const char *s);
+/* A byte count as text: "512 B", "1.5 GiB" (binary units, one decimal). */
 void tpa_format_bytes(int64_t bytes, char *buf, size_t len);
-const char *tpa_severity(const tpa_finding_t *f);
-/* 1 when the finding's tensor is a view: at a nonzero offset into its
- * storage, or holding only part of it. */
-int tpa_finding_is_view(const tpa_finding_t *f);
-/* "a view at element offset N of a <size> storage (<size> of its own)", without
- * the offset part when it is 0 (also what a file from before storage_offset gives). */
-void tpa_format_view(const tpa_finding_t *f, char *buf, size_t len);
-int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank);
 
-/* The runs as the gate judges them (report_groups.c): one group per rank
- * (its first run in the report's order), each process without a rank its
- * own, helper processes in none; with the retained bytes of its error
- * findings (only those marked is_new when only_new).  In the order of
- * their first run; 0, or -1 out of memory. */
-typedef struct tpa_rank_group {
-    size_t run;       /* index of its first run */
-    int64_t rank;     /* -1: a process without a rank */
-    int64_t pid;      /* the process without a rank, else 0 */
-    int64_t retained; /* error findings' retained bytes */
-} tpa_rank_group_t;
-int tpa_rank_groups(const tpa_report_t *r, int only_new, tpa_rank_group_t **out, size_t *n);
-/* Runs that are not helper processes. */
-size_t tpa_count_runs(const tpa_report_t *r);
-/* "1 run", "3 runs", "8 ranks", "2 ranks, 1 process without a rank (and 4
- * helper processes)": the runs as counted by rank, helpers apart. */
-void tpa_describe_runs(const tpa_report_t *r, char *buf, size_t len);
-/* The group (of tpa_rank_groups) that retains the most, into *most; the
- * number of groups (0 when there are none or out of memory). */
-size_t tpa_most_retained_group(const tpa_report_t *r, tpa_rank_group_t *most);
-/* Groups the same finding on several ranks (each finding's group_first):
- * equal in all but rank, device, stacks and allocation, one per rank;
- * findings without a rank stand alone.  0, or -1 out of memory. */
-int tpa_group_findings(tpa_report_t *r);
-/* The groups in the order of their first finding, each with its findings
- * (a finding alone is a group of one). 0, or -1 out of memory. */
-typedef struct tpa_finding_group {
-    size_t first;    /* index of its first finding, which stands for the group */
-    size_t *members; /* indices of its findings, in order */
-    size_t n;
-} tpa_finding_group_t;
-int tpa_finding_groups(const tpa_report_t *r, tpa_finding_group_t **out, size_t *n);
-void tpa_finding_groups_free(tpa_finding_group_t *g, size_t n);
-/* "rank 3", "no rank", or "ranks 0-7" / "ranks 0-3, 5" of a group. */
-void tpa_format_group_ranks(const tpa_report_t *r, const tpa_finding_group_t *g, char *buf, size_t len);
-
-/* A strict JSON reader (json_read.c): NULL when the text is not one JSON
- * value.  Strings come decoded to UTF-8 (bytes of invalid UTF-8 are kept
- * as they are; the writers above replace them). */
-enum {
-    TPA_JSON_MISSING,
-    TPA_JSON_NULL,
-    TPA_JSON_BOOL,
-    TPA_JSON_NUMBER,
-    TPA_JSON_STRING,
-    TPA_JSON_ARRAY,
-    TPA_JSON_OBJECT
-};
-typedef struct tpa_json tpa_json_t;
-tpa_json_t *tpa_json_parse(const char *text, size_t len);
-void tpa_json_free(tpa_json_t *v);
-int tpa_json_type(const tpa_json_t *v);
-size_t tpa_json_len(const tpa_json_t *v);
-const tpa_json_t *tpa_json_at(const tpa_json_t *v, size_t i);
-const tpa_json_t *tpa_json_get(const tpa_json_t *v, const char *key);
-const char *tpa_json_str(const tpa_json_t *v);
-int tpa_json_int(const tpa_json_t *v, int64_t *out); /* 0 when an integer in int64 */
-
+/* Freeing what the model holds (tpa_model.c). */
 void tpa_report_free(tpa_report_t *r);
 void tpa_finding_free(tpa_finding_t *f);
 void tpa_frames_free(tpa_frames_t *fr);

@@ -1,10 +1,8 @@
-/* verdict_judge.c - the analyzer's judgement of one audit, inside the shim:
- * the finding queries of analyzer/findings.c (the static library
+/* verdict_judge.c - the finding rules' judgement of one audit, inside the
+ * shim: the finding queries of rules/findings.c (the static library
  * tpaudit_findings_pic) run on the writer's own connection, and what they
- * find becomes the verdict's lines.  Also the two functions that library
- * takes from the program linking it: the temporary-table statements run as
- * they are (the connection writes), and native stacks are named with
- * dladdr() on this process's own addresses. */
+ * find becomes the verdict's lines.  Native stacks are named with dladdr()
+ * on this process's own addresses. */
 #include <dlfcn.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -12,14 +10,8 @@
 #include <string.h>
 
 #include "findings.h"
-#include "stack_view.h"
+#include "frames.h"
 #include "verdict.h"
-
-int tpa_db_scratch(sqlite3 *db, const char *sql, char *why, size_t why_len) {
-    if (sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK) return 0;
-    snprintf(why, why_len, "%s", sqlite3_errmsg(db));
-    return -1;
-}
 
 /* The addresses of stack `id`, at most `max`; their count. */
 static int stack_ips(sqlite3 *db, int64_t id, uint64_t *ips, int max) {
@@ -38,7 +30,8 @@ static int stack_ips(sqlite3 *db, int64_t id, uint64_t *ips, int max) {
     return n;
 }
 
-int tpa_symbolize_stack(sqlite3 *db, int64_t stack_id, tpa_frames_t *out) {
+/* A tpa_symbolize_fn: the frames of stack `stack_id`, named by dladdr(). */
+static int symbolize_here(sqlite3 *db, int64_t stack_id, tpa_frames_t *out) {
     static uint64_t ips[TPA_MAX_FRAMES]; /* the writer thread's */
     int depth = stack_ips(db, stack_id, ips, TPA_MAX_FRAMES);
     out->n = 0;
@@ -167,6 +160,7 @@ int tpa_verdict_judge(sqlite3 *db, int64_t audit, struct tpa_verdict_result *out
         return -1;
     tpa_report_t r;
     memset(&r, 0, sizeof r);
+    r.symbolize = symbolize_here;
     int rc = tpa_findings_for_db(db, audit, a.begin_ns, a.rank, a.step, TPA_DETAILS_EVENTS, &r);
     sqlite3_exec(db, "DROP TABLE IF EXISTS temp.generic_master", NULL, NULL, NULL);
     if (rc == 0) summarize(&r, &a, out);

@@ -9,7 +9,7 @@
  *
  *     json_bench GOLDEN_JSON [BIG]
  */
-#include "tpa_model.h"
+#include "reports.h"
 
 #include <sqlite3.h>
 #include <stdio.h>

@@ -5,26 +5,16 @@
  * model no longer holds (the buggy policy's old embedding) keeps its own
  * bf16 copy: one cudaMalloc each, so tpaudit joins each tensor to its
  * allocation.  Activations of this rank's local sizes (its heads, its MLP
- * columns, its vocab slice).  Also the audit storage hook, the per-kind
- * cudaEvent profile and the error helpers; the passes are in
- * gpt2_cuda_pass.c, the optimizer step in gpt2_cuda_step.c. */
+ * columns, its vocab slice).  Also the audit storage hook and the per-kind
+ * cudaEvent profile's report; the passes are in gpt2_cuda_pass.c, the
+ * optimizer step in gpt2_cuda_step.c, what they all call (the error
+ * helpers, a tensor's device copy, the profile marks) in
+ * gpt2_cuda_shared.c. */
 #define _DEFAULT_SOURCE
 #include "gpt2_cuda_impl.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char g_err[256];
-const char *tprt_cuda_error(void) { return g_err; }
-int tprt_cuda_fail(const char *what) {
-    cudaError_t e = cudaGetLastError();
-    snprintf(g_err, sizeof g_err, "%s: %s", what, e == cudaSuccess ? "failed" : cudaGetErrorString(e));
-    return -1;
-}
-int tprt_cuda_comm_fail(const char *what, tprt_comm *c, int rc) {
-    snprintf(g_err, sizeof g_err, "%s: %s", what, c->error[0] ? c->error : "collective failed");
-    return rc;
-}
 
 int tprt_cuda_available(char *why, size_t why_len) {
     int n = 0;
@@ -45,32 +35,6 @@ static const char *KIND_NAME[K_COUNT] = {"encoder",  "layernorm",    "matmul", "
                                          "residual", "crossentropy", "adamw",  "all-reduce", "memset/copy"};
 
 static tprt_cuda_model *g_model; /* for the audit hook: one model per process */
-
-void tprt_mark(tprt_cuda_model *d, int kind) {
-    if (!d->profile || d->n_marks >= MAX_MARKS) return;
-    cudaEventRecord(d->ev[d->n_marks], 0);
-    d->ev_kind[d->n_marks++] = kind;
-}
-/* Closes the marks of this phase: the time between two marks goes to the first's kind. */
-void tprt_marks_flush(tprt_cuda_model *d) {
-    if (!d->profile || d->n_marks < 2) {
-        d->n_marks = 0;
-        return;
-    }
-    cudaEventSynchronize(d->ev[d->n_marks - 1]);
-    for (int i = 0; i + 1 < d->n_marks; i++) {
-        float ms = 0.0f;
-        if (d->steps_seen >= PROFILE_SKIP && cudaEventElapsedTime(&ms, d->ev[i], d->ev[i + 1]) == cudaSuccess)
-            d->kind_ms[d->ev_kind[i]] += ms;
-    }
-    d->n_marks = 0;
-}
-
-dev_tensor *tprt_dev_find(const tprt_cuda_model *d, const tprt_tensor *t) {
-    for (int i = 0; i < d->n_dt; i++)
-        if (d->dt[i].t == t) return &d->dt[i];
-    return NULL;
-}
 
 /* One cudaMalloc per tensor buffer of `cap` >= n elements (the slack zeroed); the data is
  * converted on the host. */

@@ -2,7 +2,8 @@
  * (gpt2_cuda.c: setup, uploads, audit hook, profile; gpt2_cuda_pass.c:
  * forward and backward; gpt2_cuda_step.c: replicated grads and AdamW;
  * gpt2_cuda_host.c: the batch, loss and grad norm; gpt2_cuda_graph.c: the
- * phases replayed as CUDA graphs):
+ * phases replayed as CUDA graphs; gpt2_cuda_shared.c: the error helpers,
+ * device copies and profile marks they all call):
  * the device copy of a host tensor, the activation pointers, the model
  * struct, the profile marks and the error helpers.  Not a public header. */
 #ifndef TPRT_GPT2_CUDA_IMPL_H
@@ -111,7 +112,7 @@ void tprt_cuda_graphs_setup(tprt_cuda_model *d); /* after the host staging: grap
 void tprt_cuda_graphs_free(tprt_cuda_model *d);
 int tprt_cuda_phase(tprt_cuda_model *d, int phase, tprt_phase_fn queue, tprt_comm *comm);
 
-/* gpt2_cuda.c */
+/* gpt2_cuda_shared.c */
 int tprt_cuda_fail(const char *what);                            /* sets the error from CUDA's last one; -1 */
 int tprt_cuda_comm_fail(const char *what, tprt_comm *c, int rc); /* sets the error from the comm's; rc */
 dev_tensor *tprt_dev_find(const tprt_cuda_model *d, const tprt_tensor *t);

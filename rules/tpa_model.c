@@ -1,0 +1,108 @@
+/*
+ * tpa_model.c - the report model's own helpers: byte counts and times
+ * range-checked and summed without overflow, a byte count as text, and
+ * freeing a report, a finding and a stack.
+ */
+#include "tpa_model.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int64_t tpa_add_bytes(int64_t a, int64_t b) {
+    if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+    if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
+    return a + b;
+}
+
+int64_t tpa_sane_bytes(int64_t bytes) { return bytes < 0 ? 0 : bytes > TPA_MAX_BYTES ? TPA_MAX_BYTES : bytes; }
+
+int64_t tpa_clamp_ts(int64_t ts) { return ts < 0 ? 0 : ts > TPA_MAX_TS ? TPA_MAX_TS : ts; }
+
+void tpa_format_bytes(int64_t bytes, char *buf, size_t len) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while ((v >= 1024.0 || v <= -1024.0) && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%" PRId64 " B", bytes);
+    else
+        snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+void tpa_frames_free(tpa_frames_t *fr) {
+    for (size_t i = 0; i < fr->n; i++) {
+        free(fr->v[i].file);
+        free(fr->v[i].function);
+        free(fr->v[i].module);
+    }
+    free(fr->v);
+    fr->v = NULL;
+    fr->n = 0;
+}
+
+void tpa_finding_free(tpa_finding_t *f) {
+    char **strs[] = {&f->kind,
+                     &f->holder_kind,
+                     &f->holder_class,
+                     &f->holder_path,
+                     &f->name,
+                     &f->shape,
+                     &f->local_shape,
+                     &f->dtype,
+                     &f->device,
+                     &f->type,
+                     &f->succ_name,
+                     &f->succ_shape,
+                     &f->succ_local_shape,
+                     &f->relation,
+                     &f->message,
+                     &f->label};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        free(*strs[i]);
+        *strs[i] = NULL;
+    }
+    tpa_frames_free(&f->created_at);
+    tpa_frames_free(&f->replaced_at);
+    tpa_frames_free(&f->alloc_stack);
+    for (size_t i = 0; i < f->n_aliases; i++) free(f->aliases[i]);
+    free(f->aliases);
+    f->aliases = NULL;
+    f->n_aliases = 0;
+    for (size_t i = 0; i < f->n_later_replacements; i++) {
+        free(f->later_replacements[i].name);
+        tpa_frames_free(&f->later_replacements[i].at);
+    }
+    free(f->later_replacements);
+    f->later_replacements = NULL;
+    f->n_later_replacements = 0;
+}
+
+void tpa_report_free(tpa_report_t *r) {
+    for (size_t i = 0; i < r->n_runs; i++) {
+        tpa_run_t *run = &r->runs[i];
+        free(run->file);
+        free(run->host);
+        free(run->argv);
+        free(run->cupti);
+        free(run->python);
+        free(run->why_inconclusive);
+        free(run->headline_label);
+        free(run->points);
+        free(run->marks);
+        for (size_t j = 0; j < run->n_by_library; j++) free(run->by_library[j].library);
+        free(run->by_library);
+    }
+    free(r->runs);
+    for (size_t i = 0; i < r->n_findings; i++) tpa_finding_free(&r->findings[i]);
+    free(r->findings);
+    for (size_t i = 0; i < r->n_rules; i++) free(r->rules[i].rule);
+    free(r->rules);
+    r->runs = NULL;
+    r->findings = NULL;
+    r->rules = NULL;
+    r->n_runs = r->n_findings = r->n_rules = 0;
+}

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""test_layers.py - the tree's C folders stand on floors and call only down,
+and no files call each other in a circle.  From the built object files (nm:
+the symbols each defines and the ones it needs), an edge A -> B when file A
+calls or reads something file B defines; it fails on any circle of files
+and on any edge from a folder to one on its own floor or above it.  FLOORS is
+the allowed order, the same as docs/DESIGN.md's ("Map").  Prints each
+folder's files in layers, callers first.
+
+usage: test_layers.py SOURCE_DIR BUILD_DIR OBJECT_LIST
+  OBJECT_LIST: a file naming the object files to read, one a line (the
+  targets' $<TARGET_OBJECTS>, tests/unit/CMakeLists.txt).
+"""
+import os
+import subprocess
+import sys
+
+# Top floor first.  A folder may call only folders on lower floors; the
+# folders of one floor never call each other.  tprt (kernels/) is a program
+# of its own beside tpaudit: its floors share the numbers, never a link.
+FLOORS = [
+    ("cli",),  # the tpaudit binary: its verbs
+    ("launcher",),  # tpaudit run: the target under the shim
+    ("analyzer",),  # databases (or a JSON report) into one report
+    ("reports", "shim", "kernels/cuda"),  # renderers; libtpaudit.so; tprt's CUDA backend
+    ("rules", "kernels"),  # the finding rules and kinds table; tprt's CPU kernels and model
+]
+FLOOR = {folder: len(FLOORS) - i for i, row in enumerate(FLOORS) for folder in row}
+
+
+def symbols(obj):
+    out = subprocess.run(["nm", obj], capture_output=True, text=True, check=True).stdout
+    defined, needed = set(), set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "U":
+            needed.add(parts[1])
+        elif len(parts) == 3 and parts[1] in "TDBRCGSVW":
+            defined.add(parts[2])
+    return defined, needed
+
+
+def libc_names():
+    """The names libc defines: the shim defines some of them too (its interposers), and a
+    program that calls one calls libc's, not the shim."""
+    libc = subprocess.run(["cc", "-print-file-name=libc.so.6"], capture_output=True, text=True).stdout.strip()
+    out = subprocess.run(["nm", "-D", "--defined-only", libc], capture_output=True, text=True).stdout
+    return {line.split()[-1].split("@")[0] for line in out.splitlines() if line.split()}
+
+
+def source_of(obj, source_dir, build_dir):
+    """<build>/<dir>/CMakeFiles/<target>.dir/<path>.o is <source>/<dir>/<path>, '__' standing for '..'."""
+    rel = os.path.relpath(obj, build_dir).split(os.sep)
+    at = rel.index("CMakeFiles")
+    path = [".." if p == "__" else p for p in rel[: at] + rel[at + 2 :]]
+    return os.path.relpath(os.path.normpath(os.path.join(source_dir, *path))[: -len(".o")], source_dir)
+
+
+def folder_of(path):
+    return max((f for f in FLOOR if path.startswith(f + "/")), key=len, default=None)
+
+
+def graph(source_dir, build_dir, objects):
+    """Files (by source path, the symbols of each object built from it) and their edges, each with a symbol."""
+    files = {}
+    for obj in objects:
+        src = source_of(obj, source_dir, build_dir)
+        if folder_of(src) is None:
+            sys.exit(f"FAIL: {src} is in no folder of the floors' table (FLOORS)")
+        defined, needed = symbols(obj)
+        have = files.setdefault(src, (set(), set()))
+        have[0].update(defined)
+        have[1].update(needed)
+    owners = {}
+    for f, (defined, _) in files.items():
+        for sym in defined:
+            owners.setdefault(sym, set()).add(f)
+    libc = libc_names()
+    edges = {f: {} for f in files}
+    for f, (_, needed) in files.items():
+        for sym in sorted(needed):
+            found = owners.get(sym, set())
+            # The same name in two programs (the shim's tpa_db_close, the CLI's): a file's own folder's first.
+            same = {o for o in found if folder_of(o) == folder_of(f)}
+            for owner in same or (set() if sym in libc else found):
+                if owner != f:
+                    edges[f].setdefault(owner, sym)
+    return edges
+
+
+def cycles(edges):
+    """Tarjan's strongly connected components with more than one file."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def upward(edges):
+    """Edges from a folder to one on its own floor or above (not within one folder)."""
+    bad = []
+    for a in sorted(edges):
+        for b, sym in sorted(edges[a].items()):
+            fa, fb = folder_of(a), folder_of(b)
+            if fa != fb and FLOOR[fb] >= FLOOR[fa]:
+                bad.append(f"{a} -> {b} ({sym}): {fa}/ is on floor {FLOOR[fa]}, {fb}/ on floor {FLOOR[fb]}")
+    return bad
+
+
+def layers(files, edges):
+    """Callers first: a file's layer is one more than its deepest callee's, counted inside its folder."""
+    depth = {}
+
+    def below(v):  # longest path down from v among `files`
+        if v not in depth:
+            depth[v] = 0
+            depth[v] = 1 + max((below(w) for w in edges[v] if w in files), default=-1)
+        return depth[v]
+
+    for v in files:
+        below(v)
+    top = max(depth.values(), default=0)
+    return [sorted(os.path.basename(v) for v in files if depth[v] == d) for d in range(top, -1, -1)]
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    source_dir, build_dir = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    with open(sys.argv[3]) as f:
+        objects = sorted({line.strip() for line in f if line.strip()})
+    edges = graph(source_dir, build_dir, objects)
+    failures = []
+    for comp in cycles(edges):
+        calls = [f"{a} -> {b} ({edges[a][b]})" for a in comp for b in edges[a] if b in comp]
+        failures.append(f"files calling each other in a circle: {', '.join(calls)}")
+    failures += [f"a call up the floors: {e}" for e in upward(edges)]
+    for line in failures:
+        print(f"FAIL: {line}", file=sys.stderr)
+    if failures:
+        return 1
+    for row in FLOORS:
+        for folder in row:
+            files = {f for f in edges if folder_of(f) == folder}
+            if files:
+                print(f"floor {FLOOR[folder]} {folder}/: {'  |  '.join(' '.join(l) for l in layers(files, edges))}")
+    print(f"PASS: {len(edges)} files in {len({folder_of(f) for f in edges})} folders, no circle, no call up")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
