@@ -1,6 +1,6 @@
 /* analyzer.h - internal interface of the tpaudit analyzer: opening
  * databases and reading them (with the finding rules, findings.h) into a
- * tpa_report_t, the CLI's options and output, the verbs. */
+ * tpa_report_t, the exit codes, the verbs' options and output. */
 #ifndef TPA_ANALYZER_H
 #define TPA_ANALYZER_H
 
@@ -79,12 +79,6 @@ int tpa_parse_size(const char *text, int64_t *bytes);
  * stdout and gives TPA_EXIT_OK; ':' or '?' prints the one stderr line of
  * the error and gives TPA_EXIT_USAGE. */
 int tpa_option_help_or_error(const char *verb, int c, char **argv, void (*usage)(FILE *));
-
-int tpa_cmd_run(int argc, char **argv);
-int tpa_cmd_report(int argc, char **argv);
-int tpa_cmd_gate(int argc, char **argv);
-int tpa_cmd_diff(int argc, char **argv);
-int tpa_cmd_kinds(int argc, char **argv);
 
 /* Writes to stdout ("-" or NULL), to a regular file through a temp file
  * renamed over it only when render returns 0, or to anything else (a

@@ -4,6 +4,7 @@
  * finding appeared or grew (a regression), 0 otherwise or with --exit-zero,
  * 2 on bad usage or input. */
 #include "analyzer.h"
+#include "verbs.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -9,6 +9,7 @@
  * finding fails); with only one of them, only that one applies, so
  * `--max-retained 100MiB` gates on retained bytes alone. */
 #include "analyzer.h"
+#include "verbs.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -1,9 +1,10 @@
 /* cmd_kinds.c - `tpaudit kinds`: the finding kinds the analyzer reports, one
  * line each (name, severity, summary), printed from the table of finding
- * kinds (reports/finding_kinds.c), the one list the docs point to.  Exit 0,
+ * kinds (rules/finding_kinds.c), the one list the docs point to.  Exit 0,
  * 2 on bad usage. */
 #include "analyzer.h"
 #include "finding_kinds.h"
+#include "verbs.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -3,6 +3,7 @@
  * .html/.htm, .xml), else text. Exit 0 when it rendered (an incomplete run
  * is said in the report), 2 on bad usage or unreadable input. */
 #include "analyzer.h"
+#include "verbs.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -1,6 +1,8 @@
 /* main.c - the tpaudit command line: dispatches to run, report, gate, diff, kinds;
  * -V/--version; a mistyped command gets a suggestion. */
 #include "analyzer.h"
+#include "launcher.h"
+#include "verbs.h"
 
 #include <stdio.h>
 #include <string.h>

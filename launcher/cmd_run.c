@@ -11,6 +11,7 @@
  * a terminal: run_status.c. */
 #define _GNU_SOURCE
 #include "analyzer.h"
+#include "launcher.h"
 #include "run_parts.h"
 
 #include <dirent.h>

@@ -1,7 +1,7 @@
 /* run_parts.h - the pieces of `tpaudit run` (cmd_run.c): its signal
  * handling (run_signals.c), the check that a target can take the shim
  * (run_target.c), the output directory's lock (run_lock.c) and the live
- * status line (run_status.c). Internal to the analyzer CLI. */
+ * status line (run_status.c). Internal to launcher/. */
 #ifndef TPA_RUN_PARTS_H
 #define TPA_RUN_PARTS_H
 

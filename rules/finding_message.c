@@ -1,5 +1,5 @@
 /* finding_message.c - a finding's one-line message, from its kind's
- * template in the table of finding kinds (reports/finding_kinds.c). */
+ * template in the table of finding kinds (rules/finding_kinds.c). */
 #include "findings.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* findings.c - turns one database's recorded facts into findings, one SQL
- * query per kind of the table of finding kinds (reports/finding_kinds.c),
+ * query per kind of the table of finding kinds (rules/finding_kinds.c),
  * judged by identity at one audit; bytes are counted once per storage and
  * never for storage a live param holds. */
 #include "findings.h"

@@ -1,9 +1,8 @@
 /* verdict.h - the seam between the shim's in-process verdict (verdict.c:
- * when to judge, waiting, the stderr line) and the analyzer's judgement of
- * one audit (verdict_judge.c, which runs the analyzer's own finding queries
- * of analyzer/findings.c on the writer's connection).  Kept apart because
- * the shim's and the analyzer's internal headers name different functions
- * alike (tpa_db_open). */
+ * when to judge, waiting, the stderr line) and the rules' judgement of
+ * one audit (verdict_judge.c, which runs the finding queries of
+ * rules/findings.c on the writer's connection).  Kept apart so that the
+ * judgement sees the rules' headers and not the shim's internal one. */
 #ifndef TPAUDIT_SHIM_VERDICT_H
 #define TPAUDIT_SHIM_VERDICT_H
 
