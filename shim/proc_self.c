@@ -1,8 +1,9 @@
 /* proc_self.c - facts about the host process the shim's files share: the
  * shim's own path, whether the program is a Python interpreter, its
- * command line (raw, and as the run row's JSON argv), and whether the
- * calling thread is the last one alive. */
+ * command line (raw, and as the run row's JSON argv), whether the calling
+ * thread is the last one alive, and whether torch's library is loaded. */
 #include <dlfcn.h>
+#include <link.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -89,4 +90,17 @@ void tpa_argv_json(char *out, size_t cap) {
     }
     out[k++] = ']';
     out[k] = 0;
+}
+
+static int torch_object(struct dl_phdr_info *info, size_t size, void *found) {
+    (void)size;
+    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    if (base && (!strncmp(base + 1, "libtorch", 8) || !strncmp(base + 1, "libc10.", 7))) *(int *)found = 1;
+    return *(int *)found;
+}
+
+int tpa_torch_loaded(void) {
+    int found = 0;
+    dl_iterate_phdr(torch_object, &found);
+    return found;
 }

@@ -14,8 +14,8 @@
  *   any, in a fork child         fork_child                  RUNNING, no database
  *   any, in a clone child        clone_child (seen on the    RUNNING, no database
  *                                next record or end)
- *   RUNNING, recording           signal (SIGTERM/SIGINT      unchanged (flushed), then the
- *                                over SIG_DFL)               default action
+ *   RUNNING, recording           signal (one that ends the   unchanged (flushed), then the
+ *                                process, over SIG_DFL)      default action
  *   RUNNING                      disabled (tpa_disable in    DISABLED (any file may take it:
  *                                run_state.c)                a failure, a full disk)
  *
@@ -86,6 +86,7 @@ int tpa_life_start(void) {
         g_main_key_made = 1;
         mark_main_thread();
     }
+    tpa_sig_resolve();
     tpa_self_find();
     if (tpa_self_path()[0]) setenv("TPAUDIT_LIBRARY", tpa_self_path(), 1);
     tpa_config_load();
@@ -146,10 +147,31 @@ static int start_writer_thread(void) {
     return rc;
 }
 
+/* The database's first pages are written on the host's thread: SIGXFSZ
+ * (RLIMIT_FSIZE) is blocked meanwhile, and one the shim's writes raised is
+ * taken back, so the host never dies of the shim's file.  Its write fails
+ * with EFBIG and the shim turns off instead. */
+static int open_file_guarded(void) {
+    sigset_t xfsz, before, pending;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &xfsz, &before);
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGXFSZ);
+    int rc = tpa_writer_open();
+    sigpending(&pending);
+    if (!was_pending && sigismember(&pending, SIGXFSZ)) {
+        struct timespec now = {0, 0};
+        sigtimedwait(&xfsz, NULL, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    return rc;
+}
+
 static int open_locked(void) {
     if (atomic_load(&g_writer_up)) return 0;
     if (atomic_load(&tpa_state) != TPA_RUNNING || tpa_ring_ensure() != 0) return TPAUDIT_EDISABLED;
-    if (tpa_writer_open() != 0) return TPAUDIT_EDISABLED;
+    if (open_file_guarded() != 0) return TPAUDIT_EDISABLED;
     if (start_writer_thread() != 0) {
         tpa_disable("cannot start the writer thread (memory limit?)");
         tpa_writer_abandon();
@@ -175,36 +197,26 @@ int tpa_life_begin_recording(void) {
 }
 
 /* ---- signal: commit what is queued, then die of it the same way ---- */
+/* The signals that end a process by default and that a host or a user
+ * sends (SIGTERM, SIGINT, SIGHUP, ...), raises (abort), or meets (SIGPIPE, a
+ * fault).  Not SIGXFSZ (the shim's own writes could raise it), SIGTRAP or
+ * SIGSYS (debuggers, seccomp), nor the real-time ones. */
+static const int k_fatal_signals[] = {SIGTERM, SIGINT,  SIGHUP,  SIGQUIT, SIGABRT,   SIGPIPE, SIGALRM, SIGUSR1,
+                                      SIGUSR2, SIGXCPU, SIGVTALRM, SIGSEGV, SIGBUS, SIGFPE,  SIGILL};
+
 static void on_signal(int sig) {
     tpa_run_mark_incomplete();
     tpa_writer_flush_signal_safe(TPA_SIGNAL_FLUSH_MS);
-    signal(sig, SIG_DFL);
-    sigset_t s;
-    sigemptyset(&s);
-    sigaddset(&s, sig);
-    pthread_sigmask(SIG_UNBLOCK, &s, NULL);
-    raise(sig);
+    tpa_sig_die_of(sig);
 }
 
-static void install_over_default(int sig) {
-    struct sigaction cur;
-    if (sigaction(sig, NULL, &cur) != 0) return;
-    if ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL) return; /* the host's, or ignored */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, NULL);
-}
-
-/* On the first record, not at load: an interpreter (CPython installs its
- * SIGINT handler only over SIG_DFL) has set up its own handlers by then.
- * SIGINT is never taken in a Python interpreter. */
+/* On the first record, not at load: an interpreter has set up its own
+ * handlers by then.  Each only over SIG_DFL, out of the host's sight
+ * (host_signals.c); a host that sets its own later replaces it. */
 static void install_signals_once(void) {
     if (atomic_exchange(&g_signals_done, 1)) return;
-    install_over_default(SIGTERM);
-    if (!tpa_is_python()) install_over_default(SIGINT);
+    for (size_t i = 0; i < sizeof k_fatal_signals / sizeof *k_fatal_signals; i++)
+        tpa_sig_take(k_fatal_signals[i], on_signal);
 }
 
 /* Every record passes here: one load while this process records. */
@@ -244,9 +256,20 @@ int tpa_life_running_here(int need_db) {
            (!need_db || atomic_load(&g_writer_up));
 }
 
+/* An interpreter that loaded torch while its probe never started (python
+ * -S, a program that skips site) leaves a database that says so. */
+static void record_probe_never_started(void) {
+    if (atomic_load(&g_writer_up) || atomic_load(&tpa_state) != TPA_RUNNING || !tpa_run_python_pending() ||
+        !tpa_torch_loaded())
+        return;
+    tpa_run_set_text("python", TPA_PYTHON_NEVER_STARTED);
+    tpa_life_begin_recording();
+}
+
 void tpa_life_exit(int status, const char *ended_by) {
     tpa_life_notice_copy();
     if (atomic_load(&g_page->owner) != getpid()) return; /* a vfork child shares our memory: hands off */
+    if (!atomic_load(&g_finished)) record_probe_never_started();
     if (atomic_exchange(&g_finished, 1)) return;
     close_state();
     wait_opening();

@@ -150,9 +150,11 @@ TPA_HIDDEN void tpa_run_set_rank(int rank, int world_size);
 TPA_HIDDEN int tpa_run_set_text(const char *field, const char *value);
 /* The python field between the bootstrap and the probe's start. */
 #define TPA_PYTHON_PENDING "off: probe did not start"
+#define TPA_PYTHON_NEVER_STARTED "off: probe never started, torch loaded (python -S?)"
 /* 1 when the python field says the probe ran or was switched off ("on",
  * "off: ..."): a fact worth a database even with no other record. */
 TPA_HIDDEN int tpa_run_python_is_worth_a_file(void);
+TPA_HIDDEN int tpa_run_python_pending(void); /* the probe was bootstrapped and never started */
 TPA_HIDDEN void tpa_run_reset_counters(void);
 
 /* ---- shim state ---- */
@@ -271,7 +273,13 @@ TPA_HIDDEN const char *tpa_self_path(void);           /* absolute path of libtpa
 TPA_HIDDEN int tpa_is_python(void);                   /* basename of /proc/self/exe starts with python */
 TPA_HIDDEN int tpa_read_cmdline(char *buf, int cap);  /* NUL-separated, returns length */
 TPA_HIDDEN void tpa_argv_json(char *out, size_t cap); /* the command line as a JSON array */
+TPA_HIDDEN int tpa_torch_loaded(void); /* libtorch* or libc10 is mapped */
 TPA_HIDDEN int tpa_self_alone(void); /* after the main thread left: 1 when the caller is the last thread */
+
+/* ---- the shim's signal handlers, hidden from the host (host_signals.c) ---- */
+TPA_HIDDEN void tpa_sig_resolve(void);                     /* once, in the constructor */
+TPA_HIDDEN int tpa_sig_take(int sig, void (*handler)(int)); /* over SIG_DFL only; 0 taken */
+TPA_HIDDEN void tpa_sig_die_of(int sig);                   /* the host's default back, raised again */
 
 /* ---- Python bootstrap (python_boot.c) ---- */
 TPA_HIDDEN void tpa_python_bootstrap(void);
