@@ -21,7 +21,6 @@
 
 #include "shim_internal.h"
 
-#define TPA_MAX_DB_FDS 16
 
 struct owned_fd {
     int fd;

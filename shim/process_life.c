@@ -23,6 +23,7 @@
  * through a page mapped MADV_WIPEONFORK: the copy finds it zeroed. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -34,6 +35,7 @@
 #define TPA_SIGNAL_FLUSH_MS 1000
 #define TPA_OPENING_WAIT_MS 10000
 #define TPA_WRITER_STACK    (256u * 1024u)
+#define TPA_NPROC_ROOM      32 /* threads RLIMIT_NPROC must still allow for the writer to start */
 
 /* Zeroed in every copy of the process (MADV_WIPEONFORK). */
 struct life_page {
@@ -47,6 +49,7 @@ static pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int g_started, g_finished, g_signals_done, g_opening, g_writer_up, g_main_left, g_hostless;
 static __thread int t_opening __attribute__((tls_model("initial-exec")));
 static pthread_key_t g_main_key;
+static pthread_t g_writer_tid;
 static int g_main_key_made;
 static sigset_t g_host_mask; /* the signal mask of the thread that started the writer */
 
@@ -140,8 +143,7 @@ static int start_writer_thread(void) {
     pthread_attr_setstacksize(&attr, TPA_WRITER_STACK);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_sigmask(SIG_SETMASK, &all, &g_host_mask); /* the host's handlers never run on it */
-    pthread_t th;
-    int rc = pthread_create(&th, &attr, writer_thread, NULL);
+    int rc = pthread_create(&g_writer_tid, &attr, writer_thread, NULL);
     pthread_sigmask(SIG_SETMASK, &g_host_mask, NULL);
     pthread_attr_destroy(&attr);
     return rc;
@@ -151,26 +153,51 @@ static int start_writer_thread(void) {
  * (RLIMIT_FSIZE) is blocked meanwhile, and one the shim's writes raised is
  * taken back, so the host never dies of the shim's file.  Its write fails
  * with EFBIG and the shim turns off instead. */
+static sigset_t only_xfsz(void) {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGXFSZ);
+    return s;
+}
+
+static int xfsz_pending(void) {
+    sigset_t pending;
+    return sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ);
+}
+
+/* Takes back the SIGXFSZ that the shim's writes raised (blocked meanwhile). */
+static void drop_xfsz(void) {
+    sigset_t xfsz = only_xfsz();
+    struct timespec now = {0, 0};
+    while (sigtimedwait(&xfsz, NULL, &now) == SIGXFSZ) {}
+}
+
 static int open_file_guarded(void) {
-    sigset_t xfsz, before, pending;
-    sigemptyset(&xfsz);
-    sigaddset(&xfsz, SIGXFSZ);
+    sigset_t xfsz = only_xfsz(), before;
     pthread_sigmask(SIG_BLOCK, &xfsz, &before);
-    sigpending(&pending);
-    int was_pending = sigismember(&pending, SIGXFSZ);
+    int was_pending = xfsz_pending();
     int rc = tpa_writer_open();
-    sigpending(&pending);
-    if (!was_pending && sigismember(&pending, SIGXFSZ)) {
-        struct timespec now = {0, 0};
-        sigtimedwait(&xfsz, NULL, &now);
-    }
+    if (!was_pending && xfsz_pending()) drop_xfsz();
     pthread_sigmask(SIG_SETMASK, &before, NULL);
     return rc;
 }
 
+/* The writer takes one of the user's RLIMIT_NPROC slots: it is started only
+ * while TPA_NPROC_ROOM are left, and the shim goes without one otherwise. */
+static int room_for_writer(void) {
+    long room = tpa_self_thread_room();
+    if (room >= TPA_NPROC_ROOM) return 1;
+    char why[160];
+    snprintf(why, sizeof why, "RLIMIT_NPROC leaves the user fewer than %d more threads: the shim starts no thread of its own",
+             TPA_NPROC_ROOM);
+    tpa_disable(why);
+    return 0;
+}
+
 static int open_locked(void) {
     if (atomic_load(&g_writer_up)) return 0;
-    if (atomic_load(&tpa_state) != TPA_RUNNING || tpa_ring_ensure() != 0) return TPAUDIT_EDISABLED;
+    if (atomic_load(&tpa_state) != TPA_RUNNING || !room_for_writer() || tpa_ring_ensure() != 0)
+        return TPAUDIT_EDISABLED;
     if (open_file_guarded() != 0) return TPAUDIT_EDISABLED;
     if (start_writer_thread() != 0) {
         tpa_disable("cannot start the writer thread (memory limit?)");
@@ -296,6 +323,16 @@ void tpa_life_exec_failed(int ended) {
     if (reopen) tpa_life_begin_recording(); /* else none was kept: the next record makes a new file */
 }
 
+/* ---- descriptors given back: the host ran out of them (EMFILE).  The
+ * database is closed (kept, marked incomplete) and the shim stays off.
+ * 1 when there was one to close. ---- */
+int tpa_life_give_back_fds(void) {
+    if (!tpa_life_running_here(1) || pthread_equal(pthread_self(), g_writer_tid)) return 0;
+    tpa_disable("the host ran out of file descriptors (RLIMIT_NOFILE): the shim gives its own back");
+    tpa_writer_wait_end();
+    return 1;
+}
+
 /* ---- hostless: the writer is the last thread.  It ends the database and
  * returns; glibc then calls exit(0) on it, as on the last host thread. ---- */
 static void life_hostless(void) {
@@ -310,6 +347,9 @@ static void *writer_thread(void *arg) {
     (void)arg;
     if (tpa_writer_run() == TPA_WRITER_ALONE) life_hostless();
     tpa_writer_end();
-    if (atomic_load(&g_hostless)) pthread_sigmask(SIG_SETMASK, &g_host_mask, NULL); /* the exit handlers run here */
+    if (atomic_load(&g_hostless)) { /* the exit handlers run here: the host's mask, less the shim's SIGXFSZ */
+        drop_xfsz();
+        pthread_sigmask(SIG_SETMASK, &g_host_mask, NULL);
+    }
     return NULL;
 }

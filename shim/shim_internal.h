@@ -241,6 +241,7 @@ TPA_HIDDEN int tpa_writer_live(void);
 
 /* ---- the database's file descriptors (db_fds.c) ---- */
 #define TPA_MIN_NOFILE 64              /* below this RLIMIT_NOFILE the shim stays off */
+#define TPA_MAX_DB_FDS 16              /* the database's, from tpa_dbfd_floor() up; libunwind's pipe above */
 TPA_HIDDEN int tpa_dbfd_install(void); /* private SQLite: single-threaded, syscalls hooked */
 TPA_HIDDEN int tpa_dbfd_floor(void);   /* lowest fd number for the shim, -1: limit too low */
 TPA_HIDDEN int tpa_dbfd_lost(void);    /* 1 once a descriptor was found closed or replaced */
@@ -259,9 +260,11 @@ TPA_HIDDEN int tpa_life_running_here(int need_db);
 TPA_HIDDEN void tpa_life_exit(int status, const char *ended_by);
 TPA_HIDDEN int tpa_life_exec(void); /* 1 when the database was ended for the exec */
 TPA_HIDDEN void tpa_life_exec_failed(int ended);
+TPA_HIDDEN int tpa_life_give_back_fds(void); /* 1: the database was closed for the host */
 
 /* ---- stacks and modules (writer side) ---- */
 TPA_HIDDEN void tpa_stack_reset(void);
+TPA_HIDDEN int tpa_stack_capturing(void); /* 1 inside this thread's unw_backtrace */
 /* Returns the stack id of ips (inserting it once), 0 on error. */
 TPA_HIDDEN int64_t tpa_stack_intern(struct sqlite3_stmt *insert, const uint64_t *ips, int n, int *err);
 TPA_HIDDEN int tpa_modules_refresh(struct sqlite3_stmt *insert, struct sqlite3_stmt *unload, int force);
@@ -273,6 +276,7 @@ TPA_HIDDEN const char *tpa_self_path(void);           /* absolute path of libtpa
 TPA_HIDDEN int tpa_is_python(void);                   /* basename of /proc/self/exe starts with python */
 TPA_HIDDEN int tpa_read_cmdline(char *buf, int cap);  /* NUL-separated, returns length */
 TPA_HIDDEN void tpa_argv_json(char *out, size_t cap); /* the command line as a JSON array */
+TPA_HIDDEN long tpa_self_thread_room(void); /* RLIMIT_NPROC less the user's threads; LONG_MAX: no limit */
 TPA_HIDDEN int tpa_torch_loaded(void); /* libtorch* or libc10 is mapped */
 TPA_HIDDEN int tpa_self_alone(void); /* after the main thread left: 1 when the caller is the last thread */
 

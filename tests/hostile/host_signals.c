@@ -9,6 +9,7 @@
  *   pipe         an audit holding a stale parameter, 10,000 events, then
  *                writes to stdout until SIGPIPE ends it (run it | head -c 1)
  *   abort        the same audit and events, then abort()
+ *   kill9        the same, then SIGKILL (no handler runs)
  * Without the shim every tpaudit_* call is a no-op. */
 #include <dlfcn.h>
 #include <signal.h>
@@ -129,9 +130,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (!strcmp(mode, "embed") && argc > 2) return embed(argv[2]);
-    if (!strcmp(mode, "pipe") || !strcmp(mode, "abort")) {
+    if (!strcmp(mode, "pipe") || !strcmp(mode, "abort") || !strcmp(mode, "kill9")) {
         stale_audit();
         if (!strcmp(mode, "abort")) abort();
+        if (!strcmp(mode, "kill9")) raise(SIGKILL);
         for (;;) fputs("line of output\n", stdout);
     }
     return 2;

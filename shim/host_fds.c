@@ -1,0 +1,143 @@
+/* host_fds.c - where the host's descriptor calls reach the shim, so that the
+ * shim takes no descriptor the host needs:
+ *   - libunwind opens a pipe to check memory the first time a stack passes
+ *     a frame without unwind information, at the lowest free numbers, where
+ *     the host later opens its own files (and libunwind would then read and
+ *     write them).  The pipe made during a capture (stack.c) is moved to the
+ *     shim's numbers, above the database's (O_CLOEXEC), as db_fds.c does.
+ *   - a host that runs out of descriptors (EMFILE from open, openat, creat,
+ *     socket, accept, dup, pipe) gets the shim's back: the shim turns off
+ *     (process_life.c closes the database, kept and marked incomplete, and
+ *     the pipe) and the call is made again.
+ * Calls that glibc makes internally (fopen's open) do not pass here. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "shim_internal.h"
+
+static _Atomic int g_pipe[2] = {-1, -1}; /* libunwind's, moved up */
+
+static void *next_sym(const char *name) { return dlsym(RTLD_NEXT, name); }
+
+#define REAL(type, name)                         \
+    static __typeof__(type) r_;                  \
+    if (!r_) {                                   \
+        void *p_ = next_sym(name);               \
+        memcpy(&r_, &p_, sizeof p_);             \
+    }                                            \
+    if (!r_) {                                   \
+        errno = ENOSYS;                          \
+        return -1;                               \
+    }
+
+/* The call again after the shim gave its descriptors back, when it failed
+ * for want of one. */
+#define RETRYING(call)                                                  \
+    do {                                                                \
+        int rc_ = (call);                                               \
+        if (rc_ < 0 && errno == EMFILE && give_back()) rc_ = (call);    \
+        return rc_;                                                     \
+    } while (0)
+
+/* 1 when the shim had descriptors and gave them back. */
+static int give_back(void) {
+    if (!tpa_life_give_back_fds()) return 0;
+    for (int i = 0; i < 2; i++) {
+        int fd = atomic_exchange(&g_pipe[i], -1);
+        if (fd >= 0) close(fd);
+    }
+    return 1;
+}
+
+/* The pair made during a capture, moved to the shim's numbers; both
+ * closed, EMFILE, when there is no room there. */
+static int move_up(int fds[2]) {
+    int floor = tpa_dbfd_floor();
+    int hi[2] = {-1, -1};
+    for (int i = 0; i < 2 && floor >= 0; i++) hi[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, floor + TPA_MAX_DB_FDS);
+    close(fds[0]);
+    close(fds[1]);
+    if (hi[0] < 0 || hi[1] < 0) {
+        if (hi[0] >= 0) close(hi[0]);
+        if (hi[1] >= 0) close(hi[1]);
+        errno = EMFILE;
+        return -1;
+    }
+    fds[0] = hi[0];
+    fds[1] = hi[1];
+    atomic_store(&g_pipe[0], hi[0]);
+    atomic_store(&g_pipe[1], hi[1]);
+    return 0;
+}
+
+TPA_API int pipe2(int fds[2], int flags) {
+    REAL(int (*)(int[2], int), "pipe2");
+    if (tpa_stack_capturing()) return r_(fds, flags) == 0 ? move_up(fds) : -1;
+    RETRYING(r_(fds, flags));
+}
+
+TPA_API int pipe(int fds[2]) { return pipe2(fds, 0); }
+
+/* open's mode is read only when the flags ask for one (O_CREAT, O_TMPFILE). */
+#define MODE_ARG(flags, mode)                               \
+    mode_t mode = 0;                                        \
+    if (__OPEN_NEEDS_MODE(flags)) {                         \
+        va_list ap_;                                        \
+        va_start(ap_, flags);                               \
+        mode = (mode_t)va_arg(ap_, int);                    \
+        va_end(ap_);                                        \
+    }
+
+TPA_API int open(const char *path, int flags, ...) {
+    MODE_ARG(flags, mode);
+    REAL(int (*)(const char *, int, ...), "open");
+    RETRYING(r_(path, flags, mode));
+}
+
+TPA_API int open64(const char *path, int flags, ...) {
+    MODE_ARG(flags, mode);
+    REAL(int (*)(const char *, int, ...), "open64");
+    RETRYING(r_(path, flags, mode));
+}
+
+TPA_API int openat(int dir, const char *path, int flags, ...) {
+    MODE_ARG(flags, mode);
+    REAL(int (*)(int, const char *, int, ...), "openat");
+    RETRYING(r_(dir, path, flags, mode));
+}
+
+TPA_API int openat64(int dir, const char *path, int flags, ...) {
+    MODE_ARG(flags, mode);
+    REAL(int (*)(int, const char *, int, ...), "openat64");
+    RETRYING(r_(dir, path, flags, mode));
+}
+
+TPA_API int creat(const char *path, mode_t mode) {
+    REAL(int (*)(const char *, mode_t), "creat");
+    RETRYING(r_(path, mode));
+}
+
+TPA_API int socket(int domain, int type, int protocol) {
+    REAL(int (*)(int, int, int), "socket");
+    RETRYING(r_(domain, type, protocol));
+}
+
+TPA_API int accept(int fd, struct sockaddr *addr, socklen_t *len) {
+    REAL(int (*)(int, struct sockaddr *, socklen_t *), "accept");
+    RETRYING(r_(fd, addr, len));
+}
+
+TPA_API int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) {
+    REAL(int (*)(int, struct sockaddr *, socklen_t *, int), "accept4");
+    RETRYING(r_(fd, addr, len, flags));
+}
+
+TPA_API int dup(int fd) {
+    REAL(int (*)(int), "dup");
+    RETRYING(r_(fd));
+}
