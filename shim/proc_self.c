@@ -47,7 +47,7 @@ int tpa_is_python(void) {
 }
 
 int tpa_read_cmdline(char *buf, int cap) {
-    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    int fd = tpa_open_direct("/proc/self/cmdline", O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) return 0;
     int n = 0;
     while (n < cap - 1) {

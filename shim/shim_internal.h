@@ -250,6 +250,7 @@ TPA_HIDDEN int tpa_dbfd_identity(const char *path, uint64_t *dev, uint64_t *ino)
 TPA_HIDDEN void tpa_dbfd_note_created(uint64_t dev, uint64_t ino);
 TPA_HIDDEN int tpa_dbfd_created(uint64_t dev, uint64_t ino);
 TPA_HIDDEN void tpa_dbfd_forget_in_child(void);
+TPA_HIDDEN int tpa_open_direct(const char *path, int flags, mode_t mode); /* the kernel's openat, no interposer */
 
 /* ---- the process's life (process_life.c), called by entry.c and api.c ---- */
 TPA_HIDDEN int tpa_life_start(void); /* 1 the first time */
