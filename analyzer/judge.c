@@ -88,7 +88,8 @@ static const char *inconclusive_reason(sqlite3 *db, const tpa_run_t *run, char *
     int built_optimizer = query_int(db, "SELECT EXISTS (SELECT 1 FROM event WHERE kind='optimizer_created') OR "
                                         "EXISTS (SELECT 1 FROM ref WHERE holder_kind='optimizer')") != 0;
     if (!built_optimizer && !tpa_judge_unvouched(run)) return NULL;
-    if (!built_optimizer && !off) return "the process ended before its first audit was committed (killed?): its records may have died with it";
+    if (!built_optimizer && !off)
+        return "the process ended before its first audit was committed (killed?): its records may have died with it";
     if (!run->complete) return "the run did not end cleanly (killed or still running)";
     if (run->dropped_events != 0) return "the run lost events";
     if (off && (run->n_audits == 0 || !built_optimizer)) {

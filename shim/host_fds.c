@@ -16,32 +16,49 @@
 #include <stdarg.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "shim_internal.h"
 
 static _Atomic int g_pipe[2] = {-1, -1}; /* libunwind's, moved up */
 
-static void *next_sym(const char *name) { return dlsym(RTLD_NEXT, name); }
+/* The next definition of each name (libc's), resolved in the constructor
+ * (tpa_fds_resolve) so that no host call needs dlsym; one made before that
+ * goes to the kernel itself. */
+static struct {
+    int (*open)(const char *, int, ...), (*open64)(const char *, int, ...);
+    int (*openat)(int, const char *, int, ...), (*openat64)(int, const char *, int, ...);
+    int (*creat)(const char *, mode_t), (*socket)(int, int, int), (*dup)(int), (*pipe2)(int[2], int);
+    int (*accept)(int, struct sockaddr *, socklen_t *), (*accept4)(int, struct sockaddr *, socklen_t *, int);
+} r;
 
-#define REAL(type, name)                         \
-    static __typeof__(type) r_;                  \
-    if (!r_) {                                   \
-        void *p_ = next_sym(name);               \
-        memcpy(&r_, &p_, sizeof p_);             \
-    }                                            \
-    if (!r_) {                                   \
-        errno = ENOSYS;                          \
-        return -1;                               \
-    }
+#define RESOLVE(name)                            \
+    do {                                         \
+        void *p_ = dlsym(RTLD_NEXT, #name);      \
+        if (p_) memcpy(&r.name, &p_, sizeof p_); \
+    } while (0)
+
+void tpa_fds_resolve(void) {
+    RESOLVE(open);
+    RESOLVE(open64);
+    RESOLVE(openat);
+    RESOLVE(openat64);
+    RESOLVE(creat);
+    RESOLVE(socket);
+    RESOLVE(dup);
+    RESOLVE(pipe2);
+    RESOLVE(accept);
+    RESOLVE(accept4);
+}
 
 /* The call again after the shim gave its descriptors back, when it failed
  * for want of one. */
-#define RETRYING(call)                                                  \
-    do {                                                                \
-        int rc_ = (call);                                               \
-        if (rc_ < 0 && errno == EMFILE && give_back()) rc_ = (call);    \
-        return rc_;                                                     \
+#define RETRYING(call)                                               \
+    do {                                                             \
+        int rc_ = (call);                                            \
+        if (rc_ < 0 && errno == EMFILE && give_back()) rc_ = (call); \
+        return rc_;                                                  \
     } while (0)
 
 /* 1 when the shim had descriptors and gave them back. */
@@ -76,68 +93,58 @@ static int move_up(int fds[2]) {
 }
 
 TPA_API int pipe2(int fds[2], int flags) {
-    REAL(int (*)(int[2], int), "pipe2");
-    if (tpa_stack_capturing()) return r_(fds, flags) == 0 ? move_up(fds) : -1;
-    RETRYING(r_(fds, flags));
+#define PIPE2(fds, flags) (r.pipe2 ? r.pipe2(fds, flags) : (int)syscall(SYS_pipe2, fds, flags))
+    if (tpa_stack_capturing()) return PIPE2(fds, flags) == 0 ? move_up(fds) : -1;
+    RETRYING(PIPE2(fds, flags));
 }
 
 TPA_API int pipe(int fds[2]) { return pipe2(fds, 0); }
 
 /* open's mode is read only when the flags ask for one (O_CREAT, O_TMPFILE). */
-#define MODE_ARG(flags, mode)                               \
-    mode_t mode = 0;                                        \
-    if (__OPEN_NEEDS_MODE(flags)) {                         \
-        va_list ap_;                                        \
-        va_start(ap_, flags);                               \
-        mode = (mode_t)va_arg(ap_, int);                    \
-        va_end(ap_);                                        \
+#define MODE_ARG(flags, mode)            \
+    mode_t mode = 0;                     \
+    if (__OPEN_NEEDS_MODE(flags)) {      \
+        va_list ap_;                     \
+        va_start(ap_, flags);            \
+        mode = (mode_t)va_arg(ap_, int); \
+        va_end(ap_);                     \
     }
 
 TPA_API int open(const char *path, int flags, ...) {
     MODE_ARG(flags, mode);
-    REAL(int (*)(const char *, int, ...), "open");
-    RETRYING(r_(path, flags, mode));
+    RETRYING(r.open ? r.open(path, flags, mode) : (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode));
 }
 
 TPA_API int open64(const char *path, int flags, ...) {
     MODE_ARG(flags, mode);
-    REAL(int (*)(const char *, int, ...), "open64");
-    RETRYING(r_(path, flags, mode));
+    RETRYING(r.open64 ? r.open64(path, flags, mode) : (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode));
 }
 
 TPA_API int openat(int dir, const char *path, int flags, ...) {
     MODE_ARG(flags, mode);
-    REAL(int (*)(int, const char *, int, ...), "openat");
-    RETRYING(r_(dir, path, flags, mode));
+    RETRYING(r.openat ? r.openat(dir, path, flags, mode) : (int)syscall(SYS_openat, dir, path, flags, mode));
 }
 
 TPA_API int openat64(int dir, const char *path, int flags, ...) {
     MODE_ARG(flags, mode);
-    REAL(int (*)(int, const char *, int, ...), "openat64");
-    RETRYING(r_(dir, path, flags, mode));
+    RETRYING(r.openat64 ? r.openat64(dir, path, flags, mode) : (int)syscall(SYS_openat, dir, path, flags, mode));
 }
 
 TPA_API int creat(const char *path, mode_t mode) {
-    REAL(int (*)(const char *, mode_t), "creat");
-    RETRYING(r_(path, mode));
+    RETRYING(r.creat ? r.creat(path, mode)
+                     : (int)syscall(SYS_openat, AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode));
 }
 
 TPA_API int socket(int domain, int type, int protocol) {
-    REAL(int (*)(int, int, int), "socket");
-    RETRYING(r_(domain, type, protocol));
+    RETRYING(r.socket ? r.socket(domain, type, protocol) : (int)syscall(SYS_socket, domain, type, protocol));
 }
 
 TPA_API int accept(int fd, struct sockaddr *addr, socklen_t *len) {
-    REAL(int (*)(int, struct sockaddr *, socklen_t *), "accept");
-    RETRYING(r_(fd, addr, len));
+    RETRYING(r.accept ? r.accept(fd, addr, len) : (int)syscall(SYS_accept, fd, addr, len));
 }
 
 TPA_API int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) {
-    REAL(int (*)(int, struct sockaddr *, socklen_t *, int), "accept4");
-    RETRYING(r_(fd, addr, len, flags));
+    RETRYING(r.accept4 ? r.accept4(fd, addr, len, flags) : (int)syscall(SYS_accept4, fd, addr, len, flags));
 }
 
-TPA_API int dup(int fd) {
-    REAL(int (*)(int), "dup");
-    RETRYING(r_(fd));
-}
+TPA_API int dup(int fd) { RETRYING(r.dup ? r.dup(fd) : (int)syscall(SYS_dup, fd)); }

@@ -25,8 +25,8 @@ typedef handler_fn (*signal_fn)(int, handler_fn);
 
 static sigaction_fn r_sigaction;
 static signal_fn r_signal, r_bsd_signal, r_sysv_signal, r___sysv_signal;
-static _Atomic int g_taken[_NSIG];  /* the shim's handler stands for SIG_DFL */
-static _Atomic int g_wanted[_NSIG]; /* retaken when the host sets SIG_DFL again */
+static _Atomic int g_taken[_NSIG];     /* the shim's handler stands for SIG_DFL */
+static _Atomic int g_wanted[_NSIG];    /* retaken when the host sets SIG_DFL again */
 static struct sigaction g_view[_NSIG]; /* what a query of a taken signal answers */
 static handler_fn g_handler;
 

@@ -188,7 +188,8 @@ static int room_for_writer(void) {
     long room = tpa_self_thread_room();
     if (room >= TPA_NPROC_ROOM) return 1;
     char why[160];
-    snprintf(why, sizeof why, "RLIMIT_NPROC leaves the user fewer than %d more threads: the shim starts no thread of its own",
+    snprintf(why, sizeof why,
+             "RLIMIT_NPROC leaves the user fewer than %d more threads: the shim starts no thread of its own",
              TPA_NPROC_ROOM);
     tpa_disable(why);
     return 0;
@@ -228,8 +229,8 @@ int tpa_life_begin_recording(void) {
  * sends (SIGTERM, SIGINT, SIGHUP, ...), raises (abort), or meets (SIGPIPE, a
  * fault).  Not SIGXFSZ (the shim's own writes could raise it), SIGTRAP or
  * SIGSYS (debuggers, seccomp), nor the real-time ones. */
-static const int k_fatal_signals[] = {SIGTERM, SIGINT,  SIGHUP,  SIGQUIT, SIGABRT,   SIGPIPE, SIGALRM, SIGUSR1,
-                                      SIGUSR2, SIGXCPU, SIGVTALRM, SIGSEGV, SIGBUS, SIGFPE,  SIGILL};
+static const int k_fatal_signals[] = {SIGTERM, SIGINT,  SIGHUP,    SIGQUIT, SIGABRT, SIGPIPE, SIGALRM, SIGUSR1,
+                                      SIGUSR2, SIGXCPU, SIGVTALRM, SIGSEGV, SIGBUS,  SIGFPE,  SIGILL};
 
 static void on_signal(int sig) {
     tpa_run_mark_incomplete();

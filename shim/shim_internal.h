@@ -281,6 +281,9 @@ TPA_HIDDEN long tpa_self_thread_room(void); /* RLIMIT_NPROC less the user's thre
 TPA_HIDDEN int tpa_torch_loaded(void); /* libtorch* or libc10 is mapped */
 TPA_HIDDEN int tpa_self_alone(void); /* after the main thread left: 1 when the caller is the last thread */
 
+/* ---- the host's descriptor calls (host_fds.c) ---- */
+TPA_HIDDEN void tpa_fds_resolve(void); /* once, in the constructor */
+
 /* ---- the shim's signal handlers, hidden from the host (host_signals.c) ---- */
 TPA_HIDDEN void tpa_sig_resolve(void);                     /* once, in the constructor */
 TPA_HIDDEN int tpa_sig_take(int sig, void (*handler)(int)); /* over SIG_DFL only; 0 taken */
