@@ -2,8 +2,8 @@
  * information (host_unwind_frame.c), where libunwind checks memory through
  * a pipe.  It records through that frame, prints the number its first
  * open() gets, closes every descriptor above 2, opens its own input (3) and
- * output (4) files, records through the frame again, then copies the input
- * to the output.  Nothing of the shim's may read or write those files. */
+ * output (4) files, records through the frame again (deeper in the stack,
+ * where libunwind checks memory anew), then copies the input to the output.  Nothing of the shim's may read or write those files. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,6 +11,17 @@
 #include <unistd.h>
 
 void record_without_unwind_info(int n); /* host_unwind_frame.c */
+
+/* Records from deeper in the stack, on pages libunwind has not checked yet. */
+static void record_deeper(int depth, int n) {
+    volatile char pad[16384];
+    pad[0] = (char)depth;
+    if (depth > 0)
+        record_deeper(depth - 1, n);
+    else
+        record_without_unwind_info(n);
+    pad[1] = pad[0];
+}
 
 int main(void) {
     record_without_unwind_info(1);
@@ -23,7 +34,7 @@ int main(void) {
     fclose(f);
     int in = open("in.txt", O_RDONLY), out = open("out.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
     printf("in %d out %d\n", in, out);
-    record_without_unwind_info(200);
+    for (int depth = 1; depth <= 8; depth++) record_deeper(depth, 10);
     char buf[256];
     ssize_t n = read(in, buf, sizeof buf);
     if (n > 0 && write(out, buf, (size_t)n) != n) return 1;
