@@ -7,7 +7,8 @@
  * are interposed: where the shim's handler stands for the default, a query
  * answers the default the host last set (or found); a handler or SIG_IGN of
  * the host's replaces the shim's, which gives the signal up; SIG_DFL set by
- * the host keeps the shim's handler.  The shim takes a signal only where
+ * the host keeps the shim's handler, or puts it there (a Python program that
+ * sets SIGPIPE back to SIG_DFL gets the flush too).  The shim takes a signal only where
  * these interposers are what the process calls (LD_PRELOAD); loaded later
  * (dlopen, CUDA_INJECTION64_PATH) it takes none.  Every call here is
  * async-signal-safe: no lock, no allocation (the real functions are resolved
@@ -78,9 +79,9 @@ static int interposed(void) {
 int tpa_sig_take(int sig, void (*handler)(int)) {
     if (!in_range(sig) || !interposed()) return -1;
     g_handler = handler;
+    atomic_store(&g_wanted[sig], 1); /* also when the host sets SIG_DFL later */
     struct sigaction cur;
     if (real_sigaction(sig, NULL, &cur) != 0 || !is_default(&cur)) return -1; /* the host's, or ignored */
-    atomic_store(&g_wanted[sig], 1);
     return put_handler(sig, &cur);
 }
 
