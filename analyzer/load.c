@@ -341,7 +341,7 @@ void tpa_mark_helpers(tpa_report_t *r) {
     }
     for (size_t i = 0; i < n; i++) {
         tpa_run_t *run = &r->runs[i];
-        if (run->audited_model) continue;
+        if (run->audited_model || tpa_judge_unvouched(run)) continue; /* the probe off, or records lost */
         size_t owner = owner_of(r, pids, model_of_rank, i);
         if (owner != SIZE_MAX && owner != i) run->helper_of = owner + 1;
     }

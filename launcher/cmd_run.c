@@ -214,6 +214,9 @@ static void print_verdict(const char *shown_dir, const char *abs_dir) {
     else if (warnings)
         fprintf(stderr, "tpaudit: verdict: warnings only: %zu warning%s (%s)", warnings, warnings == 1 ? "" : "s",
                 runs);
+    else if (r.inconclusive)
+        fprintf(stderr, "tpaudit: verdict: inconclusive: %zu audit%s in %s, no stale tensor found", audits,
+                audits == 1 ? "" : "s", runs);
     else if (!audits)
         fprintf(stderr, "tpaudit: verdict: no audit happened (%s recorded, none reached an audit point)", runs);
     else

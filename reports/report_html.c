@@ -126,6 +126,8 @@ static void put_verdict(FILE *out, const page_t *pg) {
         fprintf(out, "%zu finding%s: ", r->n_findings, r->n_findings == 1 ? "" : "s");
         html_put_bytes(out, pg->retained);
         fputs(" retained by stale tensors</h1>\n", out);
+    } else if (r->inconclusive) {
+        fputs("No findings, but inconclusive: a process cannot be judged</h1>\n", out);
     } else if (pg->audits) {
         fputs("No findings: every tensor the optimizers hold is a live model parameter</h1>\n", out);
     } else {

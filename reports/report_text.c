@@ -57,7 +57,10 @@ static void put_summary(const tpa_report_t *r, FILE *out) {
     tpa_describe_runs(r, runs, sizeof runs);
     fprintf(out, "tpaudit report: %s, %zu error%s, %zu warning%s, %s retained by stale tensors%s\n", runs, errors,
             errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s", bytes, state);
-    if (!r->n_findings)
+    if (!r->n_findings && r->inconclusive)
+        fputs("verdict: inconclusive - no stale tensor found, but a process cannot be judged (INCONCLUSIVE below)\n",
+              out);
+    else if (!r->n_findings)
         fputs("verdict: clean - every tensor the optimizers hold is a live model parameter\n", out);
     else
         fputs(errors ? "verdict: STALE TENSORS - optimizers hold tensors the model replaced\n"

@@ -53,6 +53,8 @@ typedef struct tpa_judged_audit {
 } tpa_judged_audit_t;
 tpa_judged_audit_t tpa_judge_audit(sqlite3 *db, tpa_run_t *run);
 /* Marks `run` (and `r`) inconclusive when it cannot be judged. */
+/* 1 when no probe vouches that `run` built no optimizer: never a helper. */
+int tpa_judge_unvouched(const tpa_run_t *run);
 void tpa_judge_inconclusive(sqlite3 *db, tpa_run_t *run, tpa_report_t *r);
 /* Stale bytes at every closed audit, for the plot; audit `known_audit`'s
  * are `known_bytes` (the judged audit's, from its headline findings). */

@@ -64,22 +64,35 @@ void tpa_judge_marks(sqlite3 *db, tpa_run_t *run, int64_t known_audit, int64_t k
     sqlite3_finalize(st);
 }
 
+static int probe_off(const tpa_run_t *run) { return run->python && strncmp(run->python, "off", 3) == 0; }
+
+/* No probe could say that this process built no optimizer: its Python probe
+ * was off or never started, or it is a native process that did not end and
+ * closed no audit (killed before its records were committed: they may have
+ * died with it). */
+int tpa_judge_unvouched(const tpa_run_t *run) {
+    int native = !run->python || strcmp(run->python, "n/a") == 0;
+    return probe_off(run) || (native && !run->complete && run->n_audits == 0);
+}
+
 /* Why a run cannot be judged, or NULL.  A process with no sign of an
  * optimizer (no optimizer_created event, no audit holding optimizer
  * references) has no ownership to check: it is never inconclusive, even
- * killed or with lost events (a launcher, a helper, a tool it ran).  One
- * whose probe was switched off, or went off after an internal error, cannot
- * say so: without an audit that saw an optimizer it is inconclusive.
- * Otherwise: it did not end cleanly, it lost events, or it never closed an
- * audit. */
+ * killed or with lost events (a launcher, a helper, a tool it ran), unless
+ * nothing vouches for that (tpa_judge_unvouched).  One whose probe was
+ * switched off, or went off after an internal error, cannot say so: without
+ * an audit that saw an optimizer it is inconclusive.  Otherwise: it did not
+ * end cleanly, it lost events, or it never closed an audit. */
 static const char *inconclusive_reason(sqlite3 *db, const tpa_run_t *run, char *buf, size_t len) {
-    int probe_off = run->python && strncmp(run->python, "off", 3) == 0;
+    int off = probe_off(run);
     int built_optimizer = query_int(db, "SELECT EXISTS (SELECT 1 FROM event WHERE kind='optimizer_created') OR "
                                         "EXISTS (SELECT 1 FROM ref WHERE holder_kind='optimizer')") != 0;
-    if (!built_optimizer && !probe_off) return NULL;
+    if (!built_optimizer && !tpa_judge_unvouched(run)) return NULL;
+    if (!built_optimizer && !off)
+        return "the process ended before its first audit was committed (killed?): its records may have died with it";
     if (!run->complete) return "the run did not end cleanly (killed or still running)";
     if (run->dropped_events != 0) return "the run lost events";
-    if (probe_off && (run->n_audits == 0 || !built_optimizer)) {
+    if (off && (run->n_audits == 0 || !built_optimizer)) {
         snprintf(buf, len, "no audit saw an optimizer (python probe %s)", run->python);
         return buf;
     }

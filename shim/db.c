@@ -218,7 +218,7 @@ static int create_file(const char *out_dir) {
             snprintf(g_path, sizeof g_path, "%s/tpaudit-%s-%d.db", out_dir, host, (int)getpid());
         else
             snprintf(g_path, sizeof g_path, "%s/tpaudit-%s-%d-%d.db", out_dir, host, (int)getpid(), i);
-        fd = open(g_path, O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0644);
+        fd = tpa_open_direct(g_path, O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0644);
         if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0) {

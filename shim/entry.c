@@ -204,6 +204,7 @@ static void atfork_child(void) {
 }
 
 static void start(void) {
+    tpa_fds_resolve();
     if (!tpa_life_start()) return;
     exec_resolve();
     on_exit(on_exit_cb, NULL);

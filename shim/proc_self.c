@@ -1,13 +1,17 @@
 /* proc_self.c - facts about the host process the shim's files share: the
  * shim's own path, whether the program is a Python interpreter, its
- * command line (raw, and as the run row's JSON argv), and whether the
- * calling thread is the last one alive. */
+ * command line (raw, and as the run row's JSON argv), whether the calling
+ * thread is the last one alive, whether torch's library is loaded, and how
+ * many more threads RLIMIT_NPROC leaves to the user. */
+#include <dirent.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,7 +47,7 @@ int tpa_is_python(void) {
 }
 
 int tpa_read_cmdline(char *buf, int cap) {
-    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    int fd = tpa_open_direct("/proc/self/cmdline", O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) return 0;
     int n = 0;
     while (n < cap - 1) {
@@ -89,4 +93,46 @@ void tpa_argv_json(char *out, size_t cap) {
     }
     out[k++] = ']';
     out[k] = 0;
+}
+
+static int torch_object(struct dl_phdr_info *info, size_t size, void *found) {
+    (void)size;
+    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    if (base && (!strncmp(base + 1, "libtorch", 8) || !strncmp(base + 1, "libc10.", 7))) *(int *)found = 1;
+    return *(int *)found;
+}
+
+int tpa_torch_loaded(void) {
+    int found = 0;
+    dl_iterate_phdr(torch_object, &found);
+    return found;
+}
+
+/* The threads of the user's processes: each /proc/PID the user owns, its
+ * task directory's links less 2. */
+static long user_threads(uid_t uid) {
+    DIR *d = opendir("/proc");
+    if (!d) return -1;
+    long n = 0;
+    char path[300];
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        struct stat sb;
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s", e->d_name);
+        if (stat(path, &sb) != 0 || sb.st_uid != uid) continue;
+        snprintf(path, sizeof path, "/proc/%s/task", e->d_name);
+        n += stat(path, &sb) == 0 && sb.st_nlink > 2 ? (long)sb.st_nlink - 2 : 1;
+    }
+    closedir(d);
+    return n;
+}
+
+long tpa_self_thread_room(void) {
+    struct rlimit rl;
+    uid_t uid = getuid();
+    if (uid == 0 || getrlimit(RLIMIT_NPROC, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return LONG_MAX;
+    long used = user_threads(uid);
+    if (used < 0) return LONG_MAX; /* no /proc: it cannot tell */
+    return (long)rl.rlim_cur - used;
 }

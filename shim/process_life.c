@@ -14,8 +14,8 @@
  *   any, in a fork child         fork_child                  RUNNING, no database
  *   any, in a clone child        clone_child (seen on the    RUNNING, no database
  *                                next record or end)
- *   RUNNING, recording           signal (SIGTERM/SIGINT      unchanged (flushed), then the
- *                                over SIG_DFL)               default action
+ *   RUNNING, recording           signal (one that ends the   unchanged (flushed), then the
+ *                                process, over SIG_DFL)      default action
  *   RUNNING                      disabled (tpa_disable in    DISABLED (any file may take it:
  *                                run_state.c)                a failure, a full disk)
  *
@@ -23,6 +23,7 @@
  * through a page mapped MADV_WIPEONFORK: the copy finds it zeroed. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -34,6 +35,7 @@
 #define TPA_SIGNAL_FLUSH_MS 1000
 #define TPA_OPENING_WAIT_MS 10000
 #define TPA_WRITER_STACK    (256u * 1024u)
+#define TPA_NPROC_ROOM      32 /* threads RLIMIT_NPROC must still allow for the writer to start */
 
 /* Zeroed in every copy of the process (MADV_WIPEONFORK). */
 struct life_page {
@@ -47,6 +49,7 @@ static pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int g_started, g_finished, g_signals_done, g_opening, g_writer_up, g_main_left, g_hostless;
 static __thread int t_opening __attribute__((tls_model("initial-exec")));
 static pthread_key_t g_main_key;
+static pthread_t g_writer_tid;
 static int g_main_key_made;
 static sigset_t g_host_mask; /* the signal mask of the thread that started the writer */
 
@@ -86,6 +89,7 @@ int tpa_life_start(void) {
         g_main_key_made = 1;
         mark_main_thread();
     }
+    tpa_sig_resolve();
     tpa_self_find();
     if (tpa_self_path()[0]) setenv("TPAUDIT_LIBRARY", tpa_self_path(), 1);
     tpa_config_load();
@@ -139,17 +143,63 @@ static int start_writer_thread(void) {
     pthread_attr_setstacksize(&attr, TPA_WRITER_STACK);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_sigmask(SIG_SETMASK, &all, &g_host_mask); /* the host's handlers never run on it */
-    pthread_t th;
-    int rc = pthread_create(&th, &attr, writer_thread, NULL);
+    int rc = pthread_create(&g_writer_tid, &attr, writer_thread, NULL);
     pthread_sigmask(SIG_SETMASK, &g_host_mask, NULL);
     pthread_attr_destroy(&attr);
     return rc;
 }
 
+/* The database's first pages are written on the host's thread: SIGXFSZ
+ * (RLIMIT_FSIZE) is blocked meanwhile, and one the shim's writes raised is
+ * taken back, so the host never dies of the shim's file.  Its write fails
+ * with EFBIG and the shim turns off instead. */
+static sigset_t only_xfsz(void) {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGXFSZ);
+    return s;
+}
+
+static int xfsz_pending(void) {
+    sigset_t pending;
+    return sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ);
+}
+
+/* Takes back the SIGXFSZ that the shim's writes raised (blocked meanwhile). */
+static void drop_xfsz(void) {
+    sigset_t xfsz = only_xfsz();
+    struct timespec now = {0, 0};
+    while (sigtimedwait(&xfsz, NULL, &now) == SIGXFSZ) {}
+}
+
+static int open_file_guarded(void) {
+    sigset_t xfsz = only_xfsz(), before;
+    pthread_sigmask(SIG_BLOCK, &xfsz, &before);
+    int was_pending = xfsz_pending();
+    int rc = tpa_writer_open();
+    if (!was_pending && xfsz_pending()) drop_xfsz();
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    return rc;
+}
+
+/* The writer takes one of the user's RLIMIT_NPROC slots: it is started only
+ * while TPA_NPROC_ROOM are left, and the shim goes without one otherwise. */
+static int room_for_writer(void) {
+    long room = tpa_self_thread_room();
+    if (room >= TPA_NPROC_ROOM) return 1;
+    char why[160];
+    snprintf(why, sizeof why,
+             "RLIMIT_NPROC leaves the user fewer than %d more threads: the shim starts no thread of its own",
+             TPA_NPROC_ROOM);
+    tpa_disable(why);
+    return 0;
+}
+
 static int open_locked(void) {
     if (atomic_load(&g_writer_up)) return 0;
-    if (atomic_load(&tpa_state) != TPA_RUNNING || tpa_ring_ensure() != 0) return TPAUDIT_EDISABLED;
-    if (tpa_writer_open() != 0) return TPAUDIT_EDISABLED;
+    if (atomic_load(&tpa_state) != TPA_RUNNING || !room_for_writer() || tpa_ring_ensure() != 0)
+        return TPAUDIT_EDISABLED;
+    if (open_file_guarded() != 0) return TPAUDIT_EDISABLED;
     if (start_writer_thread() != 0) {
         tpa_disable("cannot start the writer thread (memory limit?)");
         tpa_writer_abandon();
@@ -175,36 +225,26 @@ int tpa_life_begin_recording(void) {
 }
 
 /* ---- signal: commit what is queued, then die of it the same way ---- */
+/* The signals that end a process by default and that a host or a user
+ * sends (SIGTERM, SIGINT, SIGHUP, ...), raises (abort), or meets (SIGPIPE, a
+ * fault).  Not SIGXFSZ (the shim's own writes could raise it), SIGTRAP or
+ * SIGSYS (debuggers, seccomp), nor the real-time ones. */
+static const int k_fatal_signals[] = {SIGTERM, SIGINT,  SIGHUP,    SIGQUIT, SIGABRT, SIGPIPE, SIGALRM, SIGUSR1,
+                                      SIGUSR2, SIGXCPU, SIGVTALRM, SIGSEGV, SIGBUS,  SIGFPE,  SIGILL};
+
 static void on_signal(int sig) {
     tpa_run_mark_incomplete();
     tpa_writer_flush_signal_safe(TPA_SIGNAL_FLUSH_MS);
-    signal(sig, SIG_DFL);
-    sigset_t s;
-    sigemptyset(&s);
-    sigaddset(&s, sig);
-    pthread_sigmask(SIG_UNBLOCK, &s, NULL);
-    raise(sig);
+    tpa_sig_die_of(sig);
 }
 
-static void install_over_default(int sig) {
-    struct sigaction cur;
-    if (sigaction(sig, NULL, &cur) != 0) return;
-    if ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL) return; /* the host's, or ignored */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, NULL);
-}
-
-/* On the first record, not at load: an interpreter (CPython installs its
- * SIGINT handler only over SIG_DFL) has set up its own handlers by then.
- * SIGINT is never taken in a Python interpreter. */
+/* On the first record, not at load: an interpreter has set up its own
+ * handlers by then.  Each only over SIG_DFL, out of the host's sight
+ * (host_signals.c); a host that sets its own later replaces it. */
 static void install_signals_once(void) {
     if (atomic_exchange(&g_signals_done, 1)) return;
-    install_over_default(SIGTERM);
-    if (!tpa_is_python()) install_over_default(SIGINT);
+    for (size_t i = 0; i < sizeof k_fatal_signals / sizeof *k_fatal_signals; i++)
+        tpa_sig_take(k_fatal_signals[i], on_signal);
 }
 
 /* Every record passes here: one load while this process records. */
@@ -244,9 +284,20 @@ int tpa_life_running_here(int need_db) {
            (!need_db || atomic_load(&g_writer_up));
 }
 
+/* An interpreter that loaded torch while its probe never started (python
+ * -S, a program that skips site) leaves a database that says so. */
+static void record_probe_never_started(void) {
+    if (atomic_load(&g_writer_up) || atomic_load(&tpa_state) != TPA_RUNNING || !tpa_run_python_pending() ||
+        !tpa_torch_loaded())
+        return;
+    tpa_run_set_text("python", TPA_PYTHON_NEVER_STARTED);
+    tpa_life_begin_recording();
+}
+
 void tpa_life_exit(int status, const char *ended_by) {
     tpa_life_notice_copy();
     if (atomic_load(&g_page->owner) != getpid()) return; /* a vfork child shares our memory: hands off */
+    if (!atomic_load(&g_finished)) record_probe_never_started();
     if (atomic_exchange(&g_finished, 1)) return;
     close_state();
     wait_opening();
@@ -273,6 +324,16 @@ void tpa_life_exec_failed(int ended) {
     if (reopen) tpa_life_begin_recording(); /* else none was kept: the next record makes a new file */
 }
 
+/* ---- descriptors given back: the host ran out of them (EMFILE).  The
+ * database is closed (kept, marked incomplete) and the shim stays off.
+ * 1 when there was one to close. ---- */
+int tpa_life_give_back_fds(void) {
+    if (!tpa_life_running_here(1) || pthread_equal(pthread_self(), g_writer_tid)) return 0;
+    tpa_disable("the host ran out of file descriptors (RLIMIT_NOFILE): the shim gives its own back");
+    tpa_writer_wait_end();
+    return 1;
+}
+
 /* ---- hostless: the writer is the last thread.  It ends the database and
  * returns; glibc then calls exit(0) on it, as on the last host thread. ---- */
 static void life_hostless(void) {
@@ -287,6 +348,9 @@ static void *writer_thread(void *arg) {
     (void)arg;
     if (tpa_writer_run() == TPA_WRITER_ALONE) life_hostless();
     tpa_writer_end();
-    if (atomic_load(&g_hostless)) pthread_sigmask(SIG_SETMASK, &g_host_mask, NULL); /* the exit handlers run here */
+    if (atomic_load(&g_hostless)) { /* the exit handlers run here: the host's mask, less the shim's SIGXFSZ */
+        drop_xfsz();
+        pthread_sigmask(SIG_SETMASK, &g_host_mask, NULL);
+    }
     return NULL;
 }

@@ -124,6 +124,13 @@ int tpa_run_python_is_worth_a_file(void) {
     return worth;
 }
 
+int tpa_run_python_pending(void) {
+    pthread_mutex_lock(&g_mu);
+    int pending = strcmp(g_python, TPA_PYTHON_PENDING) == 0;
+    pthread_mutex_unlock(&g_mu);
+    return pending;
+}
+
 void tpa_run_set_cupti_status(const char *status) { tpa_run_set_text("cupti", status ? status : "off"); }
 
 void tpa_run_add_cupti_dropped(uint64_t n) {

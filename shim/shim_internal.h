@@ -150,9 +150,11 @@ TPA_HIDDEN void tpa_run_set_rank(int rank, int world_size);
 TPA_HIDDEN int tpa_run_set_text(const char *field, const char *value);
 /* The python field between the bootstrap and the probe's start. */
 #define TPA_PYTHON_PENDING "off: probe did not start"
+#define TPA_PYTHON_NEVER_STARTED "off: probe never started, torch loaded (python -S?)"
 /* 1 when the python field says the probe ran or was switched off ("on",
  * "off: ..."): a fact worth a database even with no other record. */
 TPA_HIDDEN int tpa_run_python_is_worth_a_file(void);
+TPA_HIDDEN int tpa_run_python_pending(void); /* the probe was bootstrapped and never started */
 TPA_HIDDEN void tpa_run_reset_counters(void);
 
 /* ---- shim state ---- */
@@ -239,6 +241,7 @@ TPA_HIDDEN int tpa_writer_live(void);
 
 /* ---- the database's file descriptors (db_fds.c) ---- */
 #define TPA_MIN_NOFILE 64              /* below this RLIMIT_NOFILE the shim stays off */
+#define TPA_MAX_DB_FDS 16              /* the database's, from tpa_dbfd_floor() up; libunwind's pipe above */
 TPA_HIDDEN int tpa_dbfd_install(void); /* private SQLite: single-threaded, syscalls hooked */
 TPA_HIDDEN int tpa_dbfd_floor(void);   /* lowest fd number for the shim, -1: limit too low */
 TPA_HIDDEN int tpa_dbfd_lost(void);    /* 1 once a descriptor was found closed or replaced */
@@ -247,6 +250,7 @@ TPA_HIDDEN int tpa_dbfd_identity(const char *path, uint64_t *dev, uint64_t *ino)
 TPA_HIDDEN void tpa_dbfd_note_created(uint64_t dev, uint64_t ino);
 TPA_HIDDEN int tpa_dbfd_created(uint64_t dev, uint64_t ino);
 TPA_HIDDEN void tpa_dbfd_forget_in_child(void);
+TPA_HIDDEN int tpa_open_direct(const char *path, int flags, mode_t mode); /* the kernel's openat, no interposer */
 
 /* ---- the process's life (process_life.c), called by entry.c and api.c ---- */
 TPA_HIDDEN int tpa_life_start(void); /* 1 the first time */
@@ -257,9 +261,11 @@ TPA_HIDDEN int tpa_life_running_here(int need_db);
 TPA_HIDDEN void tpa_life_exit(int status, const char *ended_by);
 TPA_HIDDEN int tpa_life_exec(void); /* 1 when the database was ended for the exec */
 TPA_HIDDEN void tpa_life_exec_failed(int ended);
+TPA_HIDDEN int tpa_life_give_back_fds(void); /* 1: the database was closed for the host */
 
 /* ---- stacks and modules (writer side) ---- */
 TPA_HIDDEN void tpa_stack_reset(void);
+TPA_HIDDEN int tpa_stack_capturing(void); /* 1 inside this thread's unw_backtrace */
 /* Returns the stack id of ips (inserting it once), 0 on error. */
 TPA_HIDDEN int64_t tpa_stack_intern(struct sqlite3_stmt *insert, const uint64_t *ips, int n, int *err);
 TPA_HIDDEN int tpa_modules_refresh(struct sqlite3_stmt *insert, struct sqlite3_stmt *unload, int force);
@@ -271,7 +277,17 @@ TPA_HIDDEN const char *tpa_self_path(void);           /* absolute path of libtpa
 TPA_HIDDEN int tpa_is_python(void);                   /* basename of /proc/self/exe starts with python */
 TPA_HIDDEN int tpa_read_cmdline(char *buf, int cap);  /* NUL-separated, returns length */
 TPA_HIDDEN void tpa_argv_json(char *out, size_t cap); /* the command line as a JSON array */
+TPA_HIDDEN long tpa_self_thread_room(void); /* RLIMIT_NPROC less the user's threads; LONG_MAX: no limit */
+TPA_HIDDEN int tpa_torch_loaded(void); /* libtorch* or libc10 is mapped */
 TPA_HIDDEN int tpa_self_alone(void); /* after the main thread left: 1 when the caller is the last thread */
+
+/* ---- the host's descriptor calls (host_fds.c) ---- */
+TPA_HIDDEN void tpa_fds_resolve(void); /* once, in the constructor */
+
+/* ---- the shim's signal handlers, hidden from the host (host_signals.c) ---- */
+TPA_HIDDEN void tpa_sig_resolve(void);                     /* once, in the constructor */
+TPA_HIDDEN int tpa_sig_take(int sig, void (*handler)(int)); /* over SIG_DFL only; 0 taken */
+TPA_HIDDEN void tpa_sig_die_of(int sig);                   /* the host's default back, raised again */
 
 /* ---- Python bootstrap (python_boot.c) ---- */
 TPA_HIDDEN void tpa_python_bootstrap(void);

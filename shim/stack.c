@@ -1,6 +1,8 @@
 /* stack.c - native stacks: raw return addresses captured on the caller's
  * thread with libunwind (no malloc, no symbols), and their interning in the
- * writer (hash -> stack id, each distinct stack stored once). */
+ * writer (hash -> stack id, each distinct stack stored once).  A pipe
+ * that libunwind makes during a capture (tpa_stack_capturing) is moved to
+ * the shim's numbers by host_fds.c. */
 #include <libunwind.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -9,6 +11,8 @@
 #include "binds.h"
 
 static __thread int t_in_unwind __attribute__((tls_model("initial-exec")));
+
+int tpa_stack_capturing(void) { return t_in_unwind; }
 
 int tpa_stack_capture(uint64_t *ips, int max, int skip) {
     int depth = tpa_config()->stack_depth;

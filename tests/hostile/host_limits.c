@@ -1,7 +1,10 @@
-/* host_limits.c - issue item 8: under the limits the runner sets, the host
- * records an event, then `files` opens /dev/null until it fails (at most
- * 32) and prints how many it got; `memory` allocates and touches 6 MiB. */
+/* host_limits.c - under the limits the runner sets, the host records an
+ * event, then `files [MAX]` opens /dev/null until it fails (at most MAX, 32
+ * by default) and prints how many it got; `threads N` starts N threads that
+ * wait until all were tried and prints how many started; `memory`
+ * allocates and touches 6 MiB. */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,15 +12,41 @@
 
 #include "hostile_common.h"
 
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static int g_go;
+
+static void *wait_for_all(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&g_mu);
+    while (!g_go) pthread_cond_wait(&g_cv, &g_mu);
+    pthread_mutex_unlock(&g_mu);
+    return NULL;
+}
+
+static int threads(int want) {
+    pthread_t th[64];
+    int n = 0;
+    while (n < want && n < 64 && pthread_create(&th[n], NULL, wait_for_all, NULL) == 0) n++;
+    pthread_mutex_lock(&g_mu);
+    g_go = 1;
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+    printf("started %d of %d threads\n", n, want);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     host_event(1);
     if (!strcmp(argv[1], "files")) {
-        int n = 0;
-        while (n < 32 && open("/dev/null", O_RDONLY) >= 0) n++;
+        int max = argc > 2 ? atoi(argv[2]) : 32, n = 0;
+        while (n < max && open("/dev/null", O_RDONLY) >= 0) n++;
         printf("opened %d files\n", n);
         return 0;
     }
+    if (!strcmp(argv[1], "threads") && argc > 2) return threads(atoi(argv[2]));
     size_t len = 6u << 20;
     char *p = malloc(len);
     if (!p) {
