@@ -153,7 +153,7 @@ def test_adagrad_orphan_state_after_fully_shard(tmp_path):
         assert {"0.weight.sum", "0.bias.sum", "2.weight.sum", "2.bias.sum"} <= set(orphans)
         assert orphans["0.weight.sum"]["retained_bytes"] == 32 * 16 * 4
         assert not by_kind(doc, "stale_param", rank)
-    assert_every_audit(doc, stale_from(doc, 1), steps=[1, 2])
+    assert_every_audit(doc, stale_from(doc, 1), steps=[1])  # Adagrad's step 1 fails on the missing state
     twin = scenario(tmp_path, "adagrad_fsdp", twin=True, ranks=2)
     assert twin["findings"] == []
     assert_every_audit(twin, 0, steps=[1, 2])
@@ -204,6 +204,7 @@ def test_stale_tensor_has_its_creation_stack(tmp_path):
     doc = scenario(tmp_path, "hf_resize")
     created = by_kind(doc, "stale_param")["lm_head.weight"]["created_at"]
     assert any(fr["file"].endswith("ownership.py") and fr["function"] == "gpt2" for fr in created), created
+    assert_every_audit(doc, stale_from(doc, 1), steps=[1, 2])
 
 
 def test_probe_does_not_change_numerics(tmp_path):
