@@ -1,9 +1,9 @@
 """The real DeepSpeed on the CPU with a client torch AdamW, under
 `tpaudit run --fail-fast`, where a verdict is acted on at the first audit
-that has an error.  With bf16, ZeRO-0 (FP16_UnfusedOptimizer) and ZeRO-1
-(DeepSpeedZeroOptimizer) run a dummy optimizer step inside
-deepspeed.initialize, before any forward: the inner AdamW's step 1, audited
-while its groups hold fp32 masters that no module owns.  A correct run of
+that has an error.  With bf16, ZeRO-0's wrapper (FP16_UnfusedOptimizer on the
+CPU) runs a dummy optimizer step inside deepspeed.initialize, before any
+forward: the inner AdamW's step 1, audited while its groups hold fp32 masters
+that no module owns.  A correct run of
 ZeRO-0 bf16, ZeRO-0 fp32 and ZeRO-1 bf16 is clean at step 1 and at every
 later audit, and runs to its end; a ZeRO-0 run whose head was replaced before
 deepspeed.initialize, after its parameters were listed for the AdamW and

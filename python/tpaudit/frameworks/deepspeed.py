@@ -11,9 +11,9 @@ Read from deepspeed 0.19.8:
 The engine (DeepSpeedEngine) is a Module holding `module` and `optimizer`;
 the wrapper above it is found by holders.py like any other.  ZeRO-0 with
 bf16 on the CPU picks FP16_UnfusedOptimizer (fp16_groups <-> fp32_groups,
-read by the generic rule); it and ZeRO-1/2 step the inner optimizer once in
-their constructor, before any forward (_facts.collect finds the model through
-the working tensors' owners then).
+read by the generic rule); it steps the inner optimizer once in its
+constructor, before any forward (_facts.collect finds the model through the
+working tensors' owners then).
 """
 MODULE_PREFIXES = ("deepspeed.runtime",)
 
