@@ -165,6 +165,9 @@ typedef struct tpaudit_verdict {
     int stop;               /* out: 1 when TPAUDIT_FAIL_FAST is set and the audit has an error:
                                the caller ends the run, with exit_status */
     int exit_status;        /* out: TPAUDIT_FAIL_FAST_STATUS */
+    int blind;              /* out: 1 when the audit saw an optimizer but no model parameter, so it
+                               could call nothing stale: not a verdict (docs/ANALYZER.md, "What an
+                               audit must have seen") */
 } tpaudit_verdict_t;
 
 #define TPAUDIT_INIT_TENSOR \
@@ -176,7 +179,7 @@ typedef struct tpaudit_verdict {
 #define TPAUDIT_INIT_REGION \
     { sizeof(tpaudit_region_t), 0, 0, 0, -1, NULL, 0 }
 #define TPAUDIT_INIT_VERDICT \
-    { sizeof(tpaudit_verdict_t), 0, 0, NULL, 0, 0, 0, 0, 0, 0 }
+    { sizeof(tpaudit_verdict_t), 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0 }
 
 /* ---- exported by libtpaudit.so (C ABI, also used through ctypes) ---- */
 typedef int (*tpaudit_v1_abi_version_fn)(void);

@@ -263,9 +263,9 @@ void html_put_stale_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run)
         if (base - y < 2) y = base - 2; /* a clean audit still shows as a sliver */
         fprintf(
             out,
-            "<rect class=\"bar%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>%s%s: %s stale</title></rect>\n",
+            "<rect class=\"bar%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>%s%s: %s%s</title></rect>\n",
             m->stale_bytes > 0 ? " stale" : "", cx - bar / 2, y, bar, base - y, s->steps[i] < 0 ? "" : "step ", name,
-            bytes);
+            m->blind ? "not judged (no model parameter seen)" : bytes, m->blind ? "" : " stale");
     }
     fprintf(out, "<text class=\"axis-title\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">audit step</text>\n",
             LEFT + INNER_W / 2, PLOT_H - 6);

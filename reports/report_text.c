@@ -57,15 +57,18 @@ static void put_summary(const tpa_report_t *r, FILE *out) {
     tpa_describe_runs(r, runs, sizeof runs);
     fprintf(out, "tpaudit report: %s, %zu error%s, %zu warning%s, %s retained by stale tensors%s\n", runs, errors,
             errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s", bytes, state);
-    if (!r->n_findings && r->inconclusive)
-        fputs("verdict: inconclusive - no stale tensor found, but a process cannot be judged (INCONCLUSIVE below)\n",
-              out);
-    else if (!r->n_findings)
-        fputs("verdict: clean - every tensor the optimizers hold is a live model parameter\n", out);
+    /* the order of the HTML banner and `run`'s line: errors, inconclusive, warnings, clean */
+    const char *why = NULL;
+    for (size_t i = 0; i < r->n_runs && r->inconclusive && !why; i++)
+        if (r->runs[i].inconclusive) why = T(r->runs[i].why_inconclusive, "?");
+    if (errors)
+        fputs("verdict: STALE TENSORS - optimizers hold tensors the model replaced\n", out);
+    else if (r->inconclusive)
+        fprintf(out, "verdict: INCONCLUSIVE - %s (gate exits 3)\n", why ? why : "a run cannot be judged");
+    else if (warnings)
+        fputs("verdict: warnings only\n", out);
     else
-        fputs(errors ? "verdict: STALE TENSORS - optimizers hold tensors the model replaced\n"
-                     : "verdict: warnings only\n",
-              out);
+        fputs("verdict: clean - every tensor the optimizers hold is a live model parameter\n", out);
     if (total > 0) put_most_per_rank(r, out);
 }
 

@@ -114,7 +114,8 @@ static const struct {
 } FINDING_SQL[] = {
     /* stale_param: in G, not in L, not the master of any map entry (masters
      * are judged on their working side, below), and not a generic master
-     * (temp.generic_master, above). */
+     * (temp.generic_master, above), in an audit that saw the model (an audit
+     * that saw none calls nothing stale: TPA_AUDIT_SAW_MODEL). */
     {"stale_param", "WITH L AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='param'),"
                     " M AS (SELECT tensor_key w, peer_key m FROM ref WHERE audit_id=?1 AND role='map_entry')"
                     " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r"
@@ -122,7 +123,7 @@ static const struct {
                     " WHERE r.audit_id=?1 AND r.role='group_param' AND r.tensor_key NOT IN L"
                     " AND r.tensor_key NOT IN (SELECT m FROM M)"
                     " AND r.tensor_key NOT IN (SELECT k FROM temp.generic_master)"
-                    " GROUP BY t.key ORDER BY t.name, t.key"},
+                    " AND " TPA_AUDIT_SAW_MODEL("?1") " GROUP BY t.key ORDER BY t.name, t.key"},
     /* orphan_state: a state ref whose param (peer_key) is not in G */
     {"orphan_state",
      "WITH G AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='group_param')"
@@ -136,12 +137,14 @@ static const struct {
      ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
      " JOIN tensor p ON p.audit_id=r.audit_id AND p.key=r.peer_key"
      " WHERE r.audit_id=?1 AND r.role='state' AND t.shape NOT IN ('[]','[1]') AND t.shape<>p.shape ORDER BY r.path, t.key"},
-    /* stale_map_entry: a map entry whose working tensor is not in L */
+    /* stale_map_entry: a map entry whose working tensor is not in L, in an
+     * audit that saw the model */
     {"stale_map_entry",
      "WITH L AS (SELECT tensor_key k FROM ref WHERE audit_id=?1 AND role='param')"
      " SELECT " TENSOR_COLS ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r"
      " JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
-     " WHERE r.audit_id=?1 AND r.role='map_entry' AND r.tensor_key NOT IN L GROUP BY t.key ORDER BY r.path, t.key"},
+     " WHERE r.audit_id=?1 AND r.role='map_entry' AND r.tensor_key NOT IN L AND " TPA_AUDIT_SAW_MODEL("?1")
+     " GROUP BY t.key ORDER BY r.path, t.key"},
     /* untrained_param: in L, requires_grad, not in G, not the working side
      * of an entry whose master is in G, in an audit that saw at least one
      * optimizer; an error when it is a stale finding's live successor */
@@ -151,7 +154,7 @@ static const struct {
      " SELECT " TENSOR_COLS
      ", r.holder_kind, r.holder_class, r.path, r.peer_key, t.nbytes FROM ref r JOIN tensor t ON t.audit_id=r.audit_id AND t.key=r.tensor_key"
      " WHERE r.audit_id=?1 AND r.role='param' AND t.requires_grad=1 AND r.tensor_key NOT IN G"
-     " AND EXISTS (SELECT 1 FROM ref o WHERE o.audit_id=?1 AND o.holder_kind='optimizer')"
+     " AND " TPA_AUDIT_SAW_OPTIMIZER("?1")
      " AND NOT EXISTS (SELECT 1 FROM M WHERE M.w=r.tensor_key AND M.m IN G) GROUP BY t.key ORDER BY t.name, t.key"},
 };
 

@@ -26,12 +26,15 @@ static int64_t query_int(sqlite3 *db, const char *sql) {
     return v;
 }
 
-/* Stale bytes at every closed audit, for the plot; grows with the rows it
+/* Stale bytes at every closed audit, for the plot, and which audits saw an
+ * optimizer but not the model (so judged nothing); grows with the rows it
  * reads (never sized by an earlier count). */
 void tpa_judge_marks(sqlite3 *db, tpa_run_t *run, int64_t known_audit, int64_t known_bytes) {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT id, begin_ns, step FROM audit a WHERE end_ns IS NOT NULL ORDER BY id", -1, &st,
-                           NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db,
+                           "SELECT id, begin_ns, step, " TPA_AUDIT_SAW_OPTIMIZER("a.id") " AND NOT " TPA_AUDIT_SAW_MODEL(
+                               "a.id") " FROM audit a WHERE end_ns IS NOT NULL ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK)
         return;
     size_t cap = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -46,6 +49,7 @@ void tpa_judge_marks(sqlite3 *db, tpa_run_t *run, int64_t known_audit, int64_t k
         m->ts_ns = tpa_clamp_ts(sqlite3_column_int64(st, 1));
         m->step = sqlite3_column_int64(st, 2);
         m->stale_bytes = 0;
+        m->blind = sqlite3_column_int(st, 3); /* judges nothing: its findings queries call nothing stale */
         if (sqlite3_column_int64(st, 0) == known_audit) { /* the judged audit: its findings are already read */
             m->stale_bytes = known_bytes;
             continue;
@@ -82,7 +86,9 @@ int tpa_judge_unvouched(const tpa_run_t *run) {
  * nothing vouches for that (tpa_judge_unvouched).  One whose probe was
  * switched off, or went off after an internal error, cannot say so: without
  * an audit that saw an optimizer it is inconclusive.  Otherwise: it did not
- * end cleanly, it lost events, or it never closed an audit. */
+ * end cleanly, it lost events, it never closed an audit, or no audit that
+ * saw an optimizer saw the model too (such an audit calls nothing stale, so
+ * it proves nothing either way). */
 static const char *inconclusive_reason(sqlite3 *db, const tpa_run_t *run, char *buf, size_t len) {
     int off = probe_off(run);
     int built_optimizer = query_int(db, "SELECT EXISTS (SELECT 1 FROM event WHERE kind='optimizer_created') OR "
@@ -96,8 +102,11 @@ static const char *inconclusive_reason(sqlite3 *db, const tpa_run_t *run, char *
         snprintf(buf, len, "no audit saw an optimizer (python probe %s)", run->python);
         return buf;
     }
-    if (run->n_audits > 0) return NULL;
-    return "the run never reached an audit point";
+    if (run->n_audits == 0) return "the run never reached an audit point";
+    if (query_int(db, "SELECT EXISTS (SELECT 1 FROM audit a WHERE a.end_ns IS NOT NULL AND " TPA_AUDIT_SAW_OPTIMIZER(
+                          "a.id") ") AND NOT EXISTS (SELECT 1 FROM audit a WHERE a.end_ns IS NOT NULL AND " TPA_AUDIT_SAW_OPTIMIZER("a.id") " AND " TPA_AUDIT_SAW_MODEL("a.id") ")"))
+        return "no audit that saw an optimizer saw a model parameter";
+    return NULL;
 }
 
 void tpa_judge_inconclusive(sqlite3 *db, tpa_run_t *run, tpa_report_t *r) {
@@ -115,7 +124,9 @@ tpa_judged_audit_t tpa_judge_audit(sqlite3 *db, tpa_run_t *run) {
     if (sqlite3_prepare_v2(
             db,
             "SELECT (SELECT count(*) FROM audit WHERE end_ns IS NOT NULL), "
-            "coalesce((SELECT max(a.id) FROM audit a WHERE a.end_ns IS NOT NULL AND EXISTS (SELECT 1 FROM ref r WHERE r.audit_id=a.id AND r.holder_kind='optimizer')),"
+            "coalesce((SELECT max(a.id) FROM audit a WHERE a.end_ns IS NOT NULL AND " TPA_AUDIT_SAW_OPTIMIZER("a.id")
+            " AND " TPA_AUDIT_SAW_MODEL("a.id") "),"
+            " (SELECT max(a.id) FROM audit a WHERE a.end_ns IS NOT NULL AND " TPA_AUDIT_SAW_OPTIMIZER("a.id") "),"
             " (SELECT max(a.id) FROM audit a WHERE a.end_ns IS NOT NULL AND EXISTS (SELECT 1 FROM ref r WHERE r.audit_id=a.id)))",
             -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW) {

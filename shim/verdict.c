@@ -95,6 +95,7 @@ void tpa_verdict_writer_turn(void) {
     pthread_mutex_lock(&g_mu);
     g_result.n_findings = g_scratch.n_findings;
     g_result.n_errors = g_scratch.n_errors;
+    g_result.blind = g_scratch.blind;
     g_result.retained_bytes = g_scratch.retained_bytes;
     g_result.text_len = rc == 0 ? g_scratch.text_len : 0;
     memcpy(g_result.text, g_scratch.text, g_result.text_len);
@@ -144,6 +145,7 @@ int tpa_verdict_wait(struct tpaudit_verdict *v, int ms) {
     if (rc == 0) {
         v->n_findings = g_result.n_findings;
         v->n_errors = g_result.n_errors;
+        v->blind = g_result.blind;
         v->retained_bytes = g_result.retained_bytes;
         v->stop = atomic_load(&g_fail_fast) && g_result.n_errors > 0;
         v->exit_status = TPAUDIT_FAIL_FAST_STATUS;

@@ -18,6 +18,7 @@ struct sqlite3;
 struct tpa_verdict_result {
     int64_t audit_id;
     int n_findings, n_errors;
+    int blind;              /* saw an optimizer but no model parameter: judged nothing */
     int64_t retained_bytes; /* over the error findings */
     /* One line a finding: kind, severity, name, retained bytes, replaced at,
      * message, tab-separated (tabs and newlines inside become spaces); whole

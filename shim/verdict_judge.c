@@ -143,9 +143,23 @@ static void summarize(const tpa_report_t *r, const struct audit_row *a, struct t
              first->message ? first->message : "", first_replaced[0] ? "; replaced at " : "", first_replaced, more);
 }
 
+/* The audit saw an optimizer but not the model: its queries called nothing stale. */
+static int is_blind(sqlite3 *db, int64_t audit) {
+    sqlite3_stmt *st;
+    int blind = 0;
+    if (sqlite3_prepare_v2(db, "SELECT " TPA_AUDIT_SAW_OPTIMIZER("?1") " AND NOT " TPA_AUDIT_SAW_MODEL("?1"), -1, &st,
+                           NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, audit);
+        if (sqlite3_step(st) == SQLITE_ROW) blind = sqlite3_column_int(st, 0);
+    }
+    sqlite3_finalize(st);
+    return blind;
+}
+
 int tpa_verdict_judge(sqlite3 *db, int64_t audit, struct tpa_verdict_result *out) {
     out->audit_id = audit;
     out->n_findings = out->n_errors = 0;
+    out->blind = 0;
     out->retained_bytes = 0;
     out->text_len = 0;
     out->text[0] = out->line[0] = 0;
@@ -164,6 +178,7 @@ int tpa_verdict_judge(sqlite3 *db, int64_t audit, struct tpa_verdict_result *out
     int rc = tpa_findings_for_db(db, audit, a.begin_ns, a.rank, a.step, TPA_DETAILS_EVENTS, &r);
     sqlite3_exec(db, "DROP TABLE IF EXISTS temp.generic_master", NULL, NULL, NULL);
     if (rc == 0) summarize(&r, &a, out);
+    if (rc == 0) out->blind = is_blind(db, audit);
     tpa_report_free(&r);
     return rc;
 }

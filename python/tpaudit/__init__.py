@@ -46,7 +46,8 @@ def audit(label="user", models=None, optimizers=None, step=-1):
     """Records one audit point, labelled `label`, and returns what the analyzer
     finds at it: a list of dicts (kind, severity, name, bytes retained,
     replaced_at, message), [] when clean; None when the shim is absent or the
-    audit could not be taken or judged.  Under TPAUDIT_FAIL_FAST (`tpaudit run
+    audit could not be taken or judged (one that saw an optimizer but no model
+    parameter judges nothing: docs/ANALYZER.md, "What an audit must have seen").  Under TPAUDIT_FAIL_FAST (`tpaudit run
     --fail-fast`) an audit with an error ends the run: SystemExit(4)."""
     if _hooks.state.recorder is None and not enable():
         return None
@@ -57,4 +58,4 @@ def audit(label="user", models=None, optimizers=None, step=-1):
     if audit_id is not None:  # like a step audit: an unchanged run takes no exit audit after it
         _track.changes.at_last_step_audit = _track.changes.count
     verdict = _hooks.judge(audit_id)
-    return None if verdict is None else verdict["findings"]
+    return None if verdict is None or verdict["blind"] else verdict["findings"]

@@ -19,6 +19,28 @@ def _dtensor_type():
     return getattr(mod, "DTensor", None) if mod else None
 
 
+def _storage_of(t):
+    """(data pointer, bytes) of t's storage, or for a wrapper tensor subclass
+    that has none of its own (torchao's WeightWithDynamicFloat8CastTensor)
+    of the one tensor it wraps (__tensor_flatten__), so bytes are counted
+    where they live; None when there is none to read."""
+    try:
+        storage = t.untyped_storage()
+        return storage.data_ptr(), storage.nbytes()
+    except RuntimeError:
+        pass
+    flatten = getattr(t, "__tensor_flatten__", None)
+    if flatten is None:
+        return None
+    try:
+        names = flatten()[0]
+        if len(names) == 1:
+            return _storage_of(getattr(t, names[0]))
+    except Exception:
+        pass
+    return None
+
+
 class _Describer:
     """Per-audit cache of what is the same for many tensors: the torch types
     and the dtype and device strings."""
@@ -26,6 +48,7 @@ class _Describer:
     def __init__(self):
         import torch
         self.parameter = torch.nn.Parameter
+        self.tensor = torch.Tensor
         self.dtensor = _dtensor_type()
         self.dtypes = {}
         self.devices = {}
@@ -39,17 +62,13 @@ class _Describer:
         device = local.device
         storage_ptr = storage_bytes = 0
         if device.type != "meta":
-            try:
-                storage = local.untyped_storage()
-                storage_ptr, storage_bytes = storage.data_ptr(), storage.nbytes()
-            except RuntimeError:
-                pass
+            storage_ptr, storage_bytes = _storage_of(local) or (0, 0)
         if is_dt:
             type_name = "DTensor"
-        elif kind is self.parameter or isinstance(t, self.parameter):
-            type_name = "Parameter"
-        else:
-            type_name = "Tensor"
+        elif kind is self.parameter or kind is self.tensor:
+            type_name = "Parameter" if kind is self.parameter else "Tensor"
+        else:  # a tensor subclass (a Parameter of one too): its own class
+            type_name = kind.__name__
         dtype = t.dtype
         dtype_text = self.dtypes.get(dtype)
         if dtype_text is None:
@@ -66,8 +85,14 @@ class _Describer:
                 "storage_offset": local.storage_offset()}
 
 
-def find_models(extra_modules=()):
-    """Live roots: modules that ran forward, owners of optimizer params, extra_modules.
+def _owner(t):
+    link = _track.owners.get(t)
+    return link[0]() if link else None
+
+
+def find_models(extra_modules=(), tensors=()):
+    """Live roots: modules that ran forward, owners of optimizer params, owners
+    of `tensors` (a wrapper's working tensors), extra_modules.
 
     A candidate is lifted to its root through recorded parent links (a dead
     parent, such as a DDP or torch.compile wrapper that was let go, ends the
@@ -75,13 +100,11 @@ def find_models(extra_modules=()):
     dropped; a root contained in another root is dropped."""
     tops = {}
     candidates = [m for m, _ in _track.forwarded.live()] + list(extra_modules)
-    for opt, _ in _track.optimizers.live():
-        for group in opt.param_groups:
-            for p in group["params"]:
-                link = _track.owners.get(p)
-                module = link[0]() if link else None
-                if module is not None:
-                    candidates.append(module)
+    held = [p for opt, _ in _track.optimizers.live() for group in opt.param_groups for p in group["params"]]
+    for t in held + list(tensors):
+        module = _owner(t)
+        if module is not None:
+            candidates.append(module)
     for module in candidates:
         top = _track.module_top(module)
         if top is not None:
@@ -238,6 +261,7 @@ def collect(rec, label, step, models=None, optimizers=None):
     master/working pairs, end.  Returns the audit id."""
     if optimizers is None:
         optimizers = [o for o, _ in _track.optimizers.live()]
+    explicit_models = models is not None
     if models is None:
         models = find_models()
     audit_id = rec.begin(label, step)
@@ -257,6 +281,15 @@ def collect(rec, label, step, models=None, optimizers=None):
             for g in opt.param_groups:
                 group_ids.update(id(p) for p in g["params"])
         found = work.wrapper_pairs(wrappers, group_ids)
+        unseen = [w for _, _, w, _ in found if id(w) not in work.paths]
+        if unseen and not explicit_models:
+            # A wrapper's step before any forward (DeepSpeed's dummy step in
+            # its constructor): its optimizer holds masters no module owns,
+            # so the model is found through the working tensors' owners.
+            modelled = {id(m) for m in models}
+            for root in find_models(tensors=unseen):
+                if id(root) not in modelled:
+                    work.model(root)
         done = set()
         for opt in torch_opts:
             if id(opt) not in done:

@@ -143,8 +143,9 @@ class NativeRecorder:
     def verdict(self, audit_id, timeout_ms=0):
         """The analyzer's verdict on ended audit audit_id, judged in the shim
         (tpaudit_v1_audit_verdict): a dict with n_findings, n_errors,
-        retained_bytes, stop, exit_status and findings (one dict each, keyed
-        by VERDICT_FIELDS, bytes an int); None when there is none."""
+        retained_bytes, stop, exit_status, findings (one dict each, keyed
+        by VERDICT_FIELDS, bytes an int) and blind (the audit saw an optimizer
+        but no model parameter: it judged nothing); None when there is none."""
         fn = getattr(self.lib, "tpaudit_v1_audit_verdict", None)
         if fn is None:
             return None
@@ -161,7 +162,7 @@ class NativeRecorder:
             f["bytes"] = int(f.get("bytes") or 0)
             findings.append(f)
         return {"n_findings": v.n_findings, "n_errors": v.n_errors, "retained_bytes": v.retained_bytes,
-                "stop": bool(v.stop), "exit_status": v.exit_status, "findings": findings}
+                "stop": bool(v.stop), "exit_status": v.exit_status, "findings": findings, "blind": bool(v.blind)}
 
     def set_rank(self, rank, world_size):
         return self.lib.tpaudit_v1_set_rank(rank, world_size)

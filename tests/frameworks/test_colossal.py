@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_frameworks import audited
+from test_frameworks import assert_every_audit, audited, stale_from
 
 PYTHON = os.environ.get("TPAUDIT_COLOSSAL_PYTHON", "")
 pytestmark = pytest.mark.skipif(not Path(PYTHON or "/nonexistent").exists(),
@@ -54,6 +54,7 @@ def test_correct_run_is_clean_on_each_rank(tmp_path, precision, tie):
     doc, gate = run(tmp_path, precision, tie, seed=False)
     assert doc["findings"] == [], [f["message"] for f in doc["findings"]]
     assert gate == 0
+    assert_every_audit(doc, 0)
     for r in rank_runs(doc).values():
         maps = map_entries(tmp_path, r)
         if precision == "bf16":  # the fp32 masters paired with the bf16 working params
@@ -89,3 +90,4 @@ def test_old_policy_resize_names_the_stale_wte_on_each_rank(tmp_path, precision,
         for f in untrained.values():
             assert f["tensor"]["local_shape"] == SHARD and f["severity"] == "error", f
             assert f["tensor"]["dtype"] == ("float32" if precision == "fp32" else "bfloat16"), f
+    assert_every_audit(doc, stale_from(doc, 1))

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from audit_points import assert_every_audit, stale_from
+
 HERE = Path(__file__).resolve().parent
 SCEN = HERE / "scenarios" / "ownership.py"
 LIB = os.environ["TPAUDIT_TEST_LIB"]
@@ -59,7 +61,10 @@ def test_hf_gpt2_resize_after_optimizer(tmp_path):
     assert f["successor"]["shape"] == [50260, 32] and f["has_grad"] is False
     assert any(fr["file"].endswith("ownership.py") and fr["function"] == "hf_resize" for fr in f["replaced_at"])
     assert by_kind(doc, "untrained_param")["lm_head.weight"]["severity"] == "error"
-    assert scenario(tmp_path, "hf_resize", twin=True)["findings"] == []
+    assert_every_audit(doc, stale_from(doc, 1), steps=[1, 2])
+    twin = scenario(tmp_path, "hf_resize", twin=True)
+    assert twin["findings"] == []
+    assert_every_audit(twin, 0, steps=[1, 2])
 
 
 def test_meta_init_then_to_empty(tmp_path):
@@ -67,7 +72,10 @@ def test_meta_init_then_to_empty(tmp_path):
     stale = by_kind(doc, "stale_param")
     assert set(stale) == {"0.weight", "0.bias", "2.weight", "2.bias"}
     assert all(f["retained_bytes"] == 0 and f["tensor"]["device"] == "meta" for f in stale.values())
-    assert scenario(tmp_path, "meta_to_empty", twin=True)["findings"] == []
+    assert_every_audit(doc, 0, steps=[1, 2])  # meta storage: nothing retained at any step
+    twin = scenario(tmp_path, "meta_to_empty", twin=True)
+    assert twin["findings"] == []
+    assert_every_audit(twin, 0, steps=[1, 2])
 
 
 @pytest.mark.parametrize("case", ["tied", "frozen", "data_pad"])
@@ -75,6 +83,7 @@ def test_clean_cases_record_nothing_stale(tmp_path, case):
     doc = scenario(tmp_path, case)
     assert doc["findings"] == [], doc["findings"]
     assert all(r["audits"] >= 2 and not r["inconclusive"] for r in doc["runs"])
+    assert_every_audit(doc, 0, steps=[1, 2])
 
 
 def test_tensors_are_freed_with_probe_active(tmp_path):
@@ -90,6 +99,7 @@ def test_spawn_child_is_audited(tmp_path):
     assert len(doc["runs"]) >= 2  # parent, spawned child (and the resource tracker)
     assert set(by_kind(doc, "stale_param")) == {"2.weight", "2.bias"}
     assert not any(r["inconclusive"] for r in doc["runs"])
+    assert_every_audit(doc, stale_from(doc, 1), steps=[1, 2])  # the child; the parent took no step audit
 
 
 def test_python_dash_m_module(tmp_path):
@@ -98,7 +108,9 @@ def test_python_dash_m_module(tmp_path):
     r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, "-m", "seed_embedding"],
                        env=e, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert set(by_kind(report(out), "stale_param")) == {"wte.weight"}
+    doc = report(out)
+    assert set(by_kind(doc, "stale_param")) == {"wte.weight"}
+    assert_every_audit(doc, stale_from(doc, 1), steps=[1, 2])
 
 
 def test_dtensor_parallelize_module_two_ranks(tmp_path):
@@ -114,7 +126,10 @@ def test_dtensor_parallelize_module_two_ranks(tmp_path):
         assert set(by_kind(doc, "untrained_param", rank)) == set(stale)
     assert sorted(r["rank"] for r in doc["runs"] if r["rank"] is not None) == [0, 1]
     assert {r["world_size"] for r in doc["runs"] if r["rank"] is not None} == {2}
-    assert scenario(tmp_path, "dtensor_tp", twin=True, ranks=2)["findings"] == []
+    assert_every_audit(doc, stale_from(doc, 1), steps=[1, 2])
+    twin = scenario(tmp_path, "dtensor_tp", twin=True, ranks=2)
+    assert twin["findings"] == []
+    assert_every_audit(twin, 0, steps=[1, 2])
 
 
 def test_fsdp2_fully_shard_two_ranks(tmp_path):
@@ -125,7 +140,10 @@ def test_fsdp2_fully_shard_two_ranks(tmp_path):
         assert stale["0.weight"]["successor"]["local_shape"] == [16, 16]
         assert stale["0.weight"]["successor"]["shape"] == [32, 16]
         assert sum(f["retained_bytes"] for f in stale.values()) == (32 * 16 + 32 + 16 * 32 + 16) * 4
-    assert scenario(tmp_path, "fsdp2", twin=True, ranks=2)["findings"] == []
+    assert_every_audit(doc, (32 * 16 + 32 + 16 * 32 + 16) * 4, steps=[1, 2])
+    twin = scenario(tmp_path, "fsdp2", twin=True, ranks=2)
+    assert twin["findings"] == []
+    assert_every_audit(twin, 0, steps=[1, 2])
 
 
 def test_adagrad_orphan_state_after_fully_shard(tmp_path):
@@ -135,7 +153,10 @@ def test_adagrad_orphan_state_after_fully_shard(tmp_path):
         assert {"0.weight.sum", "0.bias.sum", "2.weight.sum", "2.bias.sum"} <= set(orphans)
         assert orphans["0.weight.sum"]["retained_bytes"] == 32 * 16 * 4
         assert not by_kind(doc, "stale_param", rank)
-    assert scenario(tmp_path, "adagrad_fsdp", twin=True, ranks=2)["findings"] == []
+    assert_every_audit(doc, stale_from(doc, 1), steps=[1])  # Adagrad's step 1 fails on the missing state
+    twin = scenario(tmp_path, "adagrad_fsdp", twin=True, ranks=2)
+    assert twin["findings"] == []
+    assert_every_audit(twin, 0, steps=[1, 2])
 
 
 @pytest.mark.parametrize("case", ["ddp_before", "ddp_after"])
@@ -143,6 +164,7 @@ def test_ddp_either_order_is_clean(tmp_path, case):
     doc = scenario(tmp_path, case, ranks=2)
     assert doc["findings"] == []
     assert sum(1 for r in doc["runs"] if r["rank"] is not None and r["audits"] >= 2) == 2
+    assert_every_audit(doc, 0, steps=[1, 2])
 
 
 def test_user_sitecustomize_still_runs(tmp_path):
@@ -182,6 +204,7 @@ def test_stale_tensor_has_its_creation_stack(tmp_path):
     doc = scenario(tmp_path, "hf_resize")
     created = by_kind(doc, "stale_param")["lm_head.weight"]["created_at"]
     assert any(fr["file"].endswith("ownership.py") and fr["function"] == "gpt2" for fr in created), created
+    assert_every_audit(doc, stale_from(doc, 1), steps=[1, 2])
 
 
 def test_probe_does_not_change_numerics(tmp_path):
@@ -209,6 +232,7 @@ def test_explicit_audit_without_preload(tmp_path):
     assert r.stdout.startswith("found ['2.bias', '2.weight']"), r.stdout  # what tpaudit.audit() returns
     doc = report(tmp_path / "explicit")
     assert set(by_kind(doc, "stale_param")) == {"2.weight", "2.bias"}
+    assert doc["runs"][0]["audit_points"] == [{"step": -1, "stale_bytes": (16 * 32 + 16) * 4}]  # its one audit
 
 
 def test_optimizer_built_from_named_parameters(tmp_path):
@@ -217,7 +241,9 @@ def test_optimizer_built_from_named_parameters(tmp_path):
     detail, stack = con.execute("select detail, py_stack from event where kind='optimizer_created'").fetchone()
     assert detail == "0.weight,0.bias,2.weight,2.bias"
     assert any(l.endswith(":named_params") and "ownership.py" in l for l in stack.splitlines()), stack
-    assert set(by_kind(report(out), "stale_param")) == {"0.weight", "0.bias"}
+    doc = report(out)
+    assert set(by_kind(doc, "stale_param")) == {"0.weight", "0.bias"}
+    assert_every_audit(doc, (32 * 16 + 32) * 4, steps=[1, 2])
 
 
 def test_stale_param_counts_its_optimizer_state(tmp_path):
@@ -233,4 +259,6 @@ def test_stale_param_counts_its_optimizer_state(tmp_path):
                                               {"step": 3, "stale_bytes": stale_then}]
     twin, _ = audited(tmp_path, "state-twin", [sys.executable, str(SCEN), "stale_with_state", "--twin"],
                       env={"TPAUDIT_AUDIT": "1,2,3"})
-    assert report(twin)["findings"] == []
+    twin_doc = report(twin)
+    assert twin_doc["findings"] == []
+    assert_every_audit(twin_doc, 0, steps=[1, 2, 3])

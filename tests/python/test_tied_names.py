@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from audit_points import assert_every_audit, stale_from
+
 HERE = Path(__file__).resolve().parent
 SCEN = HERE / "scenarios" / "tied_names.py"
 LIB = os.environ["TPAUDIT_TEST_LIB"]
@@ -95,6 +97,7 @@ def test_tied_table_named_by_its_module_and_replaced_at_the_users_line(tmp_path,
     assert "also " + head in html and "replaced again, as %s, at" % head in html
     assert html.index("<span class=\"tensor\">%s</span>" % wte) >= 0
     assert_baseline_matches_by_alias(tmp_path, out, doc, head)
+    assert_every_audit(doc, stale_from(doc, 1), steps=[1, 2])
 
 
 def assert_baseline_matches_by_alias(tmp_path, out, doc, head):
@@ -121,6 +124,7 @@ def test_untied_table_has_no_alias(tmp_path):
     assert f["tensor"]["name"] == "transformer.wte.weight" and f["tensor"]["aliases"] == []
     assert f["successor"]["name"] == "transformer.wte.weight"
     assert user_lines(f["replaced_at"]) == [SET] and f["later_replacements"] == []
+    assert_every_audit(doc, stale_from(doc, 1), steps=[1, 2])
 
 
 @pytest.mark.parametrize("case", ["tied", "untied", "ddp", "deepspeed"])
@@ -129,3 +133,4 @@ def test_padding_before_the_optimizer_reports_nothing(tmp_path, case):
     assert doc["findings"] == [], [f["message"] for f in doc["findings"]]
     audited_runs = [r for r in doc["runs"] if r["audits"] >= 2]
     assert audited_runs and not any(r["inconclusive"] for r in audited_runs), doc["runs"]
+    assert_every_audit(doc, 0, steps=[1, 2])

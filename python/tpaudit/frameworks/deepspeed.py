@@ -9,7 +9,11 @@ Read from deepspeed 0.19.8:
 - DeepSpeedZeroOptimizer_Stage3 (zero/stage3.py, ZeRO-3): fp16_groups[i]
   <-> fp32_partitioned_groups_flat[i].
 The engine (DeepSpeedEngine) is a Module holding `module` and `optimizer`;
-the wrapper above it is found by holders.py like any other.
+the wrapper above it is found by holders.py like any other.  ZeRO-0 with
+bf16 on the CPU picks FP16_UnfusedOptimizer (fp16_groups <-> fp32_groups,
+read by the generic rule); it steps the inner optimizer once in its
+constructor, before any forward (_facts.collect finds the model through the
+working tensors' owners then).
 """
 MODULE_PREFIXES = ("deepspeed.runtime",)
 

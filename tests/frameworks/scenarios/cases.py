@@ -216,5 +216,25 @@ def fsdp2_unsharded_at_step():
     dist.destroy_process_group()
 
 
+def torchao_float8():
+    """torchao float8 training with FSDP float8 all-gather: each Linear's
+    weight becomes a Parameter of a WeightWithDynamicFloat8CastTensor that
+    wraps the very Parameter it replaces.  Converted before the optimizer is
+    built; --seed converts after (the AdamW keeps the replaced weights)."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256))
+    config = Float8LinearConfig(enable_fsdp_float8_all_gather=True)
+    if not SEED:
+        convert_to_float8_training(model, config=config)
+    opt = torch.optim.AdamW(model.parameters())
+    if SEED:
+        convert_to_float8_training(model, config=config)
+    for _ in range(3):
+        model(torch.randn(16, 256)).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()
