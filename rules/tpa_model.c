@@ -84,15 +84,10 @@ void tpa_finding_free(tpa_finding_t *f) {
 void tpa_report_free(tpa_report_t *r) {
     for (size_t i = 0; i < r->n_runs; i++) {
         tpa_run_t *run = &r->runs[i];
-        free(run->file);
-        free(run->host);
-        free(run->argv);
-        free(run->cupti);
-        free(run->python);
-        free(run->why_inconclusive);
-        free(run->headline_label);
-        free(run->points);
-        free(run->marks);
+        void *owned[] = {
+            run->file,           run->host, run->argv, run->cupti, run->python, run->points, run->why_inconclusive,
+            run->headline_label, run->marks};
+        for (size_t j = 0; j < sizeof owned / sizeof owned[0]; j++) free(owned[j]);
         for (size_t j = 0; j < run->n_by_library; j++) free(run->by_library[j].library);
         free(run->by_library);
     }

@@ -45,7 +45,10 @@ def libc_names():
     program that calls one calls libc's, not the shim."""
     libc = subprocess.run(["cc", "-print-file-name=libc.so.6"], capture_output=True, text=True).stdout.strip()
     out = subprocess.run(["nm", "-D", "--defined-only", libc], capture_output=True, text=True).stdout
-    return {line.split()[-1].split("@")[0] for line in out.splitlines() if line.split()}
+    names = {line.split()[-1].split("@")[0] for line in out.splitlines() if line.split()}
+    if "malloc" not in names:
+        sys.exit(f"FAIL: cannot read the names libc defines (cc -print-file-name=libc.so.6 gave {libc!r})")
+    return names
 
 
 def source_of(obj, source_dir, build_dir):
