@@ -3,9 +3,11 @@
 Optimizer construction, the global optimizer step pre-hook (audits at the
 steps TPAUDIT_AUDIT names; under TPAUDIT_FAIL_FAST it waits for each audit's
 verdict and ends the run at one with an error), the modules that ran
-forward (_forward.py: no module hook, so torch.compile sees none), and register_parameter / __setattr__ / add_module patches that
-record parent links and replacement events.  Any exception turns the probe
-off after one "tpaudit:" line on stderr.
+forward (_forward.py: no module hook, so torch.compile sees none), and
+register_parameter / __setattr__ / add_module patches that record parent
+links and replacement events.  Any exception turns the probe off after one
+"tpaudit:" line on stderr (when the program has one); none reaches the
+program.
 """
 import atexit
 import os
@@ -300,9 +302,9 @@ def install(recorder):
         return
     state.installed = True
     state.recorder = recorder
-    state.plan = _config.audit_plan()
-    state.fail_fast = os.environ.get("TPAUDIT_FAIL_FAST", "0") not in ("", "0")
     try:
+        state.plan = _config.audit_plan()
+        state.fail_fast = os.environ.get("TPAUDIT_FAIL_FAST", "0") not in ("", "0")
         import torch
         _patch(torch)
         recorder.set_run_info("python", "on")
