@@ -16,8 +16,11 @@
 enum tpa_exit { TPA_EXIT_OK = 0, TPA_EXIT_GATE = 1, TPA_EXIT_USAGE = 2, TPA_EXIT_INCONCLUSIVE = 3 };
 
 /* Opens a database for reading without writing, locking or adding files
- * beside it; close it with tpa_db_close (db_open.c). */
+ * beside it; close it with tpa_db_close (db_open.c).  0; -1 with why; 1
+ * with why when the shim is still creating it (starting: no run yet). */
 int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len);
+/* The name is one the shim gives its databases (tpaudit-*.db). */
+int tpa_db_named_by_shim(const char *path);
 void tpa_db_close(sqlite3 *db);
 /* Removes the private copies ($TMPDIR/tpaudit-read-PID-*) whose analyzer
  * is gone (killed while it read); each copy is otherwise removed as soon

@@ -8,11 +8,17 @@
  *   or another process's lock does not matter);
  * - a database with a non-empty -wal or -journal beside it (a run still
  *   being written, or one that was killed) is copied, with that file, into
- *   a private temporary directory ($TMPDIR/tpaudit-read-PID-XXXXXX) and
- *   read there, so the committed transactions in its WAL are seen and the
- *   copy is one snapshot.  Its files are removed as soon as the read
+ *   a private temporary directory (tpaudit-read-PID-XXXXXX) and read there,
+ *   so the committed transactions in its WAL are seen and the copy is one
+ *   snapshot.  The directory goes in the first of $TMPDIR, /tmp, /var/tmp,
+ *   /dev/shm and the database's own directory that takes the copy (one
+ *   that is missing or full is passed over; when none takes it, the error
+ *   names each one's cause).  Its files are removed as soon as the read
  *   transaction holds them open; one left by an analyzer killed before that
  *   is removed by the next one (tpa_db_clean_stale: its PID is gone).
+ * A database the shim is still creating (a tpaudit-*.db file that is empty,
+ * has no tables yet, or no run row yet) is "starting", not an error
+ * (tpa_db_open returns 1, load.c reads it as a run that cannot be judged yet).
  * Everything is read inside one read transaction, with query_only set;
  * what the analysis works out once per database goes into the connection's
  * temporary database, kept in memory (rules/findings.c lifts query_only
@@ -115,13 +121,23 @@ static void remove_snapshot_dir(const char *dir) {
 
 #define SNAPSHOT_PREFIX "tpaudit-read-"
 
-static const char *tmp_dir(void) {
+/* The directories a private copy may go in, in order (the database's own
+ * directory last, when db_dir is given); returns how many. */
+static size_t copy_dirs(const char *db_dir, const char **dirs) {
     const char *tmp = getenv("TMPDIR");
-    return tmp && *tmp ? tmp : "/tmp";
+    size_t n = 0;
+    if (tmp && *tmp) dirs[n++] = tmp;
+    static const char *FIXED[] = {"/tmp", "/var/tmp", "/dev/shm"};
+    for (size_t i = 0; i < sizeof FIXED / sizeof *FIXED; i++)
+        if (!(tmp && !strcmp(tmp, FIXED[i]))) dirs[n++] = FIXED[i];
+    if (db_dir) dirs[n++] = db_dir;
+    return n;
 }
 
-void tpa_db_clean_stale(void) {
-    DIR *d = opendir(tmp_dir());
+#define MAX_COPY_DIRS 5
+
+static void clean_stale_in(const char *base) {
+    DIR *d = opendir(base);
     if (!d) return;
     struct dirent *e;
     size_t plen = strlen(SNAPSHOT_PREFIX);
@@ -133,10 +149,16 @@ void tpa_db_clean_stale(void) {
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its analyzer still runs (or is not ours) */
         char dir[4200];
         struct stat sb;
-        snprintf(dir, sizeof dir, "%s/%s", tmp_dir(), e->d_name);
+        snprintf(dir, sizeof dir, "%s/%s", base, e->d_name);
         if (lstat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) && sb.st_uid == geteuid()) remove_snapshot_dir(dir);
     }
     closedir(d);
+}
+
+void tpa_db_clean_stale(void) {
+    const char *dirs[MAX_COPY_DIRS];
+    size_t n = copy_dirs(NULL, dirs);
+    for (size_t i = 0; i < n; i++) clean_stale_in(dirs[i]);
 }
 
 static int same_file_state(const struct stat *a, const struct stat *b) {
@@ -145,12 +167,18 @@ static int same_file_state(const struct stat *a, const struct stat *b) {
 }
 
 /* Copies the database and its pending side files into a new private
- * directory; retries while a writer changes them under the copy. */
-static char *make_snapshot(const char *path) {
+ * directory under `base`; retries while a writer changes them under the
+ * copy.  NULL with *err the cause (the errno of the step that failed). */
+static char *make_snapshot(const char *path, const char *base, int *err) {
     char dir[4096];
-    if ((size_t)snprintf(dir, sizeof dir, "%s/" SNAPSHOT_PREFIX "%ld-XXXXXX", tmp_dir(), (long)getpid()) >= sizeof dir)
+    *err = ENAMETOOLONG;
+    if ((size_t)snprintf(dir, sizeof dir, "%s/" SNAPSHOT_PREFIX "%ld-XXXXXX", base, (long)getpid()) >= sizeof dir ||
+        strlen(path) > 4096)
         return NULL;
-    if (strlen(path) > 4096 || !mkdtemp(dir)) return NULL;
+    if (!mkdtemp(dir)) {
+        *err = errno;
+        return NULL;
+    }
     static const char *SIDES[] = {"-wal", "-journal"};
     for (int attempt = 0; attempt < 5; attempt++) {
         remove_snapshot_files(dir);
@@ -166,7 +194,11 @@ static char *make_snapshot(const char *path) {
         for (int i = 2; i >= 0 && ok; i--) {
             snprintf(from, sizeof from, "%s%s", path, i ? SIDES[i - 1] : "");
             snprintf(to, sizeof to, "%s/db%s", dir, i ? SIDES[i - 1] : "");
-            ok = copy_file(from, to) == 0;
+            if (copy_file(from, to) != 0) {
+                *err = errno; /* before the clean-up below sets its own */
+                remove_snapshot_dir(dir);
+                return NULL;
+            }
         }
         for (int i = 0; i < 3 && ok; i++) {
             snprintf(from, sizeof from, "%s%s", path, i ? SIDES[i - 1] : "");
@@ -175,7 +207,30 @@ static char *make_snapshot(const char *path) {
         }
         if (ok) return tpa_strdup(dir);
     }
+    *err = EAGAIN;
     remove_snapshot_dir(dir);
+    return NULL;
+}
+
+/* A private copy in the first directory that takes it; NULL with why
+ * naming each directory tried and its cause. */
+static char *snapshot_somewhere(const char *path, char *why, size_t why_len) {
+    char db_dir[4200];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(db_dir, sizeof db_dir, ".");
+    else
+        snprintf(db_dir, sizeof db_dir, "%.*s", (int)(slash == path ? 1 : slash - path), path);
+    const char *dirs[MAX_COPY_DIRS];
+    size_t n = copy_dirs(db_dir, dirs), used = 0;
+    used += (size_t)snprintf(why, why_len, "cannot take a private copy of %s (it has a pending journal):", path);
+    for (size_t i = 0; i < n; i++) {
+        int err = 0;
+        char *snap = make_snapshot(path, dirs[i], &err);
+        if (snap) return snap;
+        if (used < why_len)
+            used += (size_t)snprintf(why + used, why_len - used, "%s %s: %s", i ? ";" : "", dirs[i], strerror(err));
+    }
     return NULL;
 }
 
@@ -203,7 +258,21 @@ static int fail(sqlite3 *db, int code) {
     return code;
 }
 
-/* The path is a regular file that starts with SQLite's magic; 0 or -1. */
+int tpa_db_named_by_shim(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t len = strlen(base);
+    return !strncmp(base, "tpaudit-", 8) && len > 11 && !strcmp(base + len - 3, ".db");
+}
+
+/* `path`, a database the shim is still creating: 1 with why. */
+static int starting(const char *path, const char *what, char *why, size_t why_len) {
+    snprintf(why, why_len, "%s is starting: %s", path, what);
+    return 1;
+}
+
+/* The path is a regular file that starts with SQLite's magic; 0, -1, or 1
+ * when it is a database the shim has not written its first page to yet. */
 static int check_magic(const char *path, char *why, size_t why_len) {
     struct stat sb;
     int fd = open_regular(path, &sb, why, why_len);
@@ -211,6 +280,8 @@ static int check_magic(const char *path, char *why, size_t why_len) {
     char magic[16] = {0};
     ssize_t n = read(fd, magic, sizeof magic);
     close(fd);
+    if (n < 16 && tpa_db_named_by_shim(path) && !has_pending(path, "-wal"))
+        return starting(path, "its process is creating it", why, why_len);
     if (n < 16 || memcmp(magic, "SQLite format 3", 16) != 0) {
         snprintf(why, why_len, "%s is not a SQLite database", path);
         return -1;
@@ -224,12 +295,8 @@ static int check_magic(const char *path, char *why, size_t why_len) {
 static int open_sqlite(const char *path, sqlite3 **out, char **snap_out, char *why, size_t why_len) {
     char *snap = NULL;
     if (has_pending(path, "-wal") || has_pending(path, "-journal")) {
-        snap = make_snapshot(path);
-        if (!snap) {
-            snprintf(why, why_len, "cannot take a private copy of %s (it has a pending journal): %s", path,
-                     strerror(errno));
-            return -1;
-        }
+        snap = snapshot_somewhere(path, why, why_len);
+        if (!snap) return -1;
     }
     char uri[8600], file[4300];
     if (snap) snprintf(file, sizeof file, "%s/db", snap);
@@ -251,7 +318,8 @@ static int open_sqlite(const char *path, sqlite3 **out, char **snap_out, char *w
 }
 
 /* Inside one read transaction: the version reads, the file is healthy,
- * not newer than this tpaudit, and holds the tables the analyzer reads. */
+ * not newer than this tpaudit, and holds the tables the analyzer reads
+ * (1 when it holds none yet and the shim names it: starting). */
 static int check_contents(sqlite3 *db, const char *path, char *why, size_t why_len) {
     sqlite3_stmt *st = NULL;
     int version = -1, tables = 0;
@@ -288,6 +356,8 @@ static int check_contents(sqlite3 *db, const char *path, char *why, size_t why_l
                  TPA_SCHEMA_VERSION);
         return -1;
     }
+    if (version == 0 && tables == 0 && tpa_db_named_by_shim(path))
+        return starting(path, "its process is creating its tables", why, why_len);
     if (version != TPA_SCHEMA_VERSION || tables != 6) {
         snprintf(why, why_len, "%s is a SQLite database but not a tpaudit database", path);
         return -1;
@@ -299,12 +369,13 @@ int tpa_db_open(const char *path, sqlite3 **out, char *why, size_t why_len) {
     *out = NULL;
     sqlite3 *db = NULL;
     char *snap = NULL;
-    int rc = check_magic(path, why, why_len) || open_sqlite(path, &db, &snap, why, why_len) ||
-             check_contents(db, path, why, why_len);
+    int rc = check_magic(path, why, why_len);
+    if (!rc) rc = open_sqlite(path, &db, &snap, why, why_len);
+    if (!rc) rc = check_contents(db, path, why, why_len);
     /* The read transaction holds the copy (and its WAL) open: its names can go. */
     if (snap) remove_snapshot_dir(snap);
     free(snap);
-    if (rc) return fail(db, -1);
+    if (rc) return fail(db, rc);
     *out = db;
     return 0;
 }

@@ -72,10 +72,20 @@ static int64_t headline_stale_bytes(const tpa_report_t *r) {
     return sum;
 }
 
+/* A database the shim is still creating (tpa_db_open's "starting"): a run
+ * with nothing recorded yet, which cannot be judged (its process may still
+ * build a model), so never clean. */
+static void starting_run(tpa_run_t *run, tpa_report_t *r) {
+    run->inconclusive = 1;
+    run->why_inconclusive = tpa_strdup("starting: its process is still creating its database");
+    r->inconclusive = 1;
+}
+
 /* One database into `r`, a report of its own (one run). 0, or -1 with why. */
 static int load_one(const char *file, int needs, tpa_report_t *r, char *why, size_t why_len) {
-    sqlite3 *db;
-    if (tpa_db_open(file, &db, why, why_len)) return -1;
+    sqlite3 *db = NULL;
+    int opened = tpa_db_open(file, &db, why, why_len);
+    if (opened < 0) return -1;
     r->symbolize = tpa_symbolize_stack;
     r->runs = calloc(1, sizeof *r->runs);
     if (!r->runs) {
@@ -88,7 +98,14 @@ static int load_one(const char *file, int needs, tpa_report_t *r, char *why, siz
     const char *base = strrchr(file, '/');
     run->file = tpa_strdup(base ? base + 1 : file);
     run->headline_step = -1;
-    if (read_run_row(db, run)) {
+    int no_run = opened == 1 || read_run_row(db, run) != 0;
+    if (no_run && (opened == 1 || tpa_db_named_by_shim(file))) {
+        tpa_db_close(db);
+        why[0] = 0;
+        starting_run(run, r);
+        return 0;
+    }
+    if (no_run) {
         snprintf(why, why_len, "%s has no run row: not a tpaudit database", file);
         tpa_db_close(db);
         return -1;

@@ -7,7 +7,8 @@ In a prefix (and the build tree) the `tpaudit` package sits beside this file;
 in the Python package this file is tpaudit/_probe/sitecustomize.py, and the
 package around it is loaded from its own directory, so an interpreter of
 another environment audits with the shim's own probe and nothing else of
-that environment's site-packages.
+that environment's site-packages.  Either way it is loaded through
+tpaudit/_unmeasured.py, so that no coverage tool measures it.
 """
 import os
 import sys
@@ -28,16 +29,20 @@ def _chain():
 
 
 def _load_package():
-    """Imports the package around tpaudit/_probe (the Python package's layout)."""
-    import importlib.util
-    package = os.path.dirname(_HERE)
-    if os.path.isdir(os.path.join(_HERE, "tpaudit")) or "tpaudit" in sys.modules:
+    """Imports the tpaudit package beside this file (a prefix, the build tree)
+    or around it (tpaudit/_probe in the Python package) through its
+    _unmeasured loader, compiled here under that loader's PREFIX: no code of
+    the probe carries a real file name, so coverage tools never measure it."""
+    if "tpaudit" in sys.modules:
         return
-    spec = importlib.util.spec_from_file_location("tpaudit", os.path.join(package, "__init__.py"),
-                                                  submodule_search_locations=[package])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["tpaudit"] = module
-    spec.loader.exec_module(module)
+    beside = os.path.join(_HERE, "tpaudit")
+    package = beside if os.path.isdir(beside) else os.path.dirname(_HERE)
+    path = os.path.join(package, "_unmeasured.py")
+    with open(path, "rb") as f:
+        code = compile(f.read(), "<tpaudit>" + path, "exec")
+    loader = {"__name__": "tpaudit._unmeasured", "__file__": path}
+    exec(code, loader)
+    loader["load_package"](package)
 
 
 def _start():
@@ -49,16 +54,17 @@ def _start():
         recorder = _native.load_recorder()
         if recorder is None:
             return
+        import functools
+        import tpaudit
         from tpaudit._after_import import after_import
         if "torch" not in sys.modules:
             recorder.set_run_info("python", "idle: torch not imported")
-
-        def on_torch(_torch):
-            import tpaudit
-            tpaudit.enable(recorder)
-        after_import("torch", on_torch)
+        # the package's own function (a closure here would be code of this
+        # file, run inside the program and so measured by coverage tools)
+        after_import("torch", functools.partial(tpaudit.enable_after_import, recorder))
     except Exception as exc:
-        sys.stderr.write("tpaudit: python probe off: %r\n" % (exc,))
+        if sys.stderr is not None:  # a program started with fd 2 closed has none
+            sys.stderr.write("tpaudit: python probe off: %r\n" % (exc,))
 
 
 _start()

@@ -1,7 +1,11 @@
 """Median step time of GPT-2 124M training (HF GPT2LMHeadModel from config,
 bf16 autocast, AdamW, batch 8 x 1024) on one GPU. --history records
-PyTorch's own memory history with stacks, for comparison."""
+PyTorch's own memory history with stacks, for comparison.  --compile runs
+the model through torch.compile and prints dynamo's counters (frames,
+graphs, graph breaks, recompiles) too: scripts/gpu_compile_guard.sh
+compares them with and without tpaudit."""
 import argparse
+import json
 import statistics
 import time
 
@@ -11,11 +15,13 @@ from transformers import GPT2Config, GPT2LMHeadModel
 ap = argparse.ArgumentParser()
 ap.add_argument("--steps", type=int, default=30)
 ap.add_argument("--history", action="store_true")
+ap.add_argument("--compile", action="store_true")
 args = ap.parse_args()
 if args.history:
     torch.cuda.memory._record_memory_history(stacks="all")
 torch.manual_seed(0)
 model = GPT2LMHeadModel(GPT2Config()).cuda()
+run = torch.compile(model) if args.compile else model
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 x = torch.randint(0, 50257, (8, 1024), device="cuda")
 times = []
@@ -23,10 +29,14 @@ for step in range(args.steps):
     torch.cuda.synchronize()
     t = time.perf_counter()
     with torch.autocast("cuda", dtype=torch.bfloat16):
-        loss = model(x, labels=x).loss
+        loss = run(x, labels=x).loss
     loss.backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
     times.append(time.perf_counter() - t)
+if args.compile:
+    from torch._dynamo.utils import counters
+    seen = {k: dict(v) for k, v in counters.items() if k in ("stats", "frames", "graph_break", "recompiles")}
+    print("dynamo", json.dumps(seen, sort_keys=True))
 print(f"median_step_ms {statistics.median(times[5:]) * 1e3:.2f}")

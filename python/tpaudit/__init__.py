@@ -42,6 +42,11 @@ def enable(recorder=None):
     return True
 
 
+def enable_after_import(recorder, _torch):
+    """enable(recorder), called by the bootstrap right after `import torch`."""
+    enable(recorder)
+
+
 def audit(label="user", models=None, optimizers=None, step=-1):
     """Records one audit point, labelled `label`, and returns what the analyzer
     finds at it: a list of dicts (kind, severity, name, bytes retained,

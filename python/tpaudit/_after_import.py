@@ -24,14 +24,19 @@ class _Finder:
 
             def exec_module(self, module):
                 loader.exec_module(module)
-                callback(module)
+                try:
+                    callback(module)
+                except Exception as exc:  # the program's import goes on; the probe goes off
+                    from . import _hooks
+                    _hooks.fail(exc)
 
         spec.loader = _Loader()
         return spec
 
 
 def after_import(name, callback):
-    """callback(module) now if `name` is imported, else right after its import."""
+    """callback(module) now if `name` is imported, else right after its import
+    (where an error of callback turns the probe off, never the import)."""
     module = sys.modules.get(name)
     if module is not None:
         callback(module)

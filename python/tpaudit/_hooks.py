@@ -2,10 +2,12 @@
 
 Optimizer construction, the global optimizer step pre-hook (audits at the
 steps TPAUDIT_AUDIT names; under TPAUDIT_FAIL_FAST it waits for each audit's
-verdict and ends the run at one with an error), a global forward pre-hook (remembers modules
-that ran), and register_parameter / __setattr__ / add_module patches that
-record parent links and replacement events.  Any exception turns the probe
-off after one "tpaudit:" line on stderr.
+verdict and ends the run at one with an error), the modules that ran
+forward (_forward.py: no module hook, so torch.compile sees none), and
+register_parameter / __setattr__ / add_module patches that record parent
+links and replacement events.  Any exception turns the probe off after one
+"tpaudit:" line on stderr (when the program has one); none reaches the
+program.
 """
 import atexit
 import os
@@ -13,11 +15,14 @@ import sys
 
 from . import _config
 from . import _facts
+from . import _forward
 from . import _native as N
 from . import _track
 from .frameworks import fsdp2, holders
 
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+# The probe's own frames, left out of the stacks it records: the directory
+# in its code's file names (which _unmeasured.py prefixes).
+_OWN_DIR = os.path.dirname(sys._getframe().f_code.co_filename)
 
 
 class _State:
@@ -32,12 +37,28 @@ class _State:
 state = _State()
 
 
+def say(line):
+    """Writes one "tpaudit:" line to the program's sys.stderr, if it has one
+    that takes it: a program that set sys.stderr to None, or started with fd 2
+    closed, or closed the stream, never gets an error from the probe."""
+    try:
+        stream = sys.stderr
+        if stream is not None:
+            stream.write(line + "\n")
+    except Exception:
+        pass
+
+
 def fail(exc):
-    """Report an internal error once and switch the probe off."""
+    """Report an internal error once and switch the probe off; never raises."""
     state.enabled = False
     if not state.reported:
         state.reported = True
-        sys.stderr.write("tpaudit: python probe off after an internal error: %r\n" % (exc,))
+        try:
+            text = repr(exc)
+        except Exception:
+            text = type(exc).__name__
+        say("tpaudit: python probe off after an internal error: %s" % (text,))
         try:
             if state.recorder is not None:
                 state.recorder.set_run_info("python", "off: internal error")
@@ -180,63 +201,70 @@ def exit_audit():
     return audit_id
 
 
+def _held(module, table, name):
+    """module.<table>[name] as it is before a patched call, None when unknown."""
+    try:
+        return module.__dict__.get(table, {}).get(name)
+    except Exception:
+        return None
+
+
+def _after(on_call, *args):
+    """Runs the probe's part of a patched call; an error turns the probe off."""
+    try:
+        on_call(*args)
+    except Exception as exc:
+        fail(exc)
+
+
 def _patch(torch):
+    """Patches Optimizer.__init__, Module.register_parameter, __setattr__
+    and add_module; each keeps the original's name, qualname, module, doc
+    and signature (functools.wraps), so it pickles and reads as before."""
+    import functools
     Module = torch.nn.Module
-    Parameter = torch.nn.Parameter
     orig_init = torch.optim.Optimizer.__init__
     orig_register = Module.register_parameter
     orig_setattr = Module.__setattr__
     orig_add = Module.add_module
 
+    @functools.wraps(orig_init)
     def init(self, *args, **kwargs):
         orig_init(self, *args, **kwargs)
         if state.enabled:
-            try:
-                _on_optimizer_created(self)
-            except Exception as exc:
-                fail(exc)
+            _after(_forward.rearm)
+            _after(_on_optimizer_created, self)
 
+    @functools.wraps(orig_register)
     def register_parameter(self, name, param):
-        old = self.__dict__.get("_parameters", {}).get(name) if state.enabled else None
+        old = _held(self, "_parameters", name) if state.enabled else None
         orig_register(self, name, param)
         if state.enabled:
-            try:
-                _on_param_set(self, name, old, param)
-            except Exception as exc:
-                fail(exc)
+            _after(_on_param_set, self, name, old, param)
 
+    @functools.wraps(orig_setattr)
     def setattr_(self, name, value):
-        if not isinstance(value, Module) or not state.enabled:
+        if not state.enabled or not isinstance(value, Module):
             return orig_setattr(self, name, value)
-        old = self.__dict__.get("_modules", {}).get(name)
+        old = _held(self, "_modules", name)
         orig_setattr(self, name, value)
-        try:
-            _on_module_set(self, name, old, value)
-        except Exception as exc:
-            fail(exc)
+        _after(_on_module_set, self, name, old, value)
 
+    @functools.wraps(orig_add)
     def add_module(self, name, module):
-        old = self.__dict__.get("_modules", {}).get(name) if state.enabled else None
+        old = _held(self, "_modules", name) if state.enabled else None
         orig_add(self, name, module)
         if state.enabled and module is not None:
-            try:
-                _on_module_set(self, name, old, module)
-            except Exception as exc:
-                fail(exc)
+            _after(_on_module_set, self, name, old, module)
 
     torch.optim.Optimizer.__init__ = init
     Module.register_parameter = register_parameter
     Module.__setattr__ = setattr_
     Module.add_module = add_module
-    _ = Parameter
+    _forward.install(torch, fail)
 
-    forwarded = _track.forwarded
     counts = _track.step_counts
     plan = state.plan
-
-    def forward_pre(module, _args):
-        if id(module) not in forwarded.data and state.enabled:
-            forwarded.put(module, None)
 
     def step_pre(opt, _args, _kwargs):
         if not state.enabled:
@@ -246,24 +274,24 @@ def _patch(torch):
             entry = counts[id(opt)] = [0, plan.first]  # [steps taken, next step due]
         entry[0] += 1
         n = entry[0]
-        if n == entry[1]:
+        if n != entry[1]:
+            return
+        try:
             entry[1] = plan.next_after(n)
-            try:
-                _discover_holders(opt, sys._getframe(1))
-            except Exception as exc:
-                fail(exc)
-                return
-            audit_id = run_audit("step", n)
-            if audit_id is not None:
-                _track.changes.at_last_step_audit = _track.changes.count
-                if state.fail_fast:
-                    judge(audit_id)
+            _forward.rearm()
+            _discover_holders(opt, sys._getframe(1))
+        except Exception as exc:
+            fail(exc)
+            return
+        audit_id = run_audit("step", n)
+        if audit_id is not None:
+            _track.changes.at_last_step_audit = _track.changes.count
+            if state.fail_fast:
+                judge(audit_id)
 
-    import torch.nn.modules.module as module_mod
     import torch.optim.optimizer as optimizer_mod
-    module_mod.register_module_forward_pre_hook(forward_pre)
     optimizer_mod.register_optimizer_step_pre_hook(step_pre)
-    if plan.at_exit:
+    if state.plan.at_exit:
         atexit.register(exit_audit)
     fsdp2.watch(_on_fsdp_swap)
 
@@ -274,9 +302,9 @@ def install(recorder):
         return
     state.installed = True
     state.recorder = recorder
-    state.plan = _config.audit_plan()
-    state.fail_fast = os.environ.get("TPAUDIT_FAIL_FAST", "0") not in ("", "0")
     try:
+        state.plan = _config.audit_plan()
+        state.fail_fast = os.environ.get("TPAUDIT_FAIL_FAST", "0") not in ("", "0")
         import torch
         _patch(torch)
         recorder.set_run_info("python", "on")

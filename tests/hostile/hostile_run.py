@@ -274,16 +274,16 @@ def case_stderr_reuse(work, shim, bindir, py):
 SMALL_FS_MIB = 40
 
 
-def in_namespace_or_rerun(name, shim, bindir, py):
-    """Re-runs case `name` inside a new user and mount namespace (unshare
-    -Urm), where it may mount a small tmpfs; returns False when this is the
-    inner run.  Skip when no namespace can be made here."""
+def in_namespace_or_rerun(name, shim, bindir, py, script=__file__):
+    """Re-runs case `name` of `script` inside a new user and mount namespace
+    (unshare -Urm), where it may mount a small tmpfs; returns False when
+    this is the inner run.  Skip when no namespace can be made here."""
     if os.environ.get("TPAUDIT_HOSTILE_NS") == "1":
         return False
     unshare = shutil.which("unshare")
     if not unshare:
         raise Skip("no unshare(1): cannot make a small file system without root")
-    r = subprocess.run([unshare, "-Urm", sys.executable, os.path.abspath(__file__), name, shim, bindir, py],
+    r = subprocess.run([unshare, "-Urm", sys.executable, os.path.abspath(script), name, shim, bindir, py],
                        env=dict(os.environ, TPAUDIT_HOSTILE_NS="1"), capture_output=True, text=True)
     sys.stderr.write(r.stderr)
     if r.returncode == 0 and f"PASS: {name}" in r.stdout:
