@@ -287,7 +287,7 @@ static int check_contents(sqlite3 *db, const char *path, char *why, size_t why_l
                  TPA_SCHEMA_VERSION);
         return -1;
     }
-    if (version != TPA_SCHEMA_VERSION || tables != 6) {
+    if (version < 1 || tables != 6) {
         snprintf(why, why_len, "%s is a SQLite database but not a tpaudit database", path);
         return -1;
     }
