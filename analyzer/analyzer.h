@@ -76,6 +76,10 @@ const char *tpa_module_path_of(sqlite3 *db, uint64_t ip);
 /* One pass over the alloc table: run->points (memory over time, about 512
  * points) and run->by_library (device memory live at at_ns). alloc_scan.c */
 int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run);
+/* The memory ledger of audit `audit` into run->ledger (ledger_read.c),
+ * with the rows of other libraries from run->by_library when it was
+ * scanned; nothing for a database without a ledger. 0, or -1. */
+int tpa_read_ledger(sqlite3 *db, int64_t audit, tpa_run_t *run);
 
 /* Owned copies (strings.c): of `s` (NULL stays NULL) and of column `i`'s text. */
 char *tpa_strdup(const char *s);

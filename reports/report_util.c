@@ -236,6 +236,7 @@ void tpa_report_free(tpa_report_t *r) {
         for (size_t j = 0; j < run->n_by_library; j++) free(run->by_library[j].library);
         free(run->by_library);
         for (size_t j = 0; j < run->n_ledger; j++) {
+            free(run->ledger[j].device);
             free(run->ledger[j].owner_kind);
             free(run->ledger[j].owner);
             free(run->ledger[j].example);

@@ -101,6 +101,7 @@ typedef struct tpa_lib_memory {
  * graph, the allocator's cache), the analyzer's rows of device memory other
  * libraries hold, and what is left, unattributed. */
 typedef struct tpa_ledger_row {
+    char *device;     /* "cuda:0", "cpu" */
     char *owner_kind; /* parameter, gradient, ..., library, unattributed */
     char *owner;      /* module path, optimizer class, holder path, library; NULL when none */
     int64_t bytes;
@@ -262,6 +263,29 @@ const tpa_json_t *tpa_json_at(const tpa_json_t *v, size_t i);
 const tpa_json_t *tpa_json_get(const tpa_json_t *v, const char *key);
 const char *tpa_json_str(const tpa_json_t *v);
 int tpa_json_int(const tpa_json_t *v, int64_t *out); /* 0 when an integer in int64 */
+
+/* The ledger and memory growth (report_ledger.c). */
+/* 1 when `f` is of a kind judged across audits (memory_growth). */
+int tpa_finding_grows(const tpa_finding_t *f);
+/* The fastest-growing error finding of such a kind, NULL when none; their
+ * number into *n_growing (may be NULL). */
+const tpa_finding_t *tpa_top_growth(const tpa_report_t *r, size_t *n_growing);
+/* Error findings of the other kinds (stale tensors). */
+size_t tpa_count_stale_errors(const tpa_report_t *r);
+/* "MEMORY GROWTH: `kept` +196 MiB/step" (and how many more holders grow),
+ * "" when nothing grows. */
+void tpa_format_growth_verdict(const tpa_report_t *r, char *buf, size_t len);
+/* The run's ledger as a short table under its line (nothing without one). */
+void tpa_put_ledger_text(FILE *out, const tpa_run_t *run);
+/* ,"ledger":[...],"ledger_total":N of a run (both null without a ledger). */
+void tpa_put_ledger_json(FILE *out, const tpa_run_t *run);
+/* ,"bytes":N,"growth":{...} of a finding that grows (nothing for others). */
+void tpa_put_growth_json(FILE *out, const tpa_finding_t *f);
+
+/* "+196.0 MiB/step" of a finding that grows. */
+void tpa_format_growth_bytes(const tpa_finding_t *f, char *buf, size_t len);
+/* Its holder, bytes, rate, what it keeps and where that was made (text report). */
+void tpa_put_growth_text(FILE *out, const tpa_finding_t *f);
 
 void tpa_report_free(tpa_report_t *r);
 void tpa_finding_free(tpa_finding_t *f);
