@@ -19,6 +19,8 @@ static int grows(const tpa_finding_t *f) {
 
 int tpa_finding_grows(const tpa_finding_t *f) { return grows(f); }
 
+int64_t tpa_finding_measure(const tpa_finding_t *f) { return grows(f) ? f->growth_per_step : f->retained_bytes; }
+
 const tpa_finding_t *tpa_top_growth(const tpa_report_t *r, size_t *n_growing) {
     const tpa_finding_t *top = NULL;
     size_t n = 0;

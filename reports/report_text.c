@@ -211,9 +211,10 @@ int tpa_render_gate_text(const tpa_report_t *r, FILE *out) {
     for (size_t i = 0; i < r->n_rules; i++) {
         const tpa_gate_rule_t *g = &r->rules[i];
         char lim[32], got[32], rank[32];
-        if (!strcmp(g->rule, "max-retained")) {
-            tpa_format_bytes(g->limit, lim, sizeof lim);
-            tpa_format_bytes(g->measured, got, sizeof got);
+        if (!strcmp(g->rule, "max-retained") || !strcmp(g->rule, "max-growth")) {
+            tpa_format_bytes(g->limit, lim, sizeof lim - 8);
+            tpa_format_bytes(g->measured, got, sizeof got - 8);
+            if (!strcmp(g->rule, "max-growth")) strcat(lim, "/step"), strcat(got, "/step");
         } else {
             snprintf(lim, sizeof lim, "%lld", (long long)g->limit);
             snprintf(got, sizeof got, "%lld", (long long)g->measured);

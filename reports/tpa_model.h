@@ -267,6 +267,9 @@ int tpa_json_int(const tpa_json_t *v, int64_t *out); /* 0 when an integer in int
 /* The ledger and memory growth (report_ledger.c). */
 /* 1 when `f` is of a kind judged across audits (memory_growth). */
 int tpa_finding_grows(const tpa_finding_t *f);
+/* What makes a finding worse when it rises (gate --baseline, diff): its
+ * bytes per step when it grows, else its retained bytes. */
+int64_t tpa_finding_measure(const tpa_finding_t *f);
 /* The fastest-growing error finding of such a kind, NULL when none; their
  * number into *n_growing (may be NULL). */
 const tpa_finding_t *tpa_top_growth(const tpa_report_t *r, size_t *n_growing);
