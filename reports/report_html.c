@@ -122,10 +122,14 @@ static void put_verdict(FILE *out, const page_t *pg) {
         word = r->gate_passed ? "PASS" : "FAIL";
     }
     fprintf(out, "<header class=\"banner %s\" id=\"verdict\"><div class=\"verdict\">%s</div><div>\n<h1>", cls, word);
-    if (r->n_findings) {
+    char growth[320]; /* "MEMORY GROWTH: `kept` +196 MiB/step" */
+    tpa_format_growth_verdict(r, growth, sizeof growth);
+    if (growth[0] && !tpa_count_stale_errors(r)) {
+        html_fmt(out, "%s</h1>\n", growth);
+    } else if (r->n_findings) {
         fprintf(out, "%zu finding%s: ", r->n_findings, r->n_findings == 1 ? "" : "s");
         html_put_bytes(out, pg->retained);
-        fputs(" retained by stale tensors</h1>\n", out);
+        html_fmt(out, " retained by stale tensors%s%s</h1>\n", growth[0] ? "; " : "", growth);
     } else if (pg->audits) {
         fputs("No findings: every tensor the optimizers hold is a live model parameter</h1>\n", out);
     } else {
@@ -392,6 +396,7 @@ static void put_ranks(FILE *out, const page_t *pg) {
         html_put_memory_plot(out, &pg->scale, run);
         html_put_stale_plot(out, &pg->scale, run);
         fputs("</div>\n", out);
+        html_put_ledger(out, run);
         if (!run->n_points) {
             fputs("<p class=\"note\">No device memory over time: no allocation records (CUPTI ", out);
             html_put(out, run->cupti);
