@@ -4,7 +4,7 @@
  * device memory (the allocation scan's bytes by library, PyTorch's own
  * allocator aside: the probe's rows and its cache cover that), and what is
  * left of the measured total, unattributed.  The measured total of a device
- * is what CUPTI saw live there, else the probe's 'measured_total' row. */
+ * is what CUPTI saw live there, else the probe's 'measured' row. */
 #include "memory_growth.h"
 
 #include <stdlib.h>
@@ -38,7 +38,7 @@ static int read_probe_rows(sqlite3 *db, int64_t audit, tpa_run_t *run, char ***d
     if (sqlite3_prepare_v2(db,
                            "SELECT device, owner_kind, owner, sum(bytes), sum(tensors), max(shapes), max(dtype),"
                            " max(with_graph) FROM ledger WHERE audit_id=?1 AND owner_kind <> 'unattributed'"
-                           " GROUP BY device, owner_kind, owner ORDER BY device, owner_kind = 'measured_total' DESC,"
+                           " GROUP BY device, owner_kind, owner ORDER BY device, owner_kind = 'measured' DESC,"
                            " sum(bytes) DESC, owner_kind, owner",
                            -1, &st, NULL) != SQLITE_OK)
         return -1;
@@ -57,7 +57,7 @@ static int read_probe_rows(sqlite3 *db, int64_t audit, tpa_run_t *run, char ***d
             (*devices)[*n_devices] = tpa_strdup(device);
             (*totals)[(*n_devices)++] = -1; /* none measured yet */
         }
-        if (kind && !strcmp(kind, "measured_total")) {
+        if (kind && !strcmp(kind, "measured")) {
             (*totals)[*n_devices - 1] = tpa_sane_bytes(bytes);
             continue;
         }

@@ -10,7 +10,8 @@
  *   - the steady state is every audit after step TPA_GROWTH_WARMUP_STEP
  *     (optimizer state made at step 1, the allocator's cache filling,
  *     library workspaces and compiled graphs all come before), with a
- *     ledger; an exit audit counts at the last step sampled before it;
+ *     ledger; an exit audit without a step counts at the last step sampled
+ *     before it, and of two audits at one step the later counts;
  *   - the holder grows when its bytes rose at each of the last
  *     TPA_GROWTH_MIN_AUDITS - 1 intervals, the audit judged being the
  *     last: one rise alone is a one-time cost (a first eval, an EMA copy
@@ -84,8 +85,11 @@ static int steady_audits(sqlite3 *db, int64_t judged, steady_audit_t **out) {
 char *tpa_ledger_example(const char *shapes, const char *dtype, const char *device, int with_graph) {
     if (!shapes && !dtype) return NULL;
     char buf[512], shape[256] = "";
-    /* the first of the shapes recorded: "[4,256,50257]" */
-    if (shapes) snprintf(shape, sizeof shape, "%.*s", (int)strcspn(shapes, " ;"), shapes);
+    /* the first of the shapes recorded, '[[4,256,50257],[4,256]]': "[4,256,50257]" */
+    if (shapes && shapes[0] == '[' && shapes[1] == '[')
+        snprintf(shape, sizeof shape, "%.*s", (int)strcspn(shapes + 1, "]") + 1, shapes + 1);
+    else if (shapes)
+        snprintf(shape, sizeof shape, "%.*s", (int)strcspn(shapes, " ;"), shapes);
     snprintf(buf, sizeof buf, "%s%s%s%s%s%s", shape, *shape && dtype ? " " : "", dtype ? dtype : "",
              device ? " " : "", device ? device : "", with_graph ? ", with grad_fn" : "");
     return tpa_strdup(buf);

@@ -13,7 +13,7 @@
 #include "tpa_model.h"
 
 /* Audits at or before this step are warm-up: never judged for growth. */
-#define TPA_GROWTH_WARMUP_STEP 2
+#define TPA_GROWTH_WARMUP_STEP 3
 /* Steady-state audits growth must be seen over (so two intervals, each growing). */
 #define TPA_GROWTH_MIN_AUDITS 3
 

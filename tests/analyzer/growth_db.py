@@ -24,9 +24,9 @@ PARAMS = 474 * MIB
 
 
 def build(path, audits, holder="__main__.kept", stale=False, rank=0, kind="held",
-          created="train.py:18 in main\n/usr/lib/python3/site-packages/torch/nn/modules/module.py:1553 in _call_impl"):
+          created="train.py:18:main\ntrain.py:40:<module>"):
     """audits: [(step, held_bytes)], step -1 for the exit audit (it counts at
-    the last step sampled, 60).  stale: keep the seed's stale tensor."""
+    the last step sampled, 60); steps above 3 are labelled 'growth'.  stale: keep the seed's stale tensor."""
     c = sqlite3.connect(path)
     c.executescript(SEED.replace("RANK_ID", str(rank)))
     c.executescript(LEDGER_DDL)
@@ -37,7 +37,7 @@ def build(path, audits, holder="__main__.kept", stale=False, rank=0, kind="held"
     for i, (step, held) in enumerate(audits, start=1):
         begin = 10_000 * (step if step >= 0 else 61)
         c.execute("INSERT INTO audit VALUES(?,?,?,?,?,?,2)",
-                  (i, "exit" if step < 0 else ("step" if step <= 2 else "growth"), step, begin, begin + 100, rank))
+                  (i, "exit" if step < 0 else ("step" if step <= 3 else "growth"), step, begin, begin + 100, rank))
         if i > 1:
             c.execute("INSERT INTO tensor SELECT ?,key,name,shape,local_shape,dtype,device,storage_ptr,storage_bytes,"
                       "nbytes,requires_grad,has_grad,type FROM tensor WHERE audit_id=1", (i,))
@@ -46,13 +46,13 @@ def build(path, audits, holder="__main__.kept", stale=False, rank=0, kind="held"
         rows = [("parameter", "transformer", PARAMS, 148, None, "float32", 0, None),
                 ("optimizer_state", "AdamW", 2 * PARAMS, 296, None, "float32", 0, None)]
         if held:
-            rows.append((kind, holder, held, max(1, held // (196 * MIB)), "[4,256,50257]", "float32", 1, created))
+            rows.append((kind, holder, held, max(1, held // (196 * MIB)), '[[4,256,50257]]', "float32", 1, created))
         for kind_, owner, b, n, shapes, dtype, graph, at in rows:
             c.execute("INSERT INTO ledger VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
                       (i, "cuda:0", kind_, owner, None, owner, b, n, shapes, dtype, graph, at))
         total = PARAMS * 3 + held + 8 * MIB
         c.execute("INSERT INTO ledger VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
-                  (i, "cuda:0", "measured_total", None, None, None, total, 0, None, None, 0, None))
+                  (i, "cuda:0", "measured", None, None, None, total, 0, None, None, 0, None))
     for step in range(1, 61):
         c.execute("INSERT INTO sample VALUES(?,?,?,?,?,?)", (step, 10_000 * step + 50, "cuda:0", 0, None, None))
     c.commit()
