@@ -14,6 +14,10 @@ HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"
 LIB = os.environ["TPAUDIT_TEST_LIB"]
 TPAUDIT = str(Path(LIB).resolve().parents[1] / "bin" / "tpaudit")
+sys.path.insert(0, str(SCENARIOS))  # the tests read the scenarios' sizes from them
+# Steps of each scenario: warm-up (steps 1-3), three windows of 4 steps in
+# which the probe suspects growth, then growth audits 4 steps apart.
+STEPS = 32
 LEDGER_TOLERANCE = 0.01  # the owners add up to the measured total within 1%
 KIND = "memory_growth"
 
@@ -92,27 +96,27 @@ def assert_ledger_adds_up(run):
 
 
 def audits_with_ledgers(out):
-    """Every closed audit of every database in out, in order: (db file, audit row as a
-    dict, ledger rows as dicts, measured total).  The measured total is the
-    `measured_total` row, or the `total` column of the audit's first row."""
+    """Every closed audit of every database in out, in order, once per device of
+    its ledger: (db file, audit row as a dict, the owners' rows as dicts, the
+    device's 'measured' bytes or None).  An audit with no ledger row gives one
+    entry with no owners."""
     result = []
     for db in sorted(Path(out).glob("*.db")):
         con = sqlite3.connect(str(db))
         con.row_factory = sqlite3.Row
         for audit in con.execute("select * from audit where end_ns is not null order by id"):
             rows = [dict(r) for r in con.execute("select * from ledger where audit_id=? order by rowid", (audit["id"],))]
-            measured = [r for r in rows if r["owner_kind"] == "measured_total"]
-            owners = [r for r in rows if r["owner_kind"] != "measured_total"]
-            if measured:
-                total = measured[0].get("total") or measured[0]["bytes"]
-            else:
-                total = next((r["total"] for r in rows if r.get("total") is not None), None)
-            result.append((db.name, dict(audit), owners, total))
+            for device in sorted({r["device"] for r in rows}) or [None]:
+                mine = [r for r in rows if r["device"] == device]
+                measured = [r["bytes"] for r in mine if r["owner_kind"] == "measured"]
+                owners = [r for r in mine if r["owner_kind"] != "measured"]
+                result.append((db.name, dict(audit), owners, measured[0] if measured else None))
         con.close()
     return result
 
 
 def assert_every_ledger_adds_up(out):
+    """At every closed audit, on every device: the owners' bytes add up to the measured bytes within 1%."""
     audits = audits_with_ledgers(out)
     assert audits, "no audit closed"
     for db, audit, owners, total in audits:

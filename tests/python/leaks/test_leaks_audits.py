@@ -3,12 +3,11 @@
 [4,16,1024] float32 logits tensor a step) beside its argmax twin."""
 import pytest
 
-from leakrun import (KIND, assert_clean_and_audited, audits_with_ledgers, assert_every_ledger_adds_up, cli, growth,
+from leakrun import (STEPS, KIND, assert_clean_and_audited, audits_with_ledgers, assert_every_ledger_adds_up, cli, growth,
                      report, scenario, tpaudit_lines)
+from plain import LOGITS_BYTES as LOGITS
 
-STEPS = 16
-LONG = 40  # fail-fast must stop well before this
-LOGITS = 4 * 16 * 1024 * 4
+LONG = 64  # fail-fast must stop well before this
 
 
 @pytest.fixture(scope="module")

@@ -4,12 +4,11 @@ and two gloo ranks of which one leaks (scenarios/frameworks.py), each beside
 a twin that must report nothing."""
 import pytest
 
-from leakrun import (assert_clean_and_audited, assert_every_ledger_adds_up, assert_growth, assert_ledger_adds_up,
+from leakrun import (STEPS, assert_clean_and_audited, assert_every_ledger_adds_up, assert_growth, assert_ledger_adds_up,
                      first_user_frame, frames, growth, line_of, report, scenario, verdict_line)
+from frameworks import LOGITS_BYTES as LOGITS
 
-STEPS = 16
 SCRIPT = "frameworks.py"
-LOGITS = 4 * 16 * 512 * 4  # frameworks.LOGITS_BYTES
 
 
 def run(tmp_path, case, *args, ranks=0):

@@ -3,13 +3,11 @@ must report nothing: scenarios/plain.py under `tpaudit run` with the default
 audit plan, judged from the JSON report and the databases' ledgers."""
 import pytest
 
-from leakrun import (assert_clean_and_audited, assert_every_ledger_adds_up, assert_growth, assert_ledger_adds_up,
+from leakrun import (STEPS, assert_clean_and_audited, assert_every_ledger_adds_up, assert_growth, assert_ledger_adds_up,
                      first_user_frame, growth, line_of, report, scenario, verdict_line)
+from plain import HIDDEN_BYTES as HIDDEN, LOGITS_BYTES as LOGITS
 
-STEPS = 16
 SCRIPT = "plain.py"
-LOGITS = 4 * 16 * 1024 * 4  # plain.LOGITS_BYTES: BATCH x SEQ x VOCAB float32
-HIDDEN = 4 * 16 * 256 * 4   # plain.HIDDEN_BYTES: the hooked layer's output
 
 # case: (bytes per step low, high), words of the holder path, the `# made:` lines the user's frame may be
 LEAKS = {

@@ -123,7 +123,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=["hf_trainer", "lightning", "ranks"])
     ap.add_argument("--twin", action="store_true")
-    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--workdir", default=os.getcwd())
     args = ap.parse_args()
     globals()[args.case](args.twin, args.steps, args.workdir)

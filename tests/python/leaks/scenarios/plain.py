@@ -223,7 +223,7 @@ CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.start
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=32)
     args = ap.parse_args()
     CASES[args.case](args.steps)
     print("done", args.case, args.steps)
