@@ -17,7 +17,8 @@
  *     last: one rise alone is a one-time cost (a first eval, an EMA copy
  *     made late), a fall is a bound (a cleared cache), flat is a full
  *     deque(maxlen=...).
- * Its rate is the rise per step over the rising audits. */
+ * Its rate is the rise per step over the rising audits; below
+ * TPA_GROWTH_MIN_RATE it is no finding. */
 #include "memory_growth.h"
 
 #include <stdio.h>
@@ -205,7 +206,7 @@ int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t
         if ((size_t)n - first < TPA_GROWTH_MIN_AUDITS) continue;
         tpa_finding_t f;
         make_finding(c, k, a, first, (size_t)n, later, rank, step, &f);
-        if (f.growth_per_step <= 0 || push(r, &f)) tpa_finding_free(&f);
+        if (f.growth_per_step < TPA_GROWTH_MIN_RATE || push(r, &f)) tpa_finding_free(&f);
     }
     sqlite3_finalize(c);
     sqlite3_finalize(q);

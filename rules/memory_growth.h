@@ -16,6 +16,10 @@
 #define TPA_GROWTH_WARMUP_STEP 3
 /* Steady-state audits growth must be seen over (so two intervals, each growing). */
 #define TPA_GROWTH_MIN_AUDITS 3
+/* The slowest growth that is a finding, in bytes per step: what the probe's
+ * per-step samples must rise by to suspect growth (64 KiB a window of 4
+ * steps); slower growth (a few predictions kept on the CPU) is no finding. */
+#define TPA_GROWTH_MIN_RATE (16 << 10)
 
 /* Adds to `r` a finding of kind `k` for each holder whose bytes grew over
  * the last TPA_GROWTH_MIN_AUDITS steady-state audits up to audit `audit`
