@@ -81,7 +81,8 @@ def ledger_checks(label, out, doc):
                 "select id, step, label from audit where end_ns is not null order by id"):
             for device, measured, owned in con.execute(
                     "select device, sum(case when owner_kind='measured' then bytes end),"
-                    " sum(case when owner_kind<>'measured' then bytes end) from ledger where audit_id=? group by device",
+                    " sum(case when owner_kind<>'measured' then bytes end) from ledger"
+                    " where audit_id=? group by device",
                     (audit_id,)):
                 n += 1
                 if not measured or abs((owned or 0) - measured) > 0.01 * measured:

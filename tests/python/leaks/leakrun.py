@@ -56,6 +56,15 @@ def growth(doc, rank="any"):
     return [f for f in doc["findings"] if f["kind"] == KIND and (rank == "any" or f["rank"] == rank)]
 
 
+def one_growth(doc, rank="any"):
+    """The one memory_growth finding (of a rank); on failure, says what the runs audited."""
+    found = growth(doc, rank)
+    runs = [{k: run.get(k) for k in ("rank", "audits", "audit_points", "ledger_total")} for run in doc["runs"]]
+    assert len(found) == 1, {"memory_growth": found, "other findings": [f["kind"] for f in doc["findings"]],
+                             "runs": runs}
+    return found[0]
+
+
 def tpaudit_lines(text):
     return [line for line in text.splitlines() if line.startswith("tpaudit:")]
 
@@ -105,7 +114,8 @@ def audits_with_ledgers(out):
         con = sqlite3.connect(str(db))
         con.row_factory = sqlite3.Row
         for audit in con.execute("select * from audit where end_ns is not null order by id"):
-            rows = [dict(r) for r in con.execute("select * from ledger where audit_id=? order by rowid", (audit["id"],))]
+            query = "select * from ledger where audit_id=? order by rowid"
+            rows = [dict(r) for r in con.execute(query, (audit["id"],))]
             for device in sorted({r["device"] for r in rows}) or [None]:
                 mine = [r for r in rows if r["device"] == device]
                 measured = [r["bytes"] for r in mine if r["owner_kind"] == "measured"]

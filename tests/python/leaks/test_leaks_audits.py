@@ -3,8 +3,8 @@
 [4,16,1024] float32 logits tensor a step) beside its argmax twin."""
 import pytest
 
-from leakrun import (STEPS, KIND, assert_clean_and_audited, audits_with_ledgers, assert_every_ledger_adds_up, cli, growth,
-                     report, scenario, tpaudit_lines)
+from leakrun import (KIND, STEPS, assert_clean_and_audited, assert_every_ledger_adds_up, audits_with_ledgers, cli,
+                     one_growth, report, scenario, tpaudit_lines)
 from plain import LOGITS_BYTES as LOGITS
 
 LONG = 64  # fail-fast must stop well before this
@@ -38,7 +38,7 @@ def test_every_audit_holds_what_the_list_held_at_that_step(kept_run):
         for row in rows:  # a list of N logits holds N logits, no more, at every audit that names it
             assert row["owner_kind"] == "held" and row["tensors"] == kept_steps, (audit, row)
             assert abs(row["bytes"] - kept_steps * LOGITS) <= 0.01 * kept_steps * LOGITS, (audit, row)
-    (finding,) = growth(doc)
+    finding = one_growth(doc)
     judged = [a for _, a, _, _ in audits if a["step"] == finding["step"]]
     assert judged and judged[-1]["label"] in ("growth", "exit"), (finding["step"], audits)
 
@@ -59,7 +59,7 @@ def test_warm_up_audits_have_no_verdict_and_fail_fast_stops_at_the_first_proof(t
     doc = report(out)
     (run,) = doc["runs"]
     assert run["complete"] and len(run["audit_points"]) == len(audits), run
-    (finding,) = growth(doc)
+    finding = one_growth(doc)
     assert finding["step"] == stop and finding["holder"]["path"] == "__main__.kept", finding
 
 

@@ -5,7 +5,7 @@ a twin that must report nothing."""
 import pytest
 
 from leakrun import (STEPS, assert_clean_and_audited, assert_every_ledger_adds_up, assert_growth, assert_ledger_adds_up,
-                     first_user_frame, frames, growth, line_of, report, scenario, verdict_line)
+                     first_user_frame, frames, growth, line_of, one_growth, report, scenario, verdict_line)
 from frameworks import LOGITS_BYTES as LOGITS
 
 SCRIPT = "frameworks.py"
@@ -21,7 +21,7 @@ def run(tmp_path, case, *args, ranks=0):
 def test_hf_trainer_callback_keeping_outputs(tmp_path):
     out, r = run(tmp_path, "hf_trainer")
     doc = report(out)
-    (finding,) = growth(doc)
+    finding = one_growth(doc)
     assert_growth(finding, LOGITS, 1.05 * LOGITS, ["outputs", "logits"], STEPS)
     assert any(file.endswith(SCRIPT) for file, _ in frames(finding["growth"]["created_at"])), finding
     (trained,) = [run for run in doc["runs"] if run["audits"]]
@@ -56,7 +56,7 @@ def test_lightning_module_clearing_its_outputs_is_clean(tmp_path):
 def test_two_gloo_ranks_the_finding_names_the_leaking_rank(tmp_path):
     out, r = run(tmp_path, "ranks", ranks=2)
     doc = report(out)
-    (finding,) = growth(doc)
+    finding = one_growth(doc)
     assert finding["rank"] == 1 and growth(doc, rank=0) == [], doc["findings"]
     assert_growth(finding, LOGITS, 1.05 * LOGITS, ["kept"], STEPS)
     file, line = first_user_frame(finding["growth"]["created_at"])

@@ -4,7 +4,7 @@ audit plan, judged from the JSON report and the databases' ledgers."""
 import pytest
 
 from leakrun import (STEPS, assert_clean_and_audited, assert_every_ledger_adds_up, assert_growth, assert_ledger_adds_up,
-                     first_user_frame, growth, line_of, report, scenario, verdict_line)
+                     first_user_frame, line_of, one_growth, report, scenario, verdict_line)
 from plain import HIDDEN_BYTES as HIDDEN, LOGITS_BYTES as LOGITS
 
 SCRIPT = "plain.py"
@@ -27,7 +27,7 @@ def test_leak_is_found(tmp_path, case):
     out, r = scenario(tmp_path, SCRIPT, case, "--steps", str(STEPS))
     assert r.returncode == 0, r.stderr[-4000:]
     doc = report(out)
-    (finding,) = growth(doc)
+    finding = one_growth(doc)
     assert_growth(finding, low, high, words, STEPS)
     assert finding["holder"]["kind"] == "object", finding
     path = finding["holder"]["path"]
@@ -45,7 +45,7 @@ def test_leak_is_found(tmp_path, case):
 
 def test_kept_names_the_list_and_the_line_as_the_user_wrote_them(tmp_path):
     out, r = scenario(tmp_path, SCRIPT, "kept", "--steps", str(STEPS))
-    (finding,) = growth(report(out))
+    finding = one_growth(report(out))
     assert finding["holder"]["path"] == "__main__.kept"
     made = line_of(SCRIPT, "logits")
     assert finding["message"].startswith(f"`kept` ({SCRIPT}:{made}) keeps a [4,16,1024] float32 tensor"), finding
