@@ -10,14 +10,14 @@ from plain import LOGITS_BYTES as LOGITS
 LONG = 64  # fail-fast must stop well before this
 
 
-@pytest.fixture(scope="module")
-def kept_run(tmp_path_factory):
-    return scenario(tmp_path_factory.mktemp("kept"), "plain.py", "kept", "--steps", str(STEPS))
+@pytest.fixture
+def kept_run(audited_run):
+    return audited_run("plain.py", "kept", "--steps", str(STEPS))
 
 
-@pytest.fixture(scope="module")
-def twin_run(tmp_path_factory):
-    return scenario(tmp_path_factory.mktemp("argmax"), "plain.py", "argmax", "--steps", str(STEPS))
+@pytest.fixture
+def twin_run(audited_run):
+    return audited_run("plain.py", "argmax", "--steps", str(STEPS))
 
 
 def test_every_audit_holds_what_the_list_held_at_that_step(kept_run):

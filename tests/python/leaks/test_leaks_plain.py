@@ -4,7 +4,7 @@ audit plan, judged from the JSON report and the databases' ledgers."""
 import pytest
 
 from leakrun import (STEPS, assert_clean_and_audited, assert_every_ledger_adds_up, assert_growth, assert_ledger_adds_up,
-                     first_user_frame, line_of, one_growth, report, scenario, verdict_line)
+                     first_user_frame, line_of, one_growth, report, verdict_line)
 from plain import HIDDEN_BYTES as HIDDEN, LOGITS_BYTES as LOGITS
 
 SCRIPT = "plain.py"
@@ -22,9 +22,9 @@ TWINS = ["argmax", "deque", "cleared", "accumulation", "eval", "ema", "warmup"]
 
 
 @pytest.mark.parametrize("case", sorted(LEAKS))
-def test_leak_is_found(tmp_path, case):
+def test_leak_is_found(audited_run, case):
     (low, high), words, made = LEAKS[case]
-    out, r = scenario(tmp_path, SCRIPT, case, "--steps", str(STEPS))
+    out, r = audited_run(SCRIPT, case, "--steps", str(STEPS))
     assert r.returncode == 0, r.stderr[-4000:]
     doc = report(out)
     finding = one_growth(doc)
@@ -43,8 +43,8 @@ def test_leak_is_found(tmp_path, case):
     assert "MEMORY GROWTH" in line and "/step" in line, line
 
 
-def test_kept_names_the_list_and_the_line_as_the_user_wrote_them(tmp_path):
-    out, r = scenario(tmp_path, SCRIPT, "kept", "--steps", str(STEPS))
+def test_kept_names_the_list_and_the_line_as_the_user_wrote_them(audited_run):
+    out, r = audited_run(SCRIPT, "kept", "--steps", str(STEPS))
     finding = one_growth(report(out))
     assert finding["holder"]["path"] == "__main__.kept"
     made = line_of(SCRIPT, "logits")
@@ -54,6 +54,6 @@ def test_kept_names_the_list_and_the_line_as_the_user_wrote_them(tmp_path):
 
 
 @pytest.mark.parametrize("case", TWINS)
-def test_twin_reports_nothing(tmp_path, case):
-    out, r = scenario(tmp_path, SCRIPT, case, "--steps", str(STEPS))
+def test_twin_reports_nothing(audited_run, case):
+    out, r = audited_run(SCRIPT, case, "--steps", str(STEPS))
     assert_clean_and_audited(out, r)
