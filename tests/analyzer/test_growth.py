@@ -190,3 +190,45 @@ def test_a_version_1_database_reads_without_a_ledger(tmp_path):
     assert r.returncode == 0 and not r.stderr and "memory ledger" not in r.stdout
     assert tpaudit("gate", "--max-growth", "0", db).returncode == 0
     assert tpaudit("report", "--format", "html", db).returncode == 0
+
+
+def run_host(tmp_path, *options):
+    env = {k: v for k, v in os.environ.items() if k not in ("TPAUDIT_OUT", "TPAUDIT_FAIL_FAST", "LD_PRELOAD")}
+    out = tmp_path / ("out" + "".join(options))
+    r = subprocess.run([TPAUDIT, "run", *options, "-o", str(out), "--", str(BUILD / "bin" / "growth_host")],
+                       capture_output=True, text=True, env=env, timeout=120)
+    return out, r
+
+
+def test_the_shims_verdict_judges_growth_at_every_audit_and_fail_fast_stops_there(tmp_path):
+    """The shim judges each audit in-process with the same rule, on the
+    writer's connection: no error until the third steady audit that rose
+    (step 24), then memory_growth; --fail-fast stops the run there."""
+    out, r = run_host(tmp_path)
+    assert r.returncode == 0, r.stderr
+    seen = [line.split(":", 1)[0] for line in r.stdout.splitlines()]
+    assert seen == [f"step {s}" for s in (1, 2, 3, 16, 20, 24, 28)], r.stdout
+    for line in r.stdout.splitlines():
+        step = int(line.split()[1].rstrip(":"))
+        if step < 24:
+            assert " errors 0 stop 0: " in line, line
+        else:
+            assert " errors 1 stop 0: memory_growth\terror\tkept\t" in line, line
+            assert line.endswith("`kept` (train.py:18) keeps a [4,256,50257] float32 tensor with its graph every "
+                                 "step: 196.0 MiB/step"), line
+    lines = [line for line in r.stderr.splitlines() if line.startswith("tpaudit:")]
+    assert lines[0] == ("tpaudit: at step 24: memory_growth: `kept` (train.py:18) keeps a [4,256,50257] float32 "
+                        "tensor with its graph every step: 196.0 MiB/step"), lines
+    assert lines[1] == "tpaudit: verdict: MEMORY GROWTH: `kept` +196.0 MiB/step (1 process)", lines
+    (f,) = growth(report(out))
+    assert f["step"] == 28 and f["growth"]["bytes_per_step"] == RATE
+
+    out, r = run_host(tmp_path, "--fail-fast")
+    assert r.returncode == 4, r.stderr
+    assert r.stdout.splitlines()[-1].startswith("step 24: errors 1 stop 1: memory_growth"), r.stdout
+    lines = [line for line in r.stderr.splitlines() if line.startswith("tpaudit:")]
+    assert lines[0].endswith("; stopping the run (fail-fast, exit status 4)"), lines
+    assert lines[1] == "tpaudit: verdict: MEMORY GROWTH: `kept` +196.0 MiB/step (1 process)", lines
+    doc = report(out)
+    assert doc["runs"][0]["complete"] and doc["runs"][0]["audits"] == 6
+    assert growth(doc)[0]["step"] == 24
