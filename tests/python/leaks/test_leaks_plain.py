@@ -1,6 +1,7 @@
 """memory_growth on plain torch (CPU), each leak pattern beside the twins that
 must report nothing: scenarios/plain.py under `tpaudit run` with the default
-audit plan, judged from the JSON report and the databases' ledgers."""
+audit plan, judged from the JSON report and the databases' ledgers; and a run
+with a stale head and growth, whose verdict says both."""
 import re
 
 import pytest
@@ -60,3 +61,17 @@ def test_kept_names_the_list_and_the_line_as_the_user_wrote_them(audited_run):
 def test_twin_reports_nothing(audited_run, case):
     out, r = audited_run(SCRIPT, case, "--steps", str(STEPS))
     assert_clean_and_audited(out, r)
+
+
+def test_stale_tensors_and_growth_are_both_said(audited_run):
+    out, r = audited_run(SCRIPT, "kept_and_stale", "--steps", str(STEPS))
+    assert r.returncode == 0, r.stderr[-4000:]
+    doc = report(out)
+    finding = one_growth(doc)
+    assert finding["holder"]["path"] == "__main__.kept", finding
+    stale = {f["tensor"]["name"] for f in doc["findings"] if f["kind"] == "stale_param"}
+    assert stale == {"3.weight", "3.bias"}, doc["findings"]
+    line = verdict_line(r)
+    assert "MEMORY GROWTH: `kept` +" in line and "stale" in line, line
+    assert_ledger_adds_up(doc["runs"][0])
+    assert any(row["owner_kind"] == "stale" for row in doc["runs"][0]["ledger"]), doc["runs"][0]["ledger"]

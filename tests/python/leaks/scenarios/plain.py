@@ -10,6 +10,7 @@ Leaks (each keeps one logits-sized tensor, or more, per optimizer step):
   history       a Trainer-like object keeps each step's logits in `self.history`
   lru_cache     a functools.lru_cache keyed by step keeps each step's logits
   generator     a generator keeps each step's logits in a local list of its frame
+  kept_and_stale  `kept`, and the head replaced after the optimizer was built (a stale_param too)
 Twins (no growth after warm-up):
   argmax        keeps `loss.detach().cpu()` and `logits.argmax(-1).cpu()` only
   deque         keeps logits with graph in a deque(maxlen=3)
@@ -55,8 +56,8 @@ def forward(model, step):
     return logits, loss
 
 
-def train(model, steps, keep=lambda step, logits, loss: None, retain_graph=False):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+def train(model, steps, keep=lambda step, logits, loss: None, retain_graph=False, opt=None):
+    opt = opt or torch.optim.AdamW(model.parameters(), lr=1e-3)
     for step in range(1, steps + 1):
         logits, loss = forward(model, step)
         keep(step, logits, loss)
@@ -73,6 +74,13 @@ def case_kept(steps):
     def keep(step, logits, loss):
         kept.append(logits)  # "for metrics later"
     train(make_model(), steps, keep)
+
+
+def case_kept_and_stale(steps):
+    model = make_model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model[3] = nn.Linear(HIDDEN, VOCAB)  # the head replaced after the optimizer was built: stale
+    train(model, steps, lambda step, logits, loss: kept.append(logits), opt=opt)
 
 
 def attach_keeper(layer):
