@@ -16,6 +16,7 @@ import pytest
 import growth_db as g
 
 BUILD = Path(os.environ["TPAUDIT_BUILD"])
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "report.schema.json").read_text())
 TPAUDIT = str(BUILD / "bin" / "tpaudit")
 MIB = g.MIB
 RATE = 196 * MIB
@@ -28,9 +29,13 @@ def tpaudit(*args):
 
 
 def report(path):
+    """The JSON report of path, checked against the report's JSON Schema."""
+    import jsonschema
     r = tpaudit("report", "--format", "json", path)
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    doc = json.loads(r.stdout)
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    return doc
 
 
 def growth(doc):
