@@ -76,6 +76,17 @@ const char *tpa_module_path_of(sqlite3 *db, uint64_t ip);
 /* One pass over the alloc table: run->points (memory over time, about 512
  * points) and run->by_library (device memory live at at_ns). alloc_scan.c */
 int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run);
+/* The library that asked for the allocations of native stack `stack_id`,
+ * as the scan names it ("libnccl.so.2", "(no stack)"); malloc'd, NULL when
+ * the stack table cannot be read. */
+char *tpa_stack_library(sqlite3 *db, int64_t stack_id);
+/* memory_growth of the libraries other than PyTorch's allocator: device
+ * memory one library keeps growing across the steady-state audits up to
+ * audit `audit` (CUPTI's allocations; library_growth.c), added to `r` as
+ * findings of run `run_index`, with their creation stacks when `details`.
+ * 0, or -1 when a query fails. */
+int tpa_library_growth(sqlite3 *db, int64_t audit, size_t run_index, int details, tpa_report_t *r);
+
 /* The memory ledger of audit `audit` into run->ledger (ledger_read.c),
  * with the rows of other libraries from run->by_library when it was
  * scanned; nothing for a database without a ledger. 0, or -1. */

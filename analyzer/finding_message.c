@@ -31,8 +31,8 @@ static void put_created(text_buf_t *b, const tpa_finding_t *f) {
  * grad_fn": "a [4,256] float32 tensor with its graph"; "tensors" when unknown. */
 static void put_kept(text_buf_t *b, const char *example) {
     char shape[200] = "", dtype[64] = "", kept[320];
-    if (!example || sscanf(example, "%199s %63[^ ,]", shape, dtype) < 1) {
-        put(b, "tensors");
+    if (!example || example[0] != '[' || sscanf(example, "%199s %63[^ ,]", shape, dtype) < 1) {
+        put(b, example ? example : "tensors"); /* a library's "device memory" */
         return;
     }
     snprintf(kept, sizeof kept, "a %s%s%s tensor%s", shape, dtype[0] ? " " : "", dtype,

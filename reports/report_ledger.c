@@ -138,13 +138,17 @@ void tpa_format_growth_bytes(const tpa_finding_t *f, char *buf, size_t len) {
     snprintf(buf, len, "+%s/step", rate);
 }
 
-void tpa_put_growth_text(FILE *out, const tpa_finding_t *f) {
+void tpa_put_growth_text(FILE *out, const tpa_paths_t *paths, const tpa_finding_t *f) {
     char held[32], rate[48];
     tpa_format_bytes(f->held_bytes, held, sizeof held);
     tpa_format_growth_bytes(f, rate, sizeof rate);
     fprintf(out, "      holder: %s, %s at this audit, %s since step %" PRId64 "\n",
             tpa_term(f->holder_path ? f->holder_path : "?"), held, rate, f->growth_since_step);
     if (f->example) fprintf(out, "      keeps: %s\n", tpa_term(f->example));
+    if (f->created_at.n && !f->created_at.v[0].file) { /* a library's native stack */
+        tpa_put_text_stack(out, paths, "allocated at", &f->created_at);
+        return;
+    }
     for (size_t i = 0; i < f->created_at.n; i++) { /* as recorded: the user's line first */
         const tpa_frame_t *at = &f->created_at.v[i];
         fprintf(out, "%s%s:%ld in %s\n", i ? "        " : "      created at: ", tpa_term(at->file ? at->file : "?"),

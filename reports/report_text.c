@@ -120,7 +120,7 @@ static void put_details(const tpa_finding_t *f, size_t number, const char *ranks
     fprintf(out, "  [%zu] %s (%s), %s, %s\n      %s\n", number, T(tpa_kind_label(f->kind), "?"), tpa_severity(f), ranks,
             where, T(f->message, ""));
     if (tpa_finding_grows(f)) {
-        tpa_put_growth_text(out, f);
+        tpa_put_growth_text(out, paths, f);
         return;
     }
     fprintf(out, "      tensor: %s %s local %s %s on %s (%s), grad %s; held at %s %s\n", T(f->name, "(unnamed)"),

@@ -288,7 +288,8 @@ void tpa_put_growth_json(FILE *out, const tpa_finding_t *f);
 /* "+196.0 MiB/step" of a finding that grows. */
 void tpa_format_growth_bytes(const tpa_finding_t *f, char *buf, size_t len);
 /* Its holder, bytes, rate, what it keeps and where that was made (text report). */
-void tpa_put_growth_text(FILE *out, const tpa_finding_t *f);
+struct tpa_paths;
+void tpa_put_growth_text(FILE *out, const struct tpa_paths *paths, const tpa_finding_t *f);
 
 void tpa_report_free(tpa_report_t *r);
 void tpa_finding_free(tpa_finding_t *f);

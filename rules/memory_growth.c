@@ -27,11 +27,6 @@
 
 #include "findings.h"
 
-/* A steady-state audit: its id and the step it saw. */
-typedef struct steady_audit {
-    int64_t id, step;
-} steady_audit_t;
-
 static int table_exists(sqlite3 *db, const char *name) {
     sqlite3_stmt *st;
     int yes = 0;
@@ -44,35 +39,35 @@ static int table_exists(sqlite3 *db, const char *name) {
     return yes;
 }
 
-/* The steady-state audits with a ledger up to audit `judged`, by step (one
- * audit a step, the latest); their count, or -1 when the query fails. */
-static int steady_audits(sqlite3 *db, int64_t judged, steady_audit_t **out) {
+static int steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) {
     /* An exit audit (step -1) counts at the last step sampled before it. */
     const char *exit_step = table_exists(db, "sample")
                                 ? "(SELECT max(s.step) FROM sample s WHERE s.ts_ns <= a.begin_ns)"
                                 : "-1";
-    char sql[900];
+    char sql[1000];
     snprintf(sql, sizeof sql,
-             "WITH A AS (SELECT a.id, CASE WHEN a.step >= 0 THEN a.step ELSE %s END AS st FROM audit a"
+             "WITH A AS (SELECT a.id, a.begin_ns, CASE WHEN a.step >= 0 THEN a.step ELSE %s END AS st FROM audit a"
              " WHERE a.id <= ?1 AND (a.end_ns IS NOT NULL OR a.id = ?1)"
-             " AND EXISTS (SELECT 1 FROM ledger l WHERE l.audit_id = a.id))"
-             " SELECT max(id), st FROM A WHERE st > ?2 GROUP BY st ORDER BY st",
+             " AND EXISTS (SELECT 1 FROM ledger l WHERE l.audit_id = a.id)),"
+             " B AS (SELECT max(id) AS id FROM A WHERE st > ?2 GROUP BY st)"
+             " SELECT A.id, A.st, A.begin_ns FROM A JOIN B ON A.id = B.id ORDER BY A.st",
              exit_step);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
     sqlite3_bind_int64(st, 1, judged);
     sqlite3_bind_int64(st, 2, TPA_GROWTH_WARMUP_STEP);
     size_t n = 0, cap = 0;
-    steady_audit_t *v = NULL;
+    tpa_steady_audit_t *v = NULL;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
-            steady_audit_t *grown = realloc(v, cap * sizeof *grown);
+            tpa_steady_audit_t *grown = realloc(v, cap * sizeof *grown);
             if (!grown) break;
             v = grown;
         }
-        v[n++] = (steady_audit_t){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1)};
+        v[n++] = (tpa_steady_audit_t){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                                      sqlite3_column_int64(st, 2)};
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
@@ -81,6 +76,30 @@ static int steady_audits(sqlite3 *db, int64_t judged, steady_audit_t **out) {
     }
     *out = v;
     return (int)(n > 1000000 ? 1000000 : n);
+}
+
+int tpa_growth_steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) {
+    *out = NULL;
+    if (!table_exists(db, "ledger")) return 0; /* schema version 1: no ledger, no growth */
+    int n = steady_audits(db, judged, out);
+    if (n > 0 && (*out)[n - 1].id != judged) n = 0; /* the audit judged is warm-up */
+    if (n <= 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return n;
+}
+
+size_t tpa_growth_rise_start(const int64_t *bytes, size_t n) {
+    size_t first = n ? n - 1 : 0;
+    while (first > 0 && bytes[first - 1] < bytes[first]) first--;
+    return first;
+}
+
+void tpa_growth_rate(tpa_finding_t *f, const tpa_steady_audit_t *a, size_t first, size_t n, int64_t first_bytes) {
+    int64_t steps = a[n - 1].step - a[first].step;
+    f->growth_since_step = a[first].step;
+    f->growth_per_step = steps > 0 ? (f->held_bytes - first_bytes) / steps : 0;
 }
 
 char *tpa_ledger_example(const char *shapes, const char *dtype, const char *device, int with_graph) {
@@ -152,7 +171,7 @@ static int push(tpa_report_t *r, const tpa_finding_t *f) {
 
 /* Candidate row `c` (owner_kind, owner, bytes, tensors, shapes, dtype,
  * device, with_graph, created_at) as a finding grown over audits[first..n). */
-static void make_finding(sqlite3_stmt *c, const tpa_kind_t *k, const steady_audit_t *a, size_t first, size_t n,
+static void make_finding(sqlite3_stmt *c, const tpa_kind_t *k, const tpa_steady_audit_t *a, size_t first, size_t n,
                          int64_t first_bytes, int64_t rank, int64_t step, tpa_finding_t *f) {
     memset(f, 0, sizeof *f);
     f->kind = tpa_strdup(k->name);
@@ -168,18 +187,15 @@ static void make_finding(sqlite3_stmt *c, const tpa_kind_t *k, const steady_audi
     f->example = tpa_ledger_example((const char *)sqlite3_column_text(c, 4), f->dtype, f->device,
                                     sqlite3_column_int(c, 7));
     parse_created_at((const char *)sqlite3_column_text(c, 8), &f->created_at);
-    int64_t steps = a[n - 1].step - a[first].step;
-    f->growth_since_step = a[first].step;
-    f->growth_per_step = steps > 0 ? (f->held_bytes - first_bytes) / steps : 0;
+    tpa_growth_rate(f, a, first, n, first_bytes);
 }
 
 int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t rank, int64_t step,
                         tpa_report_t *r) {
-    if (!table_exists(db, "ledger")) return 0; /* schema version 1: no ledger, no growth */
-    steady_audit_t *a = NULL;
-    int n = steady_audits(db, audit, &a);
+    tpa_steady_audit_t *a = NULL;
+    int n = tpa_growth_steady_audits(db, audit, &a);
     if (n < 0) return -1;
-    if (n < TPA_GROWTH_MIN_AUDITS || a[n - 1].id != audit) { /* the audit judged is warm-up, or too few */
+    if (n < TPA_GROWTH_MIN_AUDITS) { /* too few to judge */
         free(a);
         return 0;
     }

@@ -21,6 +21,23 @@
  * steps); slower growth (a few predictions kept on the CPU) is no finding. */
 #define TPA_GROWTH_MIN_RATE (16 << 10)
 
+/* A steady-state audit: its id, the step it saw and when it began. */
+typedef struct tpa_steady_audit {
+    int64_t id, step, begin_ns;
+} tpa_steady_audit_t;
+
+/* The steady-state audits with a ledger up to audit `judged`, by step (one
+ * audit a step, the latest), into *out (malloc'd); their count, 0 when the
+ * database has no ledger or `judged` is not the last of them, or -1 when a
+ * query fails. */
+int tpa_growth_steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out);
+/* Where the run of rises that ends at bytes[n - 1] starts: the index of its
+ * first value (n - 1 when the last did not rise). */
+size_t tpa_growth_rise_start(const int64_t *bytes, size_t n);
+/* Fills the growth of `f` (held_bytes already set) over audits a[first..n)
+ * whose first held `first_bytes`: its rate and the step it began at. */
+void tpa_growth_rate(tpa_finding_t *f, const tpa_steady_audit_t *a, size_t first, size_t n, int64_t first_bytes);
+
 /* Adds to `r` a finding of kind `k` for each holder whose bytes grew over
  * the last TPA_GROWTH_MIN_AUDITS steady-state audits up to audit `audit`
  * (the audit judged, at `step`, of `rank`).  A database without a ledger

@@ -237,3 +237,32 @@ def test_the_shims_verdict_judges_growth_at_every_audit_and_fail_fast_stops_ther
     doc = report(out)
     assert doc["runs"][0]["complete"] and doc["runs"][0]["audits"] == 6
     assert growth(doc)[0]["step"] == 24
+
+
+def with_library_allocations(db, per_step, steps=range(1, 61), path="/venv/nvidia/nccl/lib/libnccl.so.2"):
+    """CUPTI's records of a library that allocates per_step(step) bytes of
+    device memory before each step (a stack whose one frame is in it)."""
+    with sqlite3.connect(db) as c:
+        c.execute("INSERT INTO module VALUES(1,?,?,?,?,NULL,0,NULL)", (path, 0x20000, 0x20000, 0x21000))
+        c.execute("INSERT INTO stack VALUES(1,1,1,?)", ((0x20010).to_bytes(8, "little"),))
+        for step in steps:
+            if per_step(step):
+                c.execute("INSERT INTO alloc VALUES(?,?,'alloc',?,?,'device',0,1,7,0,'cupti',?,NULL,1)",
+                          (100 + step, 10_000 * step - 10, (1 << 40) + step * (1 << 30), per_step(step), 1000 + step))
+    return db
+
+
+def test_a_library_that_keeps_growing_is_found_and_its_warm_up_workspace_is_not(tmp_path):
+    quiet = WARMUP + [(s, 0) for s in (16, 20, 24, 32)] + [(-1, 0)]
+    grows = with_library_allocations(g.build(tmp_path / "nccl.db", quiet), lambda step: 32 * MIB)
+    (f,) = growth(report(grows))
+    assert f["holder"]["kind"] == "library" and f["holder"]["path"] == f["tensor"]["name"] == "libnccl.so.2"
+    assert f["growth"]["bytes_per_step"] == 32 * MIB and f["bytes"] == 60 * 32 * MIB
+    assert f["message"] == "`libnccl.so.2` keeps device memory every step: 32.0 MiB/step"
+    assert "verdict: MEMORY GROWTH: `libnccl.so.2` +32.0 MiB/step" in tpaudit("report", grows).stdout
+    assert tpaudit("gate", grows).returncode == 1
+    # a workspace made in warm-up (steps 1-3) and kept: flat after it
+    once = with_library_allocations(g.build(tmp_path / "once.db", quiet), lambda step: 256 * MIB if step <= 3 else 0)
+    doc = report(once)
+    assert doc["findings"] == [] and doc["runs"][0]["audits"] == len(quiet)
+    assert tpaudit("gate", once).returncode == 0
