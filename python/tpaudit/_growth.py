@@ -2,12 +2,13 @@
 the extra audits (label 'growth') taken once the samples suggest growth.
 
 The sample (table sample) is torch.cuda.memory_allocated() on a GPU, the
-process's RSS on the CPU, with sys.getallocatedblocks() beside it.  Steps
+process's RSS on the CPU, with sys.getallocatedblocks() beside it at the
+last step of each window.  Steps
 1..WARMUP are warm-up (optimizer state, allocator fill, workspaces, compile
 pools) and are not judged.  After them the samples are cut into windows of
 WINDOW steps; growth is suspected when two successive windows' minima each
-rise over the one before by more than MIN_RISE bytes (or MIN_BLOCKS Python
-blocks): minima make a sawtooth (a cleared cache, gradient accumulation, a
+rise over the one before by more than MIN_RISE bytes (or whose Python
+blocks rise twice by more than MIN_BLOCKS): minima make a sawtooth (a cleared cache, gradient accumulation, a
 periodic eval) flat.  Then the probe takes 'growth' audits at the step of
 the suspicion and GAPS steps after it (at most TPAUDIT_GROWTH_AUDITS), and
 one at exit, each with the full ledger and holder walk, and records the
@@ -66,8 +67,8 @@ class Watch:
         self.rec = recorder
         self.limit = max_audits() if limit is None else limit
         self.last_step = 0
-        self.window = []          # (live, blocks) of the current window
-        self.minima = []          # (live, blocks) minimum of each full window after warm-up
+        self.window = []          # live bytes of the current window's steps
+        self.minima = []          # (least live bytes, Python blocks) of each full window after warm-up
         self.due = []             # steps at which a growth audit is due
         self.taken = 0
         self.suspected = None
@@ -81,15 +82,19 @@ class Watch:
             return None
         self.last_step = step
         live, reserved, device = _live_bytes()
-        blocks = sys.getallocatedblocks()
+        judged = step > WARMUP and self.suspected is None
+        closes = judged and len(self.window) == WINDOW - 1
+        # sys.getallocatedblocks() walks the allocator's arenas (~0.1 ms on a
+        # big heap): taken once a window, at the step that closes it.
+        blocks = sys.getallocatedblocks() if closes else -1
         self.rec.sample(step, device, live, reserved, blocks)
         if self.recorder is not None and step in self.due:
             self.created = self.recorder.stop()
             self.recorder = None
-        if step > WARMUP and self.suspected is None:
-            self.window.append((live, blocks))
-            if len(self.window) == WINDOW:
-                self.minima.append((min(w[0] for w in self.window), min(w[1] for w in self.window)))
+        if judged:
+            self.window.append(live)
+            if closes:
+                self.minima.append((min(self.window), blocks))
                 self.window = []
                 if _rising(self.minima[-3:]):
                     self.suspected = step

@@ -39,23 +39,38 @@ _GETSET = type(types.FunctionType.__dict__["__code__"])
 _MEMBER = type(type("_Slots", (), {"__slots__": ("a",)}).__dict__["a"])
 _MODULE_DICT = types.ModuleType.__dict__["__dict__"]
 _TYPE_QUALNAME = type.__dict__["__qualname__"]
+_TYPE_NAME = type.__dict__["__name__"]
+_TYPE_MRO = type.__dict__["__mro__"]
+_TYPE_DICT = type.__dict__["__dict__"]
+
+
+def _name(kind):
+    """A class's __name__ through type's own descriptor (a metaclass's
+    __getattribute__ is user code)."""
+    return _TYPE_NAME.__get__(kind, type(kind))
+
+
+def _class_dicts(kind):
+    """The dicts (mapping proxies) of kind's classes, in method resolution order."""
+    return [_TYPE_DICT.__get__(k, type(k)) for k in _TYPE_MRO.__get__(kind, type(kind))]
 _ATTRS, _CLOSURE = "attrs", "closure"
 
 
 def _key_text(key):
-    if type(key) in _PLAIN_KEYS:
+    kind = type(key)
+    if any(kind is k for k in _PLAIN_KEYS):  # `in` would compare classes with ==
         text = repr(key)
         return text if len(text) <= 40 else text[:37] + "..."
-    return "<%s>" % type(key).__name__
+    return "<%s>" % _name(kind)
 
 
 def _safe_slot(obj, name):
     """The instance dict or a slot of obj through CPython's own descriptor
     for `name` found in the classes' dicts (never a user's property)."""
-    for klass in type(obj).__mro__:
-        desc = klass.__dict__.get(name) if type(klass.__dict__) is types.MappingProxyType else None
+    for attrs in _class_dicts(type(obj)):
+        desc = attrs.get(name)
         if desc is not None:
-            if type(desc) in (_GETSET, _MEMBER):
+            if type(desc) is _GETSET or type(desc) is _MEMBER:
                 try:
                     return desc.__get__(obj, type(obj))
                 except (AttributeError, TypeError):
@@ -71,11 +86,11 @@ def _attr_of(obj, child):
         for k, v in d.items():
             if v is child:
                 return k
-    for klass in type(obj).__mro__:
-        slots = klass.__dict__.get("__slots__") if type(klass.__dict__) is types.MappingProxyType else None
+    for attrs in _class_dicts(type(obj)):
+        slots = attrs.get("__slots__")
         if type(slots) is str:
             slots = (slots,)
-        if type(slots) in (tuple, list):
+        if type(slots) is tuple or type(slots) is list:
             for name in slots:
                 if type(name) is str and _safe_slot(obj, name) is child:
                     return name
@@ -113,20 +128,21 @@ class _Roots:
                         names = None
                     if type(names) is dict and names is not frame.f_globals:
                         for var, value in names.items():
-                            self.locals.setdefault(id(value), (var, type(value).__name__))
+                            self.locals.setdefault(id(value), (var, _name(type(value))))
                 frame = frame.f_back
 
     def root(self, obj):
-        """(text, mode of the next step) when obj is a root, else None."""
+        """(text, mode of the next step, suffix of its paths) when obj is a
+        root, else None; a method's `self` gets the suffix " of a <class>"."""
         oid = id(obj)
         name = self.modules.get(oid)
         if name is not None:
-            return name, _ATTRS
+            return name, _ATTRS, ""
         local = self.locals.get(oid)
         if local is not None:
-            return (local[0] + " of a " + local[1] if local[0] == "self" else local[0]), None
+            return local[0], None, (" of a " + local[1] if local[0] == "self" else "")
         if _is(obj, type):
-            return _TYPE_QUALNAME.__get__(obj, type(obj)), None
+            return _TYPE_QUALNAME.__get__(obj, type(obj)), None, ""
         return None
 
 
@@ -175,7 +191,7 @@ def _edge(parent, child, mode):
         if type(child) is types.MappingProxyType or type(child) is dict:
             return "", _ATTRS
         return "", None
-    if kind.__name__ == "_lru_cache_wrapper":
+    if _name(kind) == "_lru_cache_wrapper":
         return "<lru_cache>", None
     if kind is types.MethodType:
         return ".__self__" if parent.__self__ is child else "<method>", None
@@ -187,7 +203,7 @@ def _edge(parent, child, mode):
     name = _attr_of(parent, child)
     if name is not None:
         return "." + name, None
-    return "<%s>" % kind.__name__, None
+    return "<%s>" % _name(kind), None
 
 
 def find(targets, skip_file, ignore=()):
@@ -327,15 +343,15 @@ class _Walk:
         for cid, ps in self.parents.items():
             for p in ps:
                 children.setdefault(id(p), []).append(cid)
-        best = {}  # id(obj) -> (path, mode of its next step, parent id, last step)
+        best = {}  # id(obj) -> (path, mode of its next step, parent id, last step, suffix)
         queue = collections.deque()
-        for pid, (text, mode) in self.hits.items():
-            best[pid] = (text, mode, None, "")
+        for pid, (text, mode, suffix) in self.hits.items():
+            best[pid] = (text, mode, None, "", suffix)
             queue.append(pid)
         objs = self.objs
         while queue:
             oid = queue.popleft()
-            path, mode, _pid, _step = best[oid]
+            path, mode, _pid, _step, suffix = best[oid]
             obj = objs[oid]
             for cid in children.get(oid, ()):
                 if cid in best:
@@ -346,20 +362,20 @@ class _Walk:
                 try:
                     step, next_mode = _edge(obj, child, mode)
                 except Exception:
-                    step, next_mode = "<%s>" % type(obj).__name__, None
+                    step, next_mode = "<%s>" % _name(type(obj)), None
                 if type(obj) is tuple and mode == _CLOSURE and type(child) is types.CellType:
                     step = "<closure %s>" % _closure_var(objs.get(best[oid][2]), obj, child)
-                best[cid] = (path + step, next_mode, oid, step)
+                best[cid] = (path + step, next_mode, oid, step, suffix)
                 queue.append(cid)
         out = {}
         for t in self.targets:
             entry = best.get(id(t))
             if entry is None:
                 continue
-            path, _mode, pid, step = entry
+            path, _mode, pid, step, suffix = entry
             holder = objs.get(pid) if pid is not None else None
             container = best[pid][0] if pid is not None and step.startswith("[") else path
-            out[id(t)] = (path, container, type(holder).__name__ if holder is not None else None)
+            out[id(t)] = (path + suffix, container + suffix, _name(type(holder)) if holder is not None else None)
         best.clear()
         children.clear()
         return out
