@@ -136,7 +136,14 @@ def _live_bytes():
     cuda = getattr(torch, "cuda", None) if torch is not None else None
     if cuda is not None and cuda.is_initialized():
         index = cuda.current_device()
-        return cuda.memory_allocated(index), cuda.memory_reserved(index), "cuda:%d" % index
+        try:
+            # one nested dict from C++; memory_allocated() and memory_reserved()
+            # each build and flatten the whole statistics dict in Python
+            stats = torch._C._cuda_memoryStats(index)
+            return (stats["allocated_bytes"]["all"]["current"], stats["reserved_bytes"]["all"]["current"],
+                    "cuda:%d" % index)
+        except (AttributeError, KeyError, TypeError):
+            return cuda.memory_allocated(index), cuda.memory_reserved(index), "cuda:%d" % index
     return _rss(), -1, "cpu"
 
 
