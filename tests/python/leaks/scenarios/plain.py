@@ -147,7 +147,8 @@ def batches(model):
 def case_generator(steps):
     model = make_model()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for _, loss in zip(range(steps), batches(model)):
+    stream = batches(model)
+    for _, loss in zip(range(steps), stream):
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
