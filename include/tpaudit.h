@@ -173,7 +173,7 @@ typedef struct tpaudit_sample {
     size_t struct_size;
     int64_t step;           /* the optimizer step about to run */
     const char *device;     /* "cuda:0", "cpu" */
-    uint64_t live_bytes;    /* GPU: the allocator's allocated bytes; CPU: the process's RSS */
+    uint64_t live_bytes;    /* GPU: the allocator's allocated bytes; CPU: malloc's bytes in use */
     int64_t reserved_bytes; /* GPU: the allocator's reserved bytes; -1 when none (CPU) */
     int64_t py_blocks;      /* sys.getallocatedblocks(); -1 when unknown */
 } tpaudit_sample_t;

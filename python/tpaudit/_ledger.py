@@ -60,6 +60,8 @@ class Ledger:
     def storage_of(self, t):
         """(device text, data_ptr, storage bytes) or None."""
         try:
+            if type(t).__name__ == "DTensor":
+                t = t._local_tensor  # this rank's shard holds the bytes
             if t.is_meta or t.layout != self.torch.strided:
                 return None
             s = t.untyped_storage()
@@ -279,7 +281,9 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
     targets = [t for t, _ in others.values()]
     paths = {}
     if walk and targets:
-        paths = _holders.find(targets, OWN_DIR, ignore={id(targets), id(others)})
+        own = {id(targets), id(others)}
+        own.update(map(id, others.values()))  # the (tensor, storage) pairs refer to the tensors
+        paths = _holders.find(targets, OWN_DIR, ignore=own)
     graphs, seen_nodes = [], {}
     for t, where in others.values():
         found = paths.get(id(t))
