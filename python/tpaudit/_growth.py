@@ -292,12 +292,19 @@ class Leaks:
             self.off(exc)
             return None
 
-    def ledger(self, rec, models, optimizers):
-        """Writes the open audit's ledger (the holder walk unless off)."""
+    def ledger_for(self, label):
+        """The ledger step of an audit labelled `label` (_facts.collect's
+        `ledger`): holders are walked for at growth audits only, so an
+        audit without growth pays no walk."""
+        walk = label == "growth"
+        return lambda rec, models, optimizers: self.ledger(rec, models, optimizers, walk)
+
+    def ledger(self, rec, models, optimizers, walk=True):
+        """Writes the open audit's ledger (with the holder walk when asked and not off)."""
         from . import _ledger
-        created = self.watch.take_created() if self.watch is not None else None
+        created = self.watch.take_created() if self.watch is not None and walk else None
         try:
-            _ledger.record(rec, models, optimizers, walk=self.walk, created=created)
+            _ledger.record(rec, models, optimizers, walk=walk and self.walk, created=created)
         except Exception as exc:
             self.off(exc)
             try:

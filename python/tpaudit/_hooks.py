@@ -61,7 +61,7 @@ def run_audit(label, step, models=None, optimizers=None):
         return None
     try:
         _set_rank()
-        return _facts.collect(state.recorder, label, step, models, optimizers, ledger=_growth.leaks.ledger)
+        return _facts.collect(state.recorder, label, step, models, optimizers, ledger=_growth.leaks.ledger_for(label))
     except Exception as exc:  # never break the user's program
         fail(exc)
         return None

@@ -287,19 +287,20 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
     graphs, seen_nodes = [], {}
     for t, where in others.values():
         found = paths.get(id(t))
-        if found is None:
-            continue
-        path, container, holder_class = found
-        led.add("held", container, t, holder_class=holder_class, path=path, storage=where)
+        if found is not None:
+            path, container, holder_class = found
+            led.add("held", container, t, holder_class=holder_class, path=path, storage=where)
         try:
             fn = t.grad_fn
         except Exception:
             fn = None
         if fn is not None:
-            graphs.append((container, fn))
+            graphs.append((found[1] if found is not None else None, fn))
+    graphs.sort(key=lambda g: g[0] is None)  # graphs of named holders first
     for container, fn in graphs:
+        owner = "autograd graph of " + (container if container is not None else "unnamed tensors")
         for saved in _graph_tensors(torch, fn, seen_nodes):
-            led.add("autograd", "autograd graph of " + container, saved, path=None)
+            led.add("autograd", owner, saved)
     graphs.clear()
     seen_nodes.clear()
     for t, where in others.values():
