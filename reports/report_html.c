@@ -240,6 +240,17 @@ static void put_aliases(FILE *out, const tpa_finding_t *f) {
     if (f->n_aliases) fputs("</small>", out);
 }
 
+/* Retained bytes, or "+196.0 MiB/step" for a finding that grows. */
+static void put_bytes_or_rate(FILE *out, const tpa_finding_t *f) {
+    char rate[48];
+    if (!tpa_finding_grows(f)) {
+        html_put_bytes(out, f->retained_bytes);
+        return;
+    }
+    tpa_format_growth_bytes(f, rate, sizeof rate);
+    html_put(out, rate);
+}
+
 static void put_findings_table(FILE *out, const page_t *pg) {
     const tpa_report_t *r = pg->r;
     fputs("<h2 id=\"findings\">Findings</h2>\n", out);
@@ -264,7 +275,7 @@ static void put_findings_table(FILE *out, const page_t *pg) {
                  f->name ? f->name : "(unnamed)");
         put_aliases(out, f);
         html_fmt(out, " <code>%s</code></td><td class=\"num\">", f->shape);
-        html_put_bytes(out, f->retained_bytes);
+        put_bytes_or_rate(out, f);
         if (g->n > 1) fputs("<br><small>each</small>", out); /* the column is narrow and does not wrap */
         html_fmt(out, "</td><td>%s <code>%s</code></td><td>", f->holder_class, f->holder_path);
         const tpa_frame_t *at = html_first_user_frame(f->replaced_at.n ? &f->replaced_at : &f->created_at);
@@ -297,7 +308,7 @@ static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const
             tpa_severity(f), number, number, tpa_severity(f), tpa_severity(f));
     html_fmt(out, "%s &middot; <span class=\"tensor\">%s</span> <code>%s</code> &middot; ", tpa_kind_label(f->kind),
              f->name, f->shape);
-    html_put_bytes(out, f->retained_bytes);
+    put_bytes_or_rate(out, f);
     fputs(g->n > 1 ? " each &middot; " : " &middot; ", out);
     put_rank_cell(out, pg, g);
     html_fmt(out, "</h3>\n<p>%s</p>\n<dl>", f->message);
