@@ -11,7 +11,9 @@
 void html_put_ledger(FILE *out, const tpa_run_t *run) {
     if (!run->has_ledger) return;
     fputs("<table class=\"libs ledger\"><caption>Memory ledger at ", out);
-    if (run->ledger_step >= 0)
+    if (run->headline_label)
+        html_fmt(out, "audit \"%s\"", run->headline_label);
+    else if (run->ledger_step >= 0)
         fprintf(out, "step %" PRId64, run->ledger_step);
     else
         fputs("exit", out);

@@ -57,9 +57,12 @@ void tpa_format_growth_verdict(const tpa_report_t *r, char *buf, size_t len) {
 
 void tpa_put_ledger_text(FILE *out, const tpa_run_t *run) {
     if (!run->has_ledger) return;
-    char total[32], bytes[32], step[48] = "exit";
+    char total[32], bytes[32], step[300] = "exit";
     tpa_format_bytes(run->ledger_total, total, sizeof total);
-    if (run->ledger_step >= 0) snprintf(step, sizeof step, "step %" PRId64, run->ledger_step);
+    if (run->headline_label) /* an audit the program labelled */
+        snprintf(step, sizeof step, "audit \"%s\"", tpa_term(run->headline_label));
+    else if (run->ledger_step >= 0)
+        snprintf(step, sizeof step, "step %" PRId64, run->ledger_step);
     fprintf(out, "      memory ledger at %s: %s measured\n", step, total);
     int64_t rest = 0;
     size_t n_rest = 0;
