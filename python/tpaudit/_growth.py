@@ -186,7 +186,18 @@ class CreationRecorder:
             return None
         if torch.cuda.is_initialized():
             return _CudaHistory(torch)
+        if _compiled():
+            return None  # a dispatch mode would change what torch.compile traces
         return _DispatchRecorder(torch)
+
+
+def _compiled():
+    """True once torch.compile has traced a frame in this process."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    try:
+        return bool(utils is not None and utils.counters["frames"].get("total"))
+    except Exception:
+        return True
 
 
 class _DispatchRecorder:
@@ -200,23 +211,29 @@ class _DispatchRecorder:
         class Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 out = func(*args, **(kwargs or {}))
-                inputs = set()
-                for t in tree_leaves((args, kwargs)):
-                    if issubclass(type(t), base):
-                        try:
-                            inputs.add(t.untyped_storage().data_ptr())
-                        except Exception:
-                            pass
-                for t in tree_leaves(out):
-                    if issubclass(type(t), base):
-                        try:
-                            ptr = t.untyped_storage().data_ptr()
-                        except Exception:
-                            continue
-                        if ptr and ptr not in inputs:  # a new storage, not an update in place
-                            counter[0] += 1
-                            made[ptr] = (counter[0], user_stack(sys._getframe(1)))
+                try:
+                    note(args, kwargs, out)
+                except Exception:  # the op's result goes back whatever happens here
+                    pass
                 return out
+
+        def note(args, kwargs, out):
+            inputs = set()
+            for t in tree_leaves((args, kwargs)):
+                if issubclass(type(t), base):
+                    try:
+                        inputs.add(t.untyped_storage().data_ptr())
+                    except Exception:
+                        pass
+            for t in tree_leaves(out):
+                if issubclass(type(t), base):
+                    try:
+                        ptr = t.untyped_storage().data_ptr()
+                    except Exception:
+                        continue
+                    if ptr and ptr not in inputs:  # a new storage, not an update in place
+                        counter[0] += 1
+                        made[ptr] = (counter[0], user_stack(sys._getframe(2)))
 
         self.mode = Mode()
         self.mode.__enter__()
