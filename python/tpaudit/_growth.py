@@ -3,13 +3,12 @@ the extra audits (label 'growth') taken once the samples suggest growth.
 
 The sample (table sample) is torch.cuda.memory_allocated() on a GPU, on
 the CPU the bytes malloc has in use (glibc's mallinfo2, 0.3 us; the
-process's RSS where there is none), with sys.getallocatedblocks() beside it at the
-last step of each window.  Steps
+process's RSS where there is none), with sys.getallocatedblocks() beside it
+every BLOCKS_EVERY steps.  Steps
 1..WARMUP are warm-up (optimizer state, allocator fill, workspaces, compile
 pools) and are not judged.  After them the samples are cut into windows of
 WINDOW steps; growth is suspected when two successive windows' minima each
-rise over the one before by more than MIN_RISE bytes (or whose Python
-blocks rise twice by more than MIN_BLOCKS): minima make a sawtooth (a cleared cache, gradient accumulation, a
+rise over the one before by more than MIN_RISE bytes: minima make a sawtooth (a cleared cache, gradient accumulation, a
 periodic eval) flat.  Then the probe takes 'growth' audits at the step of
 the suspicion and GAPS steps after it (at most TPAUDIT_GROWTH_AUDITS), and
 one at exit, each with the full ledger and holder walk, and records the
@@ -24,7 +23,7 @@ import sys
 WARMUP = 3
 WINDOW = 3
 MIN_RISE = 64 << 10
-MIN_BLOCKS = 256
+BLOCKS_EVERY = 32
 GAPS = (4, 8, 16)
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 _LIBRARY_PARTS = (os.sep + "torch" + os.sep, _OWN_DIR)
@@ -95,7 +94,7 @@ class Watch:
         self.limit = max_audits() if limit is None else limit
         self.last_step = 0
         self.window = []          # live bytes of the current window's steps
-        self.minima = []          # (least live bytes, Python blocks) of each full window after warm-up
+        self.minima = []          # least live bytes of each full window after warm-up
         self.due = []             # steps at which a growth audit is due
         self.taken = 0
         self.suspected = None
@@ -109,19 +108,17 @@ class Watch:
             return None
         self.last_step = step
         live, reserved, device = _live_bytes()
-        judged = step > WARMUP and self.suspected is None
-        closes = judged and len(self.window) == WINDOW - 1
-        # sys.getallocatedblocks() walks the allocator's arenas (~0.1 ms on a
-        # big heap): taken once a window, at the step that closes it.
-        blocks = sys.getallocatedblocks() if closes else -1
+        # sys.getallocatedblocks() walks the allocator's arenas (0.1-0.4 ms on
+        # a big heap): read once every BLOCKS_EVERY steps, for the reports only.
+        blocks = sys.getallocatedblocks() if step % BLOCKS_EVERY == 0 else -1
         self.rec.sample(step, device, live, reserved, blocks)
         if self.recorder is not None and step in self.due:
             self.created = self.recorder.stop()
             self.recorder = None
-        if judged:
+        if step > WARMUP and self.suspected is None:
             self.window.append(live)
-            if closes:
-                self.minima.append((min(self.window), blocks))
+            if len(self.window) == WINDOW:
+                self.minima.append(min(self.window))
                 self.window = []
                 if _rising(self.minima[-3:]):
                     self.suspected = step
@@ -151,10 +148,7 @@ class Watch:
 
 
 def _rising(minima):
-    if len(minima) < 3:
-        return False
-    (l0, b0), (l1, b1), (l2, b2) = minima
-    return (l1 - l0 > MIN_RISE and l2 - l1 > MIN_RISE) or (b1 - b0 > MIN_BLOCKS and b2 - b1 > MIN_BLOCKS)
+    return len(minima) == 3 and minima[1] - minima[0] > MIN_RISE and minima[2] - minima[1] > MIN_RISE
 
 
 def _live_bytes():
