@@ -11,7 +11,7 @@ from frameworks import LOGITS_BYTES as LOGITS
 SCRIPT = "frameworks.py"
 
 
-def run(tmp_path, case, *args, ranks=0):
+def framework_run(tmp_path, case, *args, ranks=0):
     out, r = scenario(tmp_path, SCRIPT, case, "--steps", str(STEPS), "--workdir", str(tmp_path), *args,
                       ranks=ranks, name=case + "".join(args))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
@@ -19,23 +19,23 @@ def run(tmp_path, case, *args, ranks=0):
 
 
 def test_hf_trainer_callback_keeping_outputs(tmp_path):
-    out, r = run(tmp_path, "hf_trainer")
+    out, r = framework_run(tmp_path, "hf_trainer")
     doc = report(out)
     finding = one_growth(doc)
     assert_growth(finding, LOGITS, 1.05 * LOGITS, ["outputs", "logits"], STEPS)
     assert any(file.endswith(SCRIPT) for file, _ in frames(finding["growth"]["created_at"])), finding
-    (trained,) = [run for run in doc["runs"] if run["audits"]]
+    (trained,) = [proc for proc in doc["runs"] if proc["audits"]]
     assert_ledger_adds_up(trained)
     assert_every_ledger_adds_up(out)
     assert "MEMORY GROWTH" in verdict_line(r)
 
 
 def test_hf_trainer_callback_keeping_argmax_is_clean(tmp_path):
-    assert_clean_and_audited(*run(tmp_path, "hf_trainer", "--twin"))
+    assert_clean_and_audited(*framework_run(tmp_path, "hf_trainer", "--twin"))
 
 
 def test_lightning_module_appending_outputs(tmp_path):
-    out, _ = run(tmp_path, "lightning")
+    out, _ = framework_run(tmp_path, "lightning")
     doc = report(out)
     found = growth(doc)
     paths = [f["holder"]["path"] for f in found]
@@ -44,26 +44,26 @@ def test_lightning_module_appending_outputs(tmp_path):
     train = trains[0]
     assert_growth(train, LOGITS, 2 * LOGITS, ["train_outputs"], STEPS)
     assert all(f["severity"] == "error" for f in found), found
-    (trained,) = [run for run in doc["runs"] if run["audits"]]
+    (trained,) = [proc for proc in doc["runs"] if proc["audits"]]
     assert_ledger_adds_up(trained)
     assert_every_ledger_adds_up(out)
 
 
 def test_lightning_module_clearing_its_outputs_is_clean(tmp_path):
-    assert_clean_and_audited(*run(tmp_path, "lightning", "--twin"))
+    assert_clean_and_audited(*framework_run(tmp_path, "lightning", "--twin"))
 
 
 def test_two_gloo_ranks_the_finding_names_the_leaking_rank(tmp_path):
-    out, r = run(tmp_path, "ranks", ranks=2)
+    out, r = framework_run(tmp_path, "ranks", ranks=2)
     doc = report(out)
     finding = one_growth(doc)
     assert finding["rank"] == 1 and growth(doc, rank=0) == [], doc["findings"]
     assert_growth(finding, LOGITS, 1.05 * LOGITS, ["kept"], STEPS)
     file, line = first_user_frame(finding["growth"]["created_at"])
     assert file.endswith(SCRIPT) and line == line_of(SCRIPT, "rank_logits"), (file, line)
-    ranked = {run["rank"]: run for run in doc["runs"] if run["rank"] is not None}
-    assert set(ranked) == {0, 1} and all(run["audits"] >= 2 for run in ranked.values()), doc["runs"]
-    for run in ranked.values():
-        assert_ledger_adds_up(run)
+    ranked = {proc["rank"]: proc for proc in doc["runs"] if proc["rank"] is not None}
+    assert set(ranked) == {0, 1} and all(proc["audits"] >= 2 for proc in ranked.values()), doc["runs"]
+    for proc in ranked.values():
+        assert_ledger_adds_up(proc)
     assert_every_ledger_adds_up(out)
     assert "rank 1" in verdict_line(r) or "rank 1" in finding["message"], (verdict_line(r), finding["message"])
