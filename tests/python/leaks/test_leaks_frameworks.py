@@ -5,7 +5,7 @@ a twin that must report nothing."""
 import pytest
 
 from leakrun import (STEPS, assert_clean_and_audited, assert_every_ledger_adds_up, assert_growth, assert_ledger_adds_up,
-                     first_user_frame, frames, growth, line_of, one_growth, report, scenario, verdict_line)
+                     cli, first_user_frame, frames, growth, line_of, one_growth, report, scenario, verdict_line)
 from frameworks import LOGITS_BYTES as LOGITS
 
 SCRIPT = "frameworks.py"
@@ -66,4 +66,7 @@ def test_two_gloo_ranks_the_finding_names_the_leaking_rank(tmp_path):
     for proc in ranked.values():
         assert_ledger_adds_up(proc)
     assert_every_ledger_adds_up(out)
-    assert "rank 1" in verdict_line(r) or "rank 1" in finding["message"], (verdict_line(r), finding["message"])
+    text = cli("report", out).stdout
+    assert any("rank 1" in line and "memory_growth" in line and "kept" in line for line in text.splitlines()), text
+    assert not any("rank 0" in line and "memory_growth" in line for line in text.splitlines()), text
+    assert "MEMORY GROWTH" in verdict_line(r)
