@@ -72,18 +72,27 @@ def _malloc_reader():
 _malloc_in_use = _malloc_reader()
 
 
-def user_stack(frame, limit=24):
-    """A Python stack as "file:line:function" lines, innermost first, the
-    user's frames before those of libraries, torch's and the probe's left out."""
+def _stack_text(frames, limit=24):
+    """(file, line, function) frames, innermost first, as "file:line:function"
+    lines: the user's frames before those of installed packages, torch's and
+    the probe's left out."""
     user, lib = [], []
-    while frame is not None and len(user) + len(lib) < limit:
-        code = frame.f_code
-        name = code.co_filename
-        if not any(part in name for part in _LIBRARY_PARTS):
-            line = "%s:%d:%s" % (name, frame.f_lineno, code.co_name)
-            (lib if "-packages" + os.sep in name else user).append(line)
-        frame = frame.f_back
+    for name, line, function in frames:
+        if len(user) + len(lib) >= limit:
+            break
+        if name.endswith(".py") and not any(part in name for part in _LIBRARY_PARTS):
+            (lib if "-packages" + os.sep in name else user).append("%s:%d:%s" % (name, line, function))
     return "\n".join(user + lib)
+
+
+def user_stack(frame, limit=24):
+    """The Python stack from frame outwards (_stack_text)."""
+    frames = []
+    while frame is not None and len(frames) < 4 * limit:
+        code = frame.f_code
+        frames.append((code.co_filename, frame.f_lineno, code.co_name))
+        frame = frame.f_back
+    return _stack_text(frames, limit)
 
 
 class Watch:
@@ -244,7 +253,10 @@ class _DispatchRecorder:
 class _CudaHistory:
     def __init__(self, torch):
         self.torch = torch
-        torch.cuda.memory._record_memory_history(max_entries=100000)
+        enabled = getattr(torch._C, "_cuda_isHistoryEnabled", None)
+        self.users = bool(enabled is None or enabled())  # the program records its own: leave it as it is
+        if not self.users:
+            torch.cuda.memory._record_memory_history(max_entries=100000)
 
     def stop(self):
         mem = self.torch.cuda.memory
@@ -257,13 +269,12 @@ class _CudaHistory:
                     frames = block.get("frames") or ()
                     if block.get("state") != "active_allocated" or not frames:
                         continue
-                    lines = ["%s:%d:%s" % (f.get("filename", "?"), f.get("line", 0), f.get("name", "?"))
-                             for f in frames if not any(p in f.get("filename", "") for p in _LIBRARY_PARTS)
-                             and f.get("filename", "").endswith(".py")]
                     seq += 1
-                    made[block["address"]] = (seq, "\n".join(lines[:24]))
+                    made[block["address"]] = (seq, _stack_text(
+                        (str(f.get("filename", "")), int(f.get("line", 0)), str(f.get("name", "?"))) for f in frames))
         finally:
-            mem._record_memory_history(enabled=None)
+            if not self.users:
+                mem._record_memory_history(enabled=None)
         return made
 
 
