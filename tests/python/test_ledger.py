@@ -252,3 +252,41 @@ def test_every_audit_of_a_run_has_a_ledger_that_adds_up(tmp_path):
             before = db.execute("select created_at from ledger where owner='__main__.kept' and created_at is not null"
                                 ).fetchone()
             assert before and before[0].startswith(str(EXAMPLE) + ":28:main")
+
+
+WATCH = """
+import json
+from tpaudit import _growth
+
+class Rows:
+    def sample(self, *args):
+        pass
+
+MiB = 1 << 20
+patterns = {
+    "leak": lambda s: 100 * MiB + s * MiB,
+    "warm_up_then_flat": lambda s: 100 * MiB + min(s, 3) * 50 * MiB,
+    "one_jump_at_20": lambda s: 100 * MiB + (30 * MiB if s >= 20 else 0),
+    "sawtooth_4": lambda s: 100 * MiB + (s % 4) * MiB,
+    "deque_maxlen_5": lambda s: 100 * MiB + min(s, 5) * MiB,
+}
+out = {}
+for name, live in patterns.items():
+    step = [0]
+    _growth._live_bytes = lambda: (live(step[0]), -1, "cpu")
+    w = _growth.Watch(Rows(), limit=4)
+    labels = []
+    for s in range(1, 61):
+        step[0] = s
+        if w.sample(s) == "growth":
+            labels.append(s)
+    out[name] = labels
+print(json.dumps(out))
+"""
+
+
+def test_growth_audits_follow_growth_not_warm_up_or_bounded_patterns(tmp_path):
+    got, _ = run_script(tmp_path, WATCH)
+    assert got["leak"] == [12, 16, 20, 28]  # windows 4-6, 7-9, 10-12 rise: then 4, 8 and 16 steps on
+    for bounded in ("warm_up_then_flat", "one_jump_at_20", "sawtooth_4", "deque_maxlen_5"):
+        assert got[bounded] == [], (bounded, got[bounded])
