@@ -75,6 +75,22 @@ def ledger_checks(label, out, doc):
                   f"{r['bytes'] / MIB:10.1f} MiB {r['tensors']:6d} tensors  {r['example'] or ''}")
     for db in sorted(Path(out).glob("*.db")):
         con = sqlite3.connect(str(db))
+        owned_share = []  # (step, label, attributed / memory_allocated) on the GPU at each audit
+        for step, audit_label, measured, cache, attributed in con.execute(
+                "select a.step, a.label, sum(case when owner_kind='measured' then bytes end),"
+                " sum(case when owner_kind='allocator_cache' then bytes else 0 end),"
+                " sum(case when owner_kind in ('parameter','gradient','optimizer_state','stale','held','autograd')"
+                " then bytes else 0 end) from audit a join ledger l on l.audit_id=a.id"
+                " where l.device like 'cuda%' group by a.id order by a.id"):
+            allocated = (measured or 0) - cache
+            owned_share.append((step, audit_label, attributed / allocated if allocated > 0 else 0.0))
+        shares = ", ".join(f"{lb} {st}: {100 * sh:.2f}%" for st, lb, sh in owned_share)
+        walked = [sh for _, lb, sh in owned_share if lb == "growth"]  # the holder walk runs at growth audits
+        if walked:
+            check(f"{label}: owners other than unattributed hold >= 99% of memory_allocated at each growth audit"
+                  f" ({db.name})", min(walked) >= 0.99, shares)
+        else:
+            print(f"  attributed share of memory_allocated {label} ({db.name}, no growth audit): {shares}")
         bad = []
         n = 0
         for audit_id, step, audit_label in con.execute(
@@ -116,6 +132,18 @@ def main():
               bool(held) and grown > 0 and abs(held[0] - grown) <= 0.05 * grown,
               f"held {held[0] / MIB if held else 0:.1f} MiB at step {step}, memory_allocated leak - twin "
               f"{grown / MIB:.1f} MiB")
+        since = f["growth"]["since_step"]
+        for db in sorted(Path(leak_out).glob("*.db")):
+            con = sqlite3.connect(str(db))
+            held_at = dict(con.execute(
+                "select a.step, sum(l.bytes) from audit a join ledger l on l.audit_id=a.id where l.owner=?"
+                " and a.step in (?, ?) group by a.id order by a.id", (path, since, step)).fetchall())
+            live_at = dict(con.execute("select step, live_bytes from sample where step in (?, ?)", (since, step)))
+            if len(held_at) == 2 and len(live_at) == 2:
+                d_held, d_live = held_at[step] - held_at[since], live_at[step] - live_at[since]
+                check(f"{label}: held-by row's growth within 5% of memory_allocated()'s (samples) from step {since}"
+                      f" to {step}", d_live > 0 and abs(d_held - d_live) <= 0.05 * d_live,
+                      f"held +{d_held / MIB:.1f} MiB, memory_allocated +{d_live / MIB:.1f} MiB")
         rate_alloc = ((leak_alloc[step][0] - leak_alloc[f["growth"]["since_step"]][0]) /
                       max(step - f["growth"]["since_step"], 1)) if step in leak_alloc and \
             f["growth"]["since_step"] in leak_alloc else 0
