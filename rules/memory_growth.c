@@ -12,9 +12,10 @@
  *     library workspaces and compiled graphs all come before), with a
  *     ledger; an exit audit without a step counts at the last step sampled
  *     before it, and of two audits at one step the later counts;
- *   - the holder grows when its bytes rose at each of the last
- *     TPA_GROWTH_MIN_AUDITS - 1 intervals, the audit judged being the
- *     last: one rise alone is a one-time cost (a first eval, an EMA copy
+ *   - the holder grows when it held bytes at each of the last
+ *     TPA_GROWTH_MIN_AUDITS audits and they rose at each interval, the
+ *     audit judged being the last (a holder first seen later is judged
+ *     from then, so its rate is not taken from nothing): one rise alone is a one-time cost (a first eval, an EMA copy
  *     made late), a fall is a bound (a cleared cache), flat is a full
  *     deque(maxlen=...).
  * Its rate is the rise per step over the rising audits; below
@@ -92,7 +93,7 @@ int tpa_growth_steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **o
 
 size_t tpa_growth_rise_start(const int64_t *bytes, size_t n) {
     size_t first = n ? n - 1 : 0;
-    while (first > 0 && bytes[first - 1] < bytes[first]) first--;
+    while (first > 0 && bytes[first - 1] > 0 && bytes[first - 1] < bytes[first]) first--;
     return first;
 }
 
@@ -215,7 +216,7 @@ int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t
         const unsigned char *kind = sqlite3_column_text(c, 0), *owner = sqlite3_column_text(c, 1);
         int64_t later = tpa_sane_bytes(sqlite3_column_int64(c, 2)), earlier = 0;
         size_t first = (size_t)n - 1;
-        while (first > 0 && (earlier = bytes_at(q, a[first - 1].id, kind, owner)) < later) {
+        while (first > 0 && (earlier = bytes_at(q, a[first - 1].id, kind, owner)) > 0 && earlier < later) {
             first--;
             later = earlier;
         }

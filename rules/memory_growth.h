@@ -32,7 +32,7 @@ typedef struct tpa_steady_audit {
  * query fails. */
 int tpa_growth_steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out);
 /* Where the run of rises that ends at bytes[n - 1] starts: the index of its
- * first value (n - 1 when the last did not rise). */
+ * first value, which is above 0 (n - 1 when the last did not rise). */
 size_t tpa_growth_rise_start(const int64_t *bytes, size_t n);
 /* Fills the growth of `f` (held_bytes already set) over audits a[first..n)
  * whose first held `first_bytes`: its rate and the step it began at. */

@@ -266,3 +266,13 @@ def test_a_library_that_keeps_growing_is_found_and_its_warm_up_workspace_is_not(
     doc = report(once)
     assert doc["findings"] == [] and doc["runs"][0]["audits"] == len(quiet)
     assert tpaudit("gate", once).returncode == 0
+
+
+def test_a_holder_first_seen_late_is_judged_from_then(tmp_path):
+    """Absent at the first steady audit (named otherwise, or made later), then
+    growing: its rate comes from the audits that saw it, not from nothing."""
+    late = WARMUP + [(16, 0)] + [(s, g.leak(s)) for s in (20, 24, 32)]
+    (f,) = growth(report(g.build(tmp_path / "late.db", late)))
+    assert f["growth"]["bytes_per_step"] == RATE and f["growth"]["since_step"] == 20
+    two = WARMUP + [(16, 0), (20, 0)] + [(s, g.leak(s)) for s in (24, 32)]
+    assert growth(report(g.build(tmp_path / "two.db", two))) == []  # seen at two audits only
