@@ -316,9 +316,12 @@ class Leaks:
 
     def ledger_for(self, label):
         """The ledger step of an audit labelled `label` (_facts.collect's
-        `ledger`): holders are walked for at growth audits only, so an
-        audit without growth pays no walk."""
-        walk = label == "growth"
+        `ledger`): holders are walked for at growth audits and at every
+        audit after growth was suspected (TPAUDIT_AUDIT=all takes a step
+        audit where a growth audit is due), so a run without growth never
+        pays for the walk."""
+        watch = self.watch
+        walk = label == "growth" or (watch is not None and watch.suspected is not None)
         return lambda rec, models, optimizers: self.ledger(rec, models, optimizers, walk)
 
     def ledger(self, rec, models, optimizers, walk=True):

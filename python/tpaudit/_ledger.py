@@ -307,9 +307,11 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
             graphs.append((found[1] if found is not None else None, fn))
     graphs.sort(key=lambda g: g[0] is None)  # graphs of named holders first
     for container, fn in graphs:
-        owner = "autograd graph of " + (container if container is not None else "unnamed tensors")
         for saved in _graph_tensors(torch, fn, seen_nodes):
-            led.add("autograd", owner, saved)
+            if container is not None:
+                led.add("autograd", "autograd graph of " + container, saved)
+            else:  # a graph no named holder keeps: measured, owner unknown
+                led.add("unattributed", None, saved)
     graphs.clear()
     seen_nodes.clear()
     for t, where in others.values():
