@@ -281,18 +281,25 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
             for value in state.values():
                 if issubclass(type(value), torch.Tensor):
                     led.add(kind, name, value, holder_class=type(opt).__name__)
-    others = {}
+    others = {}  # (device, data_ptr) -> [(tensor, storage)]: every tensor object of a storage
     for t in _live_tensors(torch):
         where = led.storage_of(t)
         if where is not None and (where[0], where[1]) not in led.claimed:
-            others.setdefault((where[0], where[1]), (t, where))
+            others.setdefault((where[0], where[1]), []).append((t, where))
     live_params.clear()
-    targets = [t for t, _ in others.values()]
+    targets = [t for pairs in others.values() for t, _ in pairs]
     paths = {}
     if walk and targets:
         own = {id(targets), id(others)}
-        own.update(map(id, others.values()))  # the (tensor, storage) pairs refer to the tensors
+        for pairs in others.values():  # the walk's caller's own containers refer to the tensors
+            own.add(id(pairs))
+            own.update(map(id, pairs))
         paths = _holders.find(targets, OWN_DIR, ignore=own)
+    for key, pairs in list(others.items()):
+        # A storage is held through whichever of its tensor objects a root
+        # reaches (an alias may be kept from C++ only); the shortest path wins.
+        named = [(len(paths[id(t)][0]), i) for i, (t, _) in enumerate(pairs) if id(t) in paths]
+        others[key] = pairs[min(named)[1]] if named else pairs[0]
     graphs, seen_nodes = [], {}
     for t, where in others.values():
         found = paths.get(id(t))
