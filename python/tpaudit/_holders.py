@@ -308,13 +308,13 @@ class _Walk:
         self._own(ids, out)
         blocked = self.blocked
         if len(level) <= FEW:
-            found = gc.get_referrers(*level)
+            args = tuple(level)  # passed on as the call's own argument tuple, which refers to them all
+            self._own(args)
+            found = gc.get_referrers(*args)
             self._own(found)
             for p in found:
                 if id(p) in blocked or type(p) is types.FrameType:
                     continue
-                if type(p) is tuple and len(p) == len(level) and p[0] is level[0]:
-                    continue  # the argument tuple of the call above
                 kids = [id(c) for c in gc.get_referents(p) if id(c) in ids]
                 if kids:
                     out.append((p, kids))
