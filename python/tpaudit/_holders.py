@@ -12,7 +12,9 @@ heap in C; a larger one takes one pass over gc.get_objects() in chunks
 whose referents are tested against the level's ids in C, so a level costs
 about one heap scan however many tensors are in it.  The part of the heap
 found is then walked forward from the roots it reached to name each
-target's shortest chain, step by step from the parent's type.  Closure
+target's shortest chain, step by step from the parent's type; its
+container is the chain without its last index (and without the index of
+a tuple holding it, so a cached (logits, loss) pair groups by the cache).  Closure
 cells, generator frames, functools caches and instance attributes are named
 on the way.
 
@@ -230,32 +232,26 @@ class _Walk:
         self.objs = {}       # id -> object found (targets and their holders)
         self.parents = {}    # id(child) -> [parents]
         self.hits = {}       # id(root object) -> (text, mode)
-        self.group = {}      # id(object) -> union-find link toward a target it leads to
-        self.done = set()    # group representatives that reached a root
+        self.children = {}   # id(parent) -> [ids of its children found]
         self.blocked = set(ignore)
-        self._own(self.objs, self.parents, self.hits, self.group, self.blocked, targets)
+        self._own(self.objs, self.parents, self.hits, self.children, self.blocked, targets)
 
     def _own(self, *containers):
         for c in containers:
             self.blocked.add(id(c))
 
-    def _rep(self, x):
-        g = self.group
-        while g[x] != x:
-            g[x] = g[g[x]]
-            x = g[x]
-        return x
-
-    def _join(self, a, b):
-        ra, rb = self._rep(a), self._rep(b)
-        if ra != rb:
-            self.group[ra] = rb
-            if ra in self.done:
-                self.done.add(rb)
-
     def _left(self):
-        """Groups of targets with no root yet."""
-        return {self._rep(id(t)) for t in self.targets} - {self._rep(d) for d in self.done}
+        """Whether a target is not yet below a root reached (a forward pass
+        from the roots reached over the references found so far)."""
+        reached = set(self.hits)
+        todo = list(self.hits)
+        children = self.children
+        while todo:
+            for c in children.get(todo.pop(), ()):
+                if c not in reached:
+                    reached.add(c)
+                    todo.append(c)
+        return any(id(t) not in reached for t in self.targets)
 
     def run(self):
         level = []
@@ -264,11 +260,9 @@ class _Walk:
             if tid in self.objs:
                 continue
             self.objs[tid] = t
-            self.group[tid] = tid
             hit = self.roots.root(t)
             if hit is not None:
                 self.hits[tid] = hit
-                self.done.add(tid)
             else:
                 level.append(t)
         depth = 0
@@ -284,17 +278,17 @@ class _Walk:
                         lst = self.parents[k] = []
                         self._own(lst)
                     lst.append(p)
-                    if pid in self.group:
-                        self._join(k, pid)
-                    else:
-                        self.group[pid] = self._rep(k)
+                    kids = self.children.get(pid)
+                    if kids is None:
+                        kids = self.children[pid] = []
+                        self._own(kids)
+                    kids.append(k)
                 if pid in self.objs:
                     continue
                 self.objs[pid] = p
                 hit = self.roots.root(p)
                 if hit is not None:
                     self.hits[pid] = hit
-                    self.done.add(self._rep(pid))
                 elif len(nxt) < MAX_LEVEL and not _is(p, types.ModuleType):
                     nxt.append(p)
             level = nxt
@@ -339,10 +333,7 @@ class _Walk:
     def paths(self):
         """Breadth-first from the roots reached, over the found references:
         each target's shortest chain, named step by step."""
-        children = {}
-        for cid, ps in self.parents.items():
-            for p in ps:
-                children.setdefault(id(p), []).append(cid)
+        children = self.children
         best = {}  # id(obj) -> (path, mode of its next step, parent id, last step, suffix)
         queue = collections.deque()
         for pid, (text, mode, suffix) in self.hits.items():
@@ -373,15 +364,19 @@ class _Walk:
             if entry is None:
                 continue
             path, _mode, pid, step, suffix = entry
+            cid = id(t)
+            # a tuple reached by index is one element kept whole ((logits, loss)): climb over it
+            while (pid is not None and type(objs.get(pid)) is tuple and step.startswith("[")
+                   and best[pid][2] is not None):
+                cid, step, pid = pid, best[pid][3], best[pid][2]
             holder = objs.get(pid) if pid is not None else None
-            container = best[pid][0] if pid is not None and step.startswith("[") else path
+            container = best[pid][0] if pid is not None and step.startswith("[") else best[cid][0]
             out[id(t)] = (path + suffix, container + suffix, _name(type(holder)) if holder is not None else None)
         best.clear()
-        children.clear()
         return out
 
     def drop(self):
-        for c in (self.objs, self.parents, self.hits, self.group, self.done, self.blocked):
+        for c in (self.objs, self.parents, self.hits, self.children, self.blocked):
             c.clear()
         self.targets = None
 
