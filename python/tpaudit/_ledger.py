@@ -31,14 +31,14 @@ ORDER = ("parameter", "gradient", "optimizer_state", "stale", "held", "autograd"
 
 class _Group:
     __slots__ = ("kind", "owner", "device", "holder_class", "bytes", "tensors", "shapes", "largest",
-                 "dtype", "with_graph", "path", "path_rank", "newest", "created_at")
+                 "dtype", "with_graph", "path", "path_rank", "newest", "made_bytes", "created_at")
 
     def __init__(self, kind, owner, device, holder_class=None):
         self.kind, self.owner, self.device, self.holder_class = kind, owner, device, holder_class
         self.bytes = self.tensors = self.with_graph = self.largest = 0
         self.shapes = collections.Counter()
         self.dtype = self.path = self.created_at = None
-        self.path_rank = self.newest = -1
+        self.path_rank = self.newest = self.made_bytes = -1
 
     def row(self):
         shapes = [s for s, _ in self.shapes.most_common(MAX_SHAPES)]
@@ -107,9 +107,10 @@ class Ledger:
             rank = _path_rank(path)
             if rank >= g.path_rank:
                 g.path, g.path_rank = path, rank
+        # the creation line told is that of the largest tensor recorded, the newest of those
         made = self.created.get(ptr) if kind in _MADE_KINDS else None
-        if made is not None and made[0] > g.newest:
-            g.newest, g.created_at = made
+        if made is not None and (nbytes, made[0]) > (g.made_bytes, g.newest):
+            g.made_bytes, (g.newest, g.created_at) = nbytes, made
         return True
 
     def rows(self, measured):
