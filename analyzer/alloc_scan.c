@@ -105,6 +105,15 @@ static char *owner_of(sqlite3 *db, sqlite3_stmt *stack, int64_t stack_id) {
     return owner ? owner : tpa_strdup("(unknown module)");
 }
 
+char *tpa_stack_library(sqlite3 *db, int64_t stack_id) {
+    sqlite3_stmt *stack;
+    if (!stack_id) return tpa_strdup("(no stack)");
+    if (sqlite3_prepare_v2(db, "SELECT depth, ips FROM stack WHERE id=?1", -1, &stack, NULL) != SQLITE_OK) return NULL;
+    char *owner = owner_of(db, stack, stack_id);
+    sqlite3_finalize(stack);
+    return owner;
+}
+
 static int by_stack(const void *a, const void *b) {
     const live_slot_t *x = a, *y = b;
     return x->stack_id < y->stack_id ? -1 : x->stack_id > y->stack_id;

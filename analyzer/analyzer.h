@@ -11,7 +11,9 @@
 #include "findings.h"
 #include "reports.h"
 
-#define TPA_SCHEMA_VERSION 1
+/* The newest database version this analyzer reads; it reads every one since
+ * 1 (a version-1 file has no ledger and no samples: no growth is judged). */
+#define TPA_SCHEMA_VERSION 2
 
 enum tpa_exit { TPA_EXIT_OK = 0, TPA_EXIT_GATE = 1, TPA_EXIT_USAGE = 2, TPA_EXIT_INCONCLUSIVE = 3 };
 
@@ -74,6 +76,21 @@ const char *tpa_module_path_of(sqlite3 *db, uint64_t ip);
 /* One pass over the alloc table: run->points (memory over time, about 512
  * points) and run->by_library (device memory live at at_ns). alloc_scan.c */
 int tpa_scan_allocations(sqlite3 *db, int64_t at_ns, tpa_run_t *run);
+/* The library that asked for the allocations of native stack `stack_id`,
+ * as the scan names it ("libnccl.so.2", "(no stack)"); malloc'd, NULL when
+ * the stack table cannot be read. */
+char *tpa_stack_library(sqlite3 *db, int64_t stack_id);
+/* memory_growth of the libraries other than PyTorch's allocator: device
+ * memory one library keeps growing across the steady-state audits up to
+ * audit `audit` (CUPTI's allocations; library_growth.c), added to `r` as
+ * findings of run `run_index`, with their creation stacks when `details`.
+ * 0, or -1 when a query fails. */
+int tpa_library_growth(sqlite3 *db, int64_t audit, size_t run_index, int details, tpa_report_t *r);
+
+/* The memory ledger of audit `audit` into run->ledger (ledger_read.c),
+ * with the rows of other libraries from run->by_library when it was
+ * scanned; nothing for a database without a ledger. 0, or -1. */
+int tpa_read_ledger(sqlite3 *db, int64_t audit, tpa_run_t *run);
 
 /* SIZE: a number and a unit in any case (B, KiB/K, MiB/M, GiB/G, TiB/T
  * binary; KB, MB, GB, TB decimal). 0, -1 malformed, -2 beyond int64. */

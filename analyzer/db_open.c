@@ -358,7 +358,7 @@ static int check_contents(sqlite3 *db, const char *path, char *why, size_t why_l
     }
     if (version == 0 && tables == 0 && tpa_db_named_by_shim(path))
         return starting(path, "its process is creating its tables", why, why_len);
-    if (version != TPA_SCHEMA_VERSION || tables != 6) {
+    if (version < 1 || version > TPA_SCHEMA_VERSION || tables != 6) {
         snprintf(why, why_len, "%s is a SQLite database but not a tpaudit database", path);
         return -1;
     }

@@ -2,8 +2,8 @@
  * json` (format tpaudit-report, version 1) back into a report model, so a
  * kept report can serve as the baseline of `gate` and either side of
  * `diff`.  Only what matching needs is read: each finding's kind,
- * severity, rank, tensor name and aliases and retained bytes, and the
- * runs' ranks. */
+ * severity, rank, tensor name and aliases, retained bytes and growth per
+ * step, and the runs' ranks. */
 #include "analyzer.h"
 
 #include <errno.h>
@@ -115,6 +115,10 @@ int tpa_read_json_report(const char *path, tpa_report_t *r, char *why, size_t wh
         out->name = tpa_strdup(tpa_json_str(tpa_json_get(tpa_json_get(f, "tensor"), "name")));
         read_aliases(tpa_json_get(tpa_json_get(f, "tensor"), "aliases"), out);
         out->retained_bytes = tpa_sane_bytes(bytes);
+        /* a memory_growth finding: its rate (absent from reports before it) */
+        int64_t rate = 0;
+        if (!tpa_json_int(tpa_json_get(tpa_json_get(f, "growth"), "bytes_per_step"), &rate))
+            out->growth_per_step = tpa_sane_bytes(rate);
     }
     tpa_json_free(doc);
     return 0;

@@ -1,5 +1,6 @@
 /* cmd_diff.c - `tpaudit diff OLD NEW`: findings that appeared, disappeared
- * or grew between two runs, matched by rank, kind and tensor name.  Each
+ * or grew between two runs, matched by rank, kind and tensor name (a
+ * memory_growth finding by its holder, grown when its rate per step rose).  Each
  * side is a database, a directory of them, or a JSON report.  Exit 1 when a
  * finding appeared or grew (a regression), 0 otherwise or with --exit-zero,
  * 2 on bad usage or input. */
@@ -28,10 +29,17 @@ static const tpa_finding_t *match(const tpa_report_t *r, const tpa_finding_t *f)
     return NULL;
 }
 
+/* A finding's bytes as diff shows them: retained, or "+196.0 MiB/step" when it grows. */
+static void format_measure(const tpa_finding_t *f, int64_t measure, char *buf, size_t len) {
+    char bytes[32];
+    tpa_format_bytes(measure, bytes, sizeof bytes);
+    snprintf(buf, len, tpa_finding_grows(f) ? "+%s/step" : "%s", bytes);
+}
+
 static void line(const char *what, const tpa_finding_t *f, int64_t old_bytes) {
-    char b[32], o[32], rank[32];
-    tpa_format_bytes(f->retained_bytes, b, sizeof b);
-    tpa_format_bytes(old_bytes, o, sizeof o);
+    char b[48], o[48], rank[32];
+    format_measure(f, tpa_finding_measure(f), b, sizeof b);
+    format_measure(f, old_bytes, o, sizeof o);
     if (f->rank >= 0)
         snprintf(rank, sizeof rank, "rank %lld", (long long)f->rank);
     else
@@ -71,8 +79,8 @@ int tpa_cmd_diff(int argc, char **argv) {
             line("appeared", &b.findings[i], -1);
             changes++;
             regressions++;
-        } else if (b.findings[i].retained_bytes > old->retained_bytes) {
-            line("grew", &b.findings[i], old->retained_bytes);
+        } else if (tpa_finding_measure(&b.findings[i]) > tpa_finding_measure(old)) {
+            line("grew", &b.findings[i], tpa_finding_measure(old));
             changes++;
             regressions++;
         }

@@ -4,10 +4,13 @@
  * or a JSON report) only what is new or grew counts. An inconclusive run
  * exits 3 unless --allow-incomplete.
  *
- * Defaults: the rules given are the rules judged.  With neither
- * --max-retained nor --max-findings, both apply with limit 0 (any error
- * finding fails); with only one of them, only that one applies, so
- * `--max-retained 100MiB` gates on retained bytes alone. */
+ * Defaults: the rules given are the rules judged.  With none of
+ * --max-retained, --max-growth and --max-findings, the first and last apply
+ * with limit 0 (any error finding fails, memory_growth too); with only some
+ * of them, only those apply, so `--max-retained 100MiB` gates on retained
+ * bytes alone.  --max-growth judges each rank's fastest-growing holder in
+ * bytes per step, and memory_growth findings then count toward
+ * --max-findings no more. */
 #include "analyzer.h"
 #include "verbs.h"
 
@@ -18,15 +21,18 @@
 #include <string.h>
 
 static void usage(FILE *out) {
-    fputs("usage: tpaudit gate [--max-retained SIZE] [--max-findings N] [--fail-on error|warning]\n"
+    fputs("usage: tpaudit gate [--max-retained SIZE] [--max-growth SIZE] [--max-findings N] [--fail-on error|warning]\n"
           "                    [--baseline PATH] [--allow-incomplete] [--format text|junit] PATH...\n"
           "  --max-retained SIZE  retained bytes of error findings allowed on any one rank\n"
           "                       (0, 512KiB, 64mib, 1.5GiB, 2GB; units in any case)\n"
+          "  --max-growth SIZE    bytes per step one holder's memory may grow on any one rank\n"
+          "                       (memory_growth findings are then judged by it alone)\n"
           "  --max-findings N     findings at or above --fail-on allowed\n"
           "  --fail-on LEVEL      error (default) or warning\n"
           "  --baseline PATH      count only findings new or grown against this run\n"
           "                       (its databases, or its JSON report)\n"
-          "  Only the rules given are judged; with neither limit given, both are 0.\n"
+          "  Only the rules given are judged; with no limit given, --max-retained 0 and\n"
+          "  --max-findings 0 (any error, memory growth too, fails).\n"
           "  --allow-incomplete   judge an incomplete run instead of exiting 3\n"
           "exit: 0 passed, 1 failed, 2 usage or bad input, 3 inconclusive\n",
           out);
@@ -39,7 +45,7 @@ static void mark_new(tpa_report_t *r, const tpa_report_t *base) {
         f->is_new = 1;
         for (size_t j = 0; j < base->n_findings; j++) {
             const tpa_finding_t *b = &base->findings[j];
-            if (tpa_same_finding(b, f) && f->retained_bytes <= b->retained_bytes) {
+            if (tpa_same_finding(b, f) && tpa_finding_measure(f) <= tpa_finding_measure(b)) {
                 f->is_new = 0;
                 break;
             }
@@ -55,8 +61,8 @@ static void add_rule(tpa_report_t *r, const char *rule, int64_t limit, int64_t m
 }
 
 typedef struct gate_options {
-    int64_t max_retained, max_findings;
-    int fail_on_warning, allow_incomplete, junit, gave_retained, gave_findings;
+    int64_t max_retained, max_findings, max_growth;
+    int fail_on_warning, allow_incomplete, junit, gave_retained, gave_findings, gave_growth;
     const char *baseline;
 } gate_options_t;
 
@@ -71,19 +77,21 @@ static int one_of_two(const char *option, const char *off, const char *on, int *
     return -1;
 }
 
+/* optarg as the SIZE of `option` into *bytes; -1 when it is one, else a usage error. */
+static int take_size(const char *option, int64_t *bytes) {
+    int size_rc = tpa_parse_size(optarg, bytes);
+    if (!size_rc) return -1;
+    fprintf(stderr, "tpaudit: bad SIZE '%s' for %s (%s)\n", tpa_term(optarg), option,
+            size_rc == -2 ? "too large: at most 8 EiB" : "a number and a unit, e.g. 0, 512KiB, 64MiB, 1.5GiB");
+    return TPA_EXIT_USAGE;
+}
+
 /* One option into `o`; -1 when it was taken, else the exit code. */
 static int take_option(int c, gate_options_t *o, char **argv) {
     char *end;
-    int size_rc;
     switch (c) {
-    case 'r':
-        o->gave_retained = 1;
-        if ((size_rc = tpa_parse_size(optarg, &o->max_retained))) {
-            fprintf(stderr, "tpaudit: bad SIZE '%s' for --max-retained (%s)\n", tpa_term(optarg),
-                    size_rc == -2 ? "too large: at most 8 EiB" : "a number and a unit, e.g. 0, 512KiB, 64MiB, 1.5GiB");
-            return TPA_EXIT_USAGE;
-        }
-        return -1;
+    case 'r': o->gave_retained = 1; return take_size("--max-retained", &o->max_retained);
+    case 'g': o->gave_growth = 1; return take_size("--max-growth", &o->max_growth);
     case 'n':
         o->gave_findings = 1;
         errno = 0;
@@ -104,6 +112,7 @@ static int take_option(int c, gate_options_t *o, char **argv) {
 /* The options and PATHs; -1 when the gate runs, else the exit code. */
 static int parse_options(int argc, char **argv, gate_options_t *o) {
     static const struct option opts[] = {{"max-retained", required_argument, 0, 'r'},
+                                         {"max-growth", required_argument, 0, 'g'},
                                          {"max-findings", required_argument, 0, 'n'},
                                          {"fail-on", required_argument, 0, 'l'},
                                          {"baseline", required_argument, 0, 'b'},
@@ -120,8 +129,28 @@ static int parse_options(int argc, char **argv, gate_options_t *o) {
         fputs("tpaudit: gate: no PATH given (see tpaudit gate --help)\n", stderr);
         return TPA_EXIT_USAGE;
     }
-    if (!o->gave_retained && !o->gave_findings) o->gave_retained = o->gave_findings = 1;
+    if (!o->gave_retained && !o->gave_findings && !o->gave_growth) o->gave_retained = o->gave_findings = 1;
     return -1;
+}
+
+/* The max-growth rule of each group: its fastest-growing holder (new or
+ * grown memory_growth findings) against `limit` bytes per step; 1 when all pass. */
+static int judge_growth(tpa_report_t *r, const tpa_rank_group_t *groups, size_t n, int64_t limit) {
+    int passed = 1;
+    for (size_t i = 0; i < n; i++) {
+        int64_t fastest = 0;
+        for (size_t j = 0; j < r->n_findings; j++) {
+            const tpa_finding_t *f = &r->findings[j];
+            int in_group = groups[i].rank >= 0 ? f->rank == groups[i].rank
+                                               : f->rank < 0 && r->runs[f->run_index].pid == groups[i].pid;
+            if (in_group && f->is_new && tpa_finding_grows(f) && f->growth_per_step > fastest)
+                fastest = f->growth_per_step;
+        }
+        add_rule(r, "max-growth", limit, fastest, groups[i].rank, fastest <= limit);
+        if (groups[i].rank < 0) r->rules[r->n_rules - 1].pid = groups[i].pid;
+        passed &= fastest <= limit;
+    }
+    return passed;
 }
 
 /* The rules into the report model: retained bytes per rank (a process
@@ -132,17 +161,21 @@ static void judge_rules(tpa_report_t *r, const gate_options_t *o) {
     int passed = 1;
     tpa_rank_group_t *groups = NULL;
     size_t n_groups = 0;
-    if (o->gave_retained && tpa_rank_groups(r, 1, &groups, &n_groups)) passed = 0; /* out of memory: fail */
-    for (size_t i = 0; i < n_groups; i++) {
+    if ((o->gave_retained || o->gave_growth) && tpa_rank_groups(r, 1, &groups, &n_groups))
+        passed = 0; /* out of memory: fail */
+    for (size_t i = 0; o->gave_retained && i < n_groups; i++) {
         int ok = groups[i].retained <= o->max_retained;
         passed &= ok;
         add_rule(r, "max-retained", o->max_retained, groups[i].retained, groups[i].rank, ok);
         if (groups[i].rank < 0) r->rules[r->n_rules - 1].pid = groups[i].pid;
     }
+    if (o->gave_growth) passed &= judge_growth(r, groups, n_groups, o->max_growth);
     free(groups);
     int64_t counted = 0;
-    for (size_t j = 0; j < r->n_findings; j++)
-        if (r->findings[j].is_new && (r->findings[j].is_error || o->fail_on_warning)) counted++;
+    for (size_t j = 0; j < r->n_findings; j++) /* growth, when --max-growth judges it, is not counted again */
+        if (r->findings[j].is_new && (r->findings[j].is_error || o->fail_on_warning) &&
+            !(o->gave_growth && tpa_finding_grows(&r->findings[j])))
+            counted++;
     if (o->gave_findings) {
         int ok = counted <= o->max_findings;
         passed &= ok;

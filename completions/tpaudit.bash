@@ -75,11 +75,11 @@ _tpaudit() {
         case $prev in
         --fail-on) COMPREPLY=($(compgen -W "error warning" -- "$cur")) ;;
         --format) COMPREPLY=($(compgen -W "text junit" -- "$cur")) ;;
-        --max-retained) COMPREPLY=($(compgen -W "0 512KiB 64MiB 1GiB" -- "$cur")) ;;
+        --max-retained|--max-growth) COMPREPLY=($(compgen -W "0 512KiB 64MiB 1GiB" -- "$cur")) ;;
         --max-findings) COMPREPLY=($(compgen -W "0 1 10" -- "$cur")) ;;
         --baseline) _tpaudit_paths "$cur" ;;
         *) if [[ $cur == -* ]]; then
-               COMPREPLY=($(compgen -W "--max-retained --max-findings --fail-on --baseline --allow-incomplete --format --help" -- "$cur"))
+               COMPREPLY=($(compgen -W "--max-retained --max-growth --max-findings --fail-on --baseline --allow-incomplete --format --help" -- "$cur"))
            else
                _tpaudit_paths "$cur"
            fi ;;

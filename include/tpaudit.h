@@ -149,6 +149,35 @@ typedef struct tpaudit_region {
     int capture_native;
 } tpaudit_region_t;
 
+/* One owner group of the memory ledger of a device, recorded inside an open
+ * audit (docs/schema.md, table ledger).  owner_kind "measured" is the total
+ * the other rows of the audit and device add up to. */
+typedef struct tpaudit_ledger {
+    size_t struct_size;
+    const char *device;       /* "cpu", "cuda:0" */
+    const char *owner_kind;   /* "measured", "parameter", "gradient", "optimizer_state", "stale",
+                                 "held", "autograd", "allocator_cache", "unattributed" */
+    const char *owner;        /* module path, optimizer, holder path ("__main__.kept"); NULL */
+    const char *holder_class; /* class of the holding object ("list", "Trainer"); NULL */
+    const char *path;         /* held: the newest tensor's reference chain ("__main__.kept[59]") */
+    uint64_t bytes;           /* bytes of the group's storages, each counted once */
+    int64_t tensors;          /* tensors in the group */
+    const char *shapes;       /* JSON array of up to 4 distinct shapes: "[[4,256,50257]]" */
+    const char *dtype;        /* dtype of the largest tensor */
+    int64_t with_graph;       /* tensors of the group with a grad_fn */
+    const char *created_at;   /* creation stack, "file:line:function" lines, user's first; NULL */
+} tpaudit_ledger_t;
+
+/* Live memory at one optimizer step (docs/schema.md, table sample). */
+typedef struct tpaudit_sample {
+    size_t struct_size;
+    int64_t step;           /* the optimizer step about to run */
+    const char *device;     /* "cuda:0", "cpu" */
+    uint64_t live_bytes;    /* GPU: the allocator's allocated bytes; CPU: malloc's bytes in use */
+    int64_t reserved_bytes; /* GPU: the allocator's reserved bytes; -1 when none (CPU) */
+    int64_t py_blocks;      /* sys.getallocatedblocks(); -1 when unknown */
+} tpaudit_sample_t;
+
 /* The analyzer's verdict on one ended audit (tpaudit_audit_verdict). */
 typedef struct tpaudit_verdict {
     size_t struct_size;
@@ -178,6 +207,10 @@ typedef struct tpaudit_verdict {
     { sizeof(tpaudit_event_t), 0, NULL, NULL, 0, 0, 0, NULL, NULL, 0 }
 #define TPAUDIT_INIT_REGION \
     { sizeof(tpaudit_region_t), 0, 0, 0, -1, NULL, 0 }
+#define TPAUDIT_INIT_LEDGER \
+    { sizeof(tpaudit_ledger_t), NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL }
+#define TPAUDIT_INIT_SAMPLE \
+    { sizeof(tpaudit_sample_t), 0, NULL, 0, -1, -1 }
 #define TPAUDIT_INIT_VERDICT \
     { sizeof(tpaudit_verdict_t), 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0 }
 
@@ -195,6 +228,8 @@ typedef int (*tpaudit_v1_flush_fn)(void);
 typedef int (*tpaudit_v1_audit_wants_fn)(int64_t step);
 typedef int64_t (*tpaudit_v1_audit_next_fn)(int64_t after);
 typedef int (*tpaudit_v1_audit_verdict_fn)(tpaudit_verdict_t *verdict);
+typedef int (*tpaudit_v1_record_ledger_fn)(const tpaudit_ledger_t *row);
+typedef int (*tpaudit_v1_record_sample_fn)(const tpaudit_sample_t *sample);
 
 /*
  * The lazy binding: each entry point is looked up once in the process's
@@ -267,6 +302,19 @@ static inline int tpaudit_record_tensor(const tpaudit_tensor_t *tensor) {
 static inline int tpaudit_record_ref(const tpaudit_ref_t *ref) {
     TPAUDIT__BIND(record_ref)
     return fn ? fn(ref) : TPAUDIT_ENOTLOADED;
+}
+
+/* Records one owner group of the open audit's memory ledger. */
+static inline int tpaudit_record_ledger(const tpaudit_ledger_t *row) {
+    TPAUDIT__BIND(record_ledger)
+    return fn ? fn(row) : TPAUDIT_ENOTLOADED;
+}
+
+/* Records the live memory at an optimizer step (any time; dropped, and
+ * counted, when the event ring is full). */
+static inline int tpaudit_record_sample(const tpaudit_sample_t *sample) {
+    TPAUDIT__BIND(record_sample)
+    return fn ? fn(sample) : TPAUDIT_ENOTLOADED;
 }
 
 /* Records a lifecycle event (any time, audit open or not). */

@@ -208,9 +208,14 @@ static void print_verdict(const char *shown_dir, const char *abs_dir) {
     char bytes[32], runs[48];
     tpa_format_bytes(retained, bytes, sizeof bytes);
     snprintf(runs, sizeof runs, "%zu process%s", r.n_runs, r.n_runs == 1 ? "" : "es");
-    if (errors)
-        fprintf(stderr, "tpaudit: verdict: STALE TENSORS: %zu error%s, %s retained by stale tensors (%s)", errors,
-                errors == 1 ? "" : "s", bytes, runs);
+    char growth[320]; /* "MEMORY GROWTH: `kept` +196 MiB/step" */
+    tpa_format_growth_verdict(&r, growth, sizeof growth);
+    size_t stale = tpa_count_stale_errors(&r);
+    if (stale)
+        fprintf(stderr, "tpaudit: verdict: STALE TENSORS: %zu error%s, %s retained by stale tensors%s%s (%s)", stale,
+                stale == 1 ? "" : "s", bytes, growth[0] ? "; " : "", tpa_term(growth), runs);
+    else if (growth[0])
+        fprintf(stderr, "tpaudit: verdict: %s (%s)", tpa_term(growth), runs);
     else if (warnings)
         fprintf(stderr, "tpaudit: verdict: warnings only: %zu warning%s (%s)", warnings, warnings == 1 ? "" : "s",
                 runs);

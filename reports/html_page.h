@@ -65,6 +65,9 @@ void html_put_stale_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run)
  * r->runs, in the page's order; html_libraries.c): 0, or -1 out of memory. */
 int html_put_memory_by_library(FILE *out, const tpa_report_t *r, const size_t *runs, size_t n_runs);
 
+/* A run's memory ledger as a table (nothing when it has none; html_ledger.c). */
+void html_put_ledger(FILE *out, const tpa_run_t *run);
+
 /* The stylesheet (reports/html/report.css, embedded at build time). */
 extern const char html_stylesheet[];
 

@@ -122,10 +122,14 @@ static void put_verdict(FILE *out, const page_t *pg) {
         word = r->gate_passed ? "PASS" : "FAIL";
     }
     fprintf(out, "<header class=\"banner %s\" id=\"verdict\"><div class=\"verdict\">%s</div><div>\n<h1>", cls, word);
-    if (r->n_findings) {
+    char growth[320]; /* "MEMORY GROWTH: `kept` +196 MiB/step" */
+    tpa_format_growth_verdict(r, growth, sizeof growth);
+    if (growth[0] && !tpa_count_stale_errors(r)) {
+        html_fmt(out, "%s</h1>\n", growth);
+    } else if (r->n_findings) {
         fprintf(out, "%zu finding%s: ", r->n_findings, r->n_findings == 1 ? "" : "s");
         html_put_bytes(out, pg->retained);
-        fputs(" retained by stale tensors</h1>\n", out);
+        html_fmt(out, " retained by stale tensors%s%s</h1>\n", growth[0] ? "; " : "", growth);
     } else if (r->inconclusive) {
         fputs("No findings, but inconclusive: a process cannot be judged</h1>\n", out);
     } else if (pg->audits) {
@@ -238,6 +242,17 @@ static void put_aliases(FILE *out, const tpa_finding_t *f) {
     if (f->n_aliases) fputs("</small>", out);
 }
 
+/* Retained bytes, or "+196.0 MiB/step" for a finding that grows. */
+static void put_bytes_or_rate(FILE *out, const tpa_finding_t *f) {
+    char rate[48];
+    if (!tpa_finding_grows(f)) {
+        html_put_bytes(out, f->retained_bytes);
+        return;
+    }
+    tpa_format_growth_bytes(f, rate, sizeof rate);
+    html_put(out, rate);
+}
+
 static void put_findings_table(FILE *out, const page_t *pg) {
     const tpa_report_t *r = pg->r;
     fputs("<h2 id=\"findings\">Findings</h2>\n", out);
@@ -262,7 +277,7 @@ static void put_findings_table(FILE *out, const page_t *pg) {
                  f->name ? f->name : "(unnamed)");
         put_aliases(out, f);
         html_fmt(out, " <code>%s</code></td><td class=\"num\">", f->shape);
-        html_put_bytes(out, f->retained_bytes);
+        put_bytes_or_rate(out, f);
         if (g->n > 1) fputs("<br><small>each</small>", out); /* the column is narrow and does not wrap */
         html_fmt(out, "</td><td>%s <code>%s</code></td><td>", f->holder_class, f->holder_path);
         const tpa_frame_t *at = html_first_user_frame(f->replaced_at.n ? &f->replaced_at : &f->created_at);
@@ -295,7 +310,7 @@ static void put_finding_detail(FILE *out, const page_t *pg, size_t number, const
             tpa_severity(f), number, number, tpa_severity(f), tpa_severity(f));
     html_fmt(out, "%s &middot; <span class=\"tensor\">%s</span> <code>%s</code> &middot; ", tpa_kind_label(f->kind),
              f->name, f->shape);
-    html_put_bytes(out, f->retained_bytes);
+    put_bytes_or_rate(out, f);
     fputs(g->n > 1 ? " each &middot; " : " &middot; ", out);
     put_rank_cell(out, pg, g);
     html_fmt(out, "</h3>\n<p>%s</p>\n<dl>", f->message);
@@ -394,6 +409,7 @@ static void put_ranks(FILE *out, const page_t *pg) {
         html_put_memory_plot(out, &pg->scale, run);
         html_put_stale_plot(out, &pg->scale, run);
         fputs("</div>\n", out);
+        html_put_ledger(out, run);
         if (!run->n_points) {
             fputs("<p class=\"note\">No device memory over time: no allocation records (CUPTI ", out);
             html_put(out, run->cupti);

@@ -127,7 +127,9 @@ static void put_run(FILE *out, const tpa_run_t *run) {
         fprintf(out, ",\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 "}", run->by_library[i].bytes,
                 run->by_library[i].allocations);
     }
-    fputs("]}", out);
+    fputc(']', out);
+    tpa_put_ledger_json(out, run);
+    fputc('}', out);
 }
 
 /* The same for a shape and for frames. */
@@ -194,6 +196,7 @@ static void put_finding(FILE *out, const tpa_finding_t *f) {
     } else {
         fputs("null", out);
     }
+    tpa_put_growth_json(out, f);
     put_key_string(out, ",\"message\":", f->message);
     fputc('}', out);
 }

@@ -57,12 +57,18 @@ static void put_summary(const tpa_report_t *r, FILE *out) {
     tpa_describe_runs(r, runs, sizeof runs);
     fprintf(out, "tpaudit report: %s, %zu error%s, %zu warning%s, %s retained by stale tensors%s\n", runs, errors,
             errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s", bytes, state);
-    /* the order of the HTML banner and `run`'s line: errors, inconclusive, warnings, clean */
+    /* the order of the HTML banner and `run`'s line: errors (stale, growth), inconclusive, warnings, clean */
+    char growth[320]; /* "MEMORY GROWTH: `kept` +196 MiB/step" */
+    tpa_format_growth_verdict(r, growth, sizeof growth);
+    size_t stale = tpa_count_stale_errors(r);
     const char *why = NULL;
     for (size_t i = 0; i < r->n_runs && r->inconclusive && !why; i++)
         if (r->runs[i].inconclusive) why = T(r->runs[i].why_inconclusive, "?");
-    if (errors)
-        fputs("verdict: STALE TENSORS - optimizers hold tensors the model replaced\n", out);
+    if (stale)
+        fprintf(out, "verdict: STALE TENSORS - optimizers hold tensors the model replaced%s%s\n", growth[0] ? "; " : "",
+                T(growth, ""));
+    else if (growth[0])
+        fprintf(out, "verdict: %s\n", T(growth, ""));
     else if (r->inconclusive)
         fprintf(out, "verdict: INCONCLUSIVE - %s (gate exits 3)\n", why ? why : "a run cannot be judged");
     else if (warnings)
@@ -107,6 +113,7 @@ static void put_run(const tpa_report_t *r, size_t i, int64_t retained, int any_h
                 (long long)run->by_library[k].allocations);
     }
     if (run->n_by_library) fputs(run->n_by_library > 6 ? ", ...\n" : "\n", out);
+    tpa_put_ledger_text(out, run);
     if (any_helper) put_helpers(r, i, out);
 }
 
@@ -118,6 +125,10 @@ static void put_details(const tpa_finding_t *f, size_t number, const char *ranks
         snprintf(where, sizeof where, "step %lld", (long long)f->step);
     fprintf(out, "  [%zu] %s (%s), %s, %s\n      %s\n", number, T(tpa_kind_label(f->kind), "?"), tpa_severity(f), ranks,
             where, T(f->message, ""));
+    if (tpa_finding_grows(f)) {
+        tpa_put_growth_text(out, paths, f);
+        return;
+    }
     fprintf(out, "      tensor: %s %s local %s %s on %s (%s), grad %s; held at %s %s\n", T(f->name, "(unnamed)"),
             T(f->shape, ""), T(f->local_shape, ""), T(f->dtype, ""), T(f->device, "?"), T(f->type, "?"),
             f->has_grad ? "yes" : "never", T(f->holder_class, ""), T(f->holder_path, ""));
@@ -168,7 +179,10 @@ static int put_findings(const tpa_report_t *r, const tpa_finding_group_t *g, siz
     for (size_t i = 0; i < n; i++) {
         const tpa_finding_t *f = &r->findings[g[i].first];
         tpa_format_group_ranks(r, &g[i], ranks, sizeof ranks);
-        tpa_format_bytes(f->retained_bytes, bytes, sizeof bytes);
+        if (tpa_finding_grows(f))
+            tpa_format_growth_bytes(f, bytes, sizeof bytes - 5);
+        else
+            tpa_format_bytes(f->retained_bytes, bytes, sizeof bytes);
         if (g[i].n > 1) strcat(bytes, " each");
         fprintf(out, "  %-7s %-8s %-20s %-32s %-14s %s\n", tpa_severity(f), ranks, T(tpa_kind_label(f->kind), "?"),
                 T(f->name, "(unnamed)"), T(f->shape, ""), bytes);
@@ -203,9 +217,10 @@ int tpa_render_gate_text(const tpa_report_t *r, FILE *out) {
     for (size_t i = 0; i < r->n_rules; i++) {
         const tpa_gate_rule_t *g = &r->rules[i];
         char lim[32], got[32], rank[32];
-        if (!strcmp(g->rule, "max-retained")) {
-            tpa_format_bytes(g->limit, lim, sizeof lim);
-            tpa_format_bytes(g->measured, got, sizeof got);
+        if (!strcmp(g->rule, "max-retained") || !strcmp(g->rule, "max-growth")) {
+            tpa_format_bytes(g->limit, lim, sizeof lim - 8);
+            tpa_format_bytes(g->measured, got, sizeof got - 8);
+            if (!strcmp(g->rule, "max-growth")) strcat(lim, "/step"), strcat(got, "/step");
         } else {
             snprintf(lim, sizeof lim, "%lld", (long long)g->limit);
             snprintf(got, sizeof got, "%lld", (long long)g->measured);

@@ -93,4 +93,32 @@ const tpa_json_t *tpa_json_get(const tpa_json_t *v, const char *key);
 const char *tpa_json_str(const tpa_json_t *v);
 int tpa_json_int(const tpa_json_t *v, int64_t *out); /* 0 when an integer in int64 */
 
+/* The ledger and memory growth (report_ledger.c). */
+/* 1 when `f` is of a kind judged across audits (memory_growth). */
+int tpa_finding_grows(const tpa_finding_t *f);
+/* What makes a finding worse when it rises (gate --baseline, diff): its
+ * bytes per step when it grows, else its retained bytes. */
+int64_t tpa_finding_measure(const tpa_finding_t *f);
+/* The fastest-growing error finding of such a kind, NULL when none; their
+ * number into *n_growing (may be NULL). */
+const tpa_finding_t *tpa_top_growth(const tpa_report_t *r, size_t *n_growing);
+/* Error findings of the other kinds (stale tensors). */
+size_t tpa_count_stale_errors(const tpa_report_t *r);
+/* "MEMORY GROWTH: `kept` +196 MiB/step" (and how many more holders grow),
+ * "" when nothing grows. */
+void tpa_format_growth_verdict(const tpa_report_t *r, char *buf, size_t len);
+/* The run's ledger as a short table under its line (nothing without one). */
+void tpa_put_ledger_text(FILE *out, const tpa_run_t *run);
+/* ,"ledger":[...],"ledger_total":N of a run (both null without a ledger). */
+void tpa_put_ledger_json(FILE *out, const tpa_run_t *run);
+/* ,"bytes":N,"growth":{...} of a finding that grows (nothing for others). */
+void tpa_put_growth_json(FILE *out, const tpa_finding_t *f);
+
+/* "+196.0 MiB/step" of a finding that grows. */
+void tpa_format_growth_bytes(const tpa_finding_t *f, char *buf, size_t len);
+/* Its holder, bytes, rate, what it keeps and where that was made (text report). */
+struct tpa_paths;
+void tpa_put_growth_text(FILE *out, const struct tpa_paths *paths, const tpa_finding_t *f);
+
+
 #endif

@@ -35,6 +35,9 @@ const tpa_kind_t tpa_kinds[] = {
      .holder_fallback = "optimizer",
      .message = "{name} {shape} requires grad but no optimizer holds it: it is never trained{replaced}",
      .summary = "a trainable parameter no optimizer holds"},
+    {NAMED("memory_growth"), .severity = TPA_SEVERITY_ERROR, .grows = 1, .verdict = "MEMORY GROWTH",
+     .holder_fallback = "object", .message = "`{name}`{created} keeps {kept} every step: {rate}/step",
+     .summary = "the bytes one holder (or one library) keeps grow from audit to audit in the steady state"},
 };
 // clang-format on
 const size_t tpa_n_kinds = sizeof tpa_kinds / sizeof tpa_kinds[0];

@@ -33,12 +33,20 @@ typedef struct tpa_kind {
     int view_keeps_own; /* a view into storage live params share still retains its own bytes */
     int has_successor;  /* a live successor is looked for */
     enum tpa_state_rule state;
+    /* Judged across audits, from the ledger (rules/memory_growth.c), not by
+     * one audit's query: its bytes are a holder's and grow per step. */
+    int grows;
+    /* The run's verdict when a finding of this kind is among its errors
+     * ("MEMORY GROWTH"); NULL: the verdict of stale tensors. */
+    const char *verdict;
     const char *holder_fallback; /* holder class when none was recorded */
     const char *state_words;     /* what its state bytes are, in the message */
     /* The message: {holder} {path} {name} {shape} {retained} are the
      * finding's; {state} is ", plus N of its <state_words>" when it has
      * state bytes; {successor} names the live successor or says there is
-     * none; {replaced} explains an error of a warning-unless-successor kind. */
+     * none; {replaced} explains an error of a warning-unless-successor kind;
+     * {created} is the user's line that made the newest tensor kept,
+     * {kept} what one element is, {rate} the bytes per step. */
     const char *message;
 } tpa_kind_t;
 

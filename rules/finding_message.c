@@ -1,6 +1,7 @@
 /* finding_message.c - a finding's one-line message, from its kind's
  * template in the table of finding kinds (rules/finding_kinds.c). */
 #include "findings.h"
+#include "frames.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,28 @@ static void put(text_buf_t *b, const char *s) {
     if (b->used + 1 >= sizeof b->v) return;
     int n = snprintf(b->v + b->used, sizeof b->v - b->used, "%s", s ? s : "(null)");
     b->used += (size_t)n < sizeof b->v - b->used ? (size_t)n : sizeof b->v - 1 - b->used;
+}
+
+/* " (train.py:18)": the user's line that made the newest tensor kept, when known. */
+static void put_created(text_buf_t *b, const tpa_finding_t *f) {
+    const tpa_frame_t *at = tpa_first_user_frame(&f->created_at);
+    if (!at || !at->file) return;
+    char where[300];
+    snprintf(where, sizeof where, " (%s:%ld)", tpa_base_name(at->file), at->line);
+    put(b, where);
+}
+
+/* One element kept, from the ledger's example "[4,256] float32 cuda:0, with
+ * grad_fn": "a [4,256] float32 tensor with its graph"; "tensors" when unknown. */
+static void put_kept(text_buf_t *b, const char *example) {
+    char shape[200] = "", dtype[64] = "", kept[320];
+    if (!example || example[0] != '[' || sscanf(example, "%199s %63[^ ,]", shape, dtype) < 1) {
+        put(b, example ? example : "tensors"); /* a library's "device memory" */
+        return;
+    }
+    snprintf(kept, sizeof kept, "a %s%s%s tensor%s", shape, dtype[0] ? " " : "", dtype,
+             strstr(example, "grad_fn") ? " with its graph" : "");
+    put(b, kept);
 }
 
 static void put_field(text_buf_t *b, const char *field, size_t len, const tpa_finding_t *f, const tpa_kind_t *k) {
@@ -44,6 +67,14 @@ static void put_field(text_buf_t *b, const char *field, size_t len, const tpa_fi
         put(b, "; no live successor");
     else if (IS("replaced") && f->is_error)
         put(b, " (it replaced a tensor the optimizer still holds)");
+    else if (IS("created"))
+        put_created(b, f);
+    else if (IS("kept"))
+        put_kept(b, f->example);
+    else if (IS("rate")) {
+        tpa_format_bytes(f->growth_per_step, bytes, sizeof bytes);
+        put(b, bytes);
+    }
 #undef IS
 }
 

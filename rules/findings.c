@@ -4,6 +4,7 @@
  * never for storage a live param holds. */
 #include "findings.h"
 #include "finding_details.h"
+#include "memory_growth.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,6 +302,10 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
     size_t first = r->n_findings;
     int rc = 0;
     for (size_t k = 0; k < tpa_n_kinds && !rc; k++) {
+        if (tpa_kinds[k].grows) { /* judged across audits, from the ledger */
+            rc = tpa_growth_findings(db, &tpa_kinds[k], audit, rank, step, r);
+            continue;
+        }
         const char *sql = query_of(&tpa_kinds[k]);
         sqlite3_stmt *st;
         if (!sql || sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {

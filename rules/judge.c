@@ -141,9 +141,10 @@ tpa_judged_audit_t tpa_judge_audit(sqlite3 *db, tpa_run_t *run) {
         if (sqlite3_step(st) == SQLITE_ROW) {
             run->headline_step = sqlite3_column_int64(st, 0);
             a.begin_ns = sqlite3_column_int64(st, 1);
-            /* a label the program gave its audit (tpaudit.audit(label=...)) goes to every report */
+            /* a label the program gave its audit (tpaudit.audit(label=...)) goes to every report;
+             * the probe's own are step, exit and growth (an audit taken when memory grows) */
             const char *label = (const char *)sqlite3_column_text(st, 2);
-            if (label && *label && strcmp(label, "step") && strcmp(label, "exit"))
+            if (label && *label && strcmp(label, "step") && strcmp(label, "exit") && strcmp(label, "growth"))
                 run->headline_label = tpa_strdup(label);
         }
         sqlite3_finalize(st);

@@ -60,7 +60,8 @@ void tpa_finding_free(tpa_finding_t *f) {
                      &f->succ_local_shape,
                      &f->relation,
                      &f->message,
-                     &f->label};
+                     &f->label,
+                     &f->example};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         free(*strs[i]);
         *strs[i] = NULL;
@@ -90,6 +91,13 @@ void tpa_report_free(tpa_report_t *r) {
         for (size_t j = 0; j < sizeof owned / sizeof owned[0]; j++) free(owned[j]);
         for (size_t j = 0; j < run->n_by_library; j++) free(run->by_library[j].library);
         free(run->by_library);
+        for (size_t j = 0; j < run->n_ledger; j++) {
+            free(run->ledger[j].device);
+            free(run->ledger[j].owner_kind);
+            free(run->ledger[j].owner);
+            free(run->ledger[j].example);
+        }
+        free(run->ledger);
     }
     free(r->runs);
     for (size_t i = 0; i < r->n_findings; i++) tpa_finding_free(&r->findings[i]);

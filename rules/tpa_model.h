@@ -67,6 +67,14 @@ typedef struct tpa_finding {
     tpa_frames_t alloc_stack;
     char *message;
     char *label; /* the label a program gave its audit (tpaudit.audit(label=...)); NULL for step and exit audits */
+    /* A kind judged across audits (memory_growth): the holder's bytes at
+     * this audit (`held_bytes`), how fast they grow, since which step, and
+     * one element of what it keeps ("[4,256,50257] float32 cuda:0, with
+     * grad_fn"); created_at is where its newest tensor was made. */
+    int64_t held_bytes;
+    int64_t growth_per_step;
+    int64_t growth_since_step;
+    char *example;
     int is_new;  /* gate with --baseline: new or grown vs the baseline */
     /* 1 + index of the first finding of its group, the same finding on
      * other ranks (tpa_group_findings); 0 when it stands alone. */
@@ -94,6 +102,20 @@ typedef struct tpa_lib_memory {
     int64_t bytes;
     int64_t allocations;
 } tpa_lib_memory_t;
+
+/* One owner of the live memory at the judged audit (the ledger): the
+ * probe's rows (parameters by module, gradients, optimizer state, stale
+ * tensors, tensors held by other objects by holder path, the autograd
+ * graph, the allocator's cache), the analyzer's rows of device memory other
+ * libraries hold, and what is left, unattributed. */
+typedef struct tpa_ledger_row {
+    char *device;     /* "cuda:0", "cpu" */
+    char *owner_kind; /* parameter, gradient, ..., library, unattributed */
+    char *owner;      /* module path, optimizer class, holder path, library; NULL when none */
+    int64_t bytes;
+    int64_t tensors;
+    char *example; /* one element, "[4,256,50257] float32 cuda:0, with grad_fn"; NULL when none */
+} tpa_ledger_row_t;
 
 typedef struct tpa_run {
     char *file; /* base name of the database */
@@ -123,6 +145,14 @@ typedef struct tpa_run {
     size_t n_marks;
     tpa_lib_memory_t *by_library; /* sorted by bytes, largest first */
     size_t n_by_library;
+    /* The ledger of the judged audit (a database from before the ledger
+     * has none: has_ledger 0); ledger_total is the measured live bytes its
+     * rows add up to, ledger_step the step it was taken at. */
+    int has_ledger;
+    tpa_ledger_row_t *ledger;
+    size_t n_ledger;
+    int64_t ledger_total;
+    int64_t ledger_step;
 } tpa_run_t;
 
 typedef struct tpa_gate_rule {

@@ -2,7 +2,7 @@
  * caller's struct, copy it into the ring (through process_life.c's
  * tpa_enqueue), never block, except flush and audit_verdict (which wait for
  * the writer's commit, and for its judgement: verdict.c) and the control
- * records (audit begin/end, tensor, ref), which wait up to
+ * records (audit begin/end, tensor, ref, ledger), which wait up to
  * TPA_CONTROL_WAIT_MS for room in a full ring.  The CUPTI part's rows go
  * through emit.c. */
 #include <string.h>
@@ -130,6 +130,36 @@ TPA_API int tpaudit_v1_record_ref(const tpaudit_ref_t *ref) {
     const char *strs[TPA_REF_NSTR] = {[TPA_REF_S_HOLDER_CLASS] = r.holder_class, [TPA_REF_S_PATH] = r.path};
     static const uint32_t caps[TPA_REF_NSTR] = {TPA_REF_SLOTS(TPA_SLOT_CAP)};
     return tpa_enqueue(TPA_REC_REF, &f, sizeof f, strs, caps, TPA_REF_NSTR, NULL, 0, TPA_CONTROL_WAIT_MS);
+}
+
+TPA_API int tpaudit_v1_record_ledger(const tpaudit_ledger_t *row) {
+    tpaudit_ledger_t r;
+    if (take(&r, sizeof r, row)) return TPAUDIT_EINVAL;
+    if (!r.device || !r.owner_kind || r.tensors < 0 || r.with_graph < 0) return TPAUDIT_EINVAL;
+    if (live()) return TPAUDIT_EDISABLED;
+    int64_t audit = atomic_load(&g_audit_open);
+    if (!audit) return TPAUDIT_ENOAUDIT;
+    struct tpa_fx_ledger f = {audit, r.bytes, r.tensors, r.with_graph};
+    const char *strs[TPA_LEDGER_NSTR] = {[TPA_LEDGER_S_DEVICE] = r.device,
+                                         [TPA_LEDGER_S_OWNER_KIND] = r.owner_kind,
+                                         [TPA_LEDGER_S_OWNER] = r.owner,
+                                         [TPA_LEDGER_S_HOLDER_CLASS] = r.holder_class,
+                                         [TPA_LEDGER_S_PATH] = r.path,
+                                         [TPA_LEDGER_S_SHAPES] = r.shapes,
+                                         [TPA_LEDGER_S_DTYPE] = r.dtype,
+                                         [TPA_LEDGER_S_CREATED_AT] = r.created_at};
+    static const uint32_t caps[TPA_LEDGER_NSTR] = {TPA_LEDGER_SLOTS(TPA_SLOT_CAP)};
+    return tpa_enqueue(TPA_REC_LEDGER, &f, sizeof f, strs, caps, TPA_LEDGER_NSTR, NULL, 0, TPA_CONTROL_WAIT_MS);
+}
+
+TPA_API int tpaudit_v1_record_sample(const tpaudit_sample_t *sample) {
+    tpaudit_sample_t s;
+    if (take(&s, sizeof s, sample)) return TPAUDIT_EINVAL;
+    if (!s.device) return TPAUDIT_EINVAL;
+    if (live()) return TPAUDIT_EDISABLED;
+    struct tpa_fx_sample f = {tpa_now_ns(), s.step, s.live_bytes, s.reserved_bytes, s.py_blocks};
+    const char *strs[1] = {s.device};
+    return tpa_enqueue(TPA_REC_SAMPLE, &f, sizeof f, strs, &one_short_cap, 1, NULL, 0, 0);
 }
 
 TPA_API int tpaudit_v1_record_event(const tpaudit_event_t *event) {

@@ -27,7 +27,7 @@
 #ifndef TPAUDIT_SHIM_RECORDS_H
 #define TPAUDIT_SHIM_RECORDS_H
 
-#define TPA_SCHEMA_VERSION 1
+#define TPA_SCHEMA_VERSION 2
 
 /* ---- run: one row, inserted at start, its state updated at every commit ---- */
 #define TPA_RUN_START_COLUMNS(X)                                      \
@@ -146,6 +146,30 @@
     X(thread, "INTEGER", I64, f.thread)                       \
     X(stack_id, "INTEGER", KEY, (uint64_t)stack_id)
 
+/* ledger: one owner group of a device's memory at an audit (the probe) */
+#define TPA_LEDGER_COLUMNS(X)                                                   \
+    X(audit_id, "INTEGER NOT NULL", I64, f.audit_id)                            \
+    X(device, "TEXT NOT NULL", TEXT, view_text_or(v, TPA_LEDGER_S_DEVICE, "?")) \
+    X(owner_kind, "TEXT NOT NULL", TEXT, view_text_or(v, TPA_LEDGER_S_OWNER_KIND, "?")) \
+    X(owner, "TEXT", TEXT, view_text(v, TPA_LEDGER_S_OWNER))                    \
+    X(holder_class, "TEXT", TEXT, view_text(v, TPA_LEDGER_S_HOLDER_CLASS))      \
+    X(path, "TEXT", TEXT, view_text(v, TPA_LEDGER_S_PATH))                      \
+    X(bytes, "INTEGER NOT NULL", I64, (int64_t)f.bytes)                         \
+    X(tensors, "INTEGER NOT NULL", I64, f.tensors)                              \
+    X(shapes, "TEXT", TEXT, view_text(v, TPA_LEDGER_S_SHAPES))                  \
+    X(dtype, "TEXT", TEXT, view_text(v, TPA_LEDGER_S_DTYPE))                    \
+    X(with_graph, "INTEGER NOT NULL DEFAULT 0", I64, f.with_graph)              \
+    X(created_at, "TEXT", TEXT, view_text(v, TPA_LEDGER_S_CREATED_AT))
+
+/* sample: live memory at one optimizer step (the probe) */
+#define TPA_SAMPLE_COLUMNS(X)                                \
+    X(step, "INTEGER NOT NULL", I64, f.step)                 \
+    X(ts_ns, "INTEGER NOT NULL", I64, f.ts)                  \
+    X(device, "TEXT NOT NULL", TEXT, view_text_or(v, 0, "?")) \
+    X(live_bytes, "INTEGER NOT NULL", I64, (int64_t)f.live_bytes) \
+    X(reserved_bytes, "INTEGER", OPT, f.reserved_bytes)      \
+    X(py_blocks, "INTEGER", OPT, f.py_blocks)
+
 #define TPA_NO_COLUMNS(X)
 
 /* T(table, insert verb, inserted columns, columns only an UPDATE sets,
@@ -160,6 +184,8 @@
     T(stack, "INSERT", TPA_STACK_COLUMNS, TPA_NO_COLUMNS, "", "")                                                 \
     T(module, "INSERT", TPA_MODULE_COLUMNS, TPA_NO_COLUMNS, "", "")                                               \
     T(alloc, "INSERT", TPA_ALLOC_COLUMNS, TPA_NO_COLUMNS, "", "CREATE INDEX alloc_by_address ON alloc(address);") \
-    T(api_call, "INSERT OR REPLACE", TPA_API_CALL_COLUMNS, TPA_NO_COLUMNS, "", "")
+    T(api_call, "INSERT OR REPLACE", TPA_API_CALL_COLUMNS, TPA_NO_COLUMNS, "", "")                                \
+    T(ledger, "INSERT", TPA_LEDGER_COLUMNS, TPA_NO_COLUMNS, "", "CREATE INDEX ledger_by_audit ON ledger(audit_id);") \
+    T(sample, "INSERT", TPA_SAMPLE_COLUMNS, TPA_NO_COLUMNS, "", "")
 
 #endif

@@ -27,7 +27,9 @@ enum tpa_rec_type {
     TPA_REC_REF,
     TPA_REC_EVENT,
     TPA_REC_ALLOC,
-    TPA_REC_API_CALL
+    TPA_REC_API_CALL,
+    TPA_REC_LEDGER,
+    TPA_REC_SAMPLE
 };
 
 struct tpa_rec_hdr {
@@ -60,6 +62,16 @@ struct tpa_fx_ref {
     int64_t audit_id;
     uint64_t holder_id, tensor_key, peer_key;
     int32_t holder_kind, role;
+};
+struct tpa_fx_ledger {
+    int64_t audit_id;
+    uint64_t bytes;
+    int64_t tensors, with_graph;
+};
+struct tpa_fx_sample {
+    int64_t ts, step;
+    uint64_t live_bytes;
+    int64_t reserved_bytes, py_blocks;
 };
 struct tpa_fx_event {
     int64_t ts;
@@ -100,13 +112,23 @@ struct tpa_fx_api_call {
     X(TPA_EVENT_S_HOLDER_CLASS, TPA_CAP_SHORT) \
     X(TPA_EVENT_S_DETAIL, TPA_CAP_DETAIL)      \
     X(TPA_EVENT_S_PY_STACK, TPA_CAP_PYSTACK)
+#define TPA_LEDGER_SLOTS(X)                     \
+    X(TPA_LEDGER_S_DEVICE, TPA_CAP_SHORT)       \
+    X(TPA_LEDGER_S_OWNER_KIND, TPA_CAP_SHORT)   \
+    X(TPA_LEDGER_S_OWNER, TPA_CAP_NAME)         \
+    X(TPA_LEDGER_S_HOLDER_CLASS, TPA_CAP_SHORT) \
+    X(TPA_LEDGER_S_PATH, TPA_CAP_NAME)          \
+    X(TPA_LEDGER_S_SHAPES, TPA_CAP_SHORT)       \
+    X(TPA_LEDGER_S_DTYPE, TPA_CAP_SHORT)        \
+    X(TPA_LEDGER_S_CREATED_AT, TPA_CAP_PYSTACK)
 #define TPA_SLOT_ENUM(slot, cap) slot,
 #define TPA_SLOT_CAP(slot, cap)  [slot] = cap,
 enum { TPA_TENSOR_SLOTS(TPA_SLOT_ENUM) TPA_TENSOR_NSTR };
 enum { TPA_REF_SLOTS(TPA_SLOT_ENUM) TPA_REF_NSTR };
 enum { TPA_EVENT_SLOTS(TPA_SLOT_ENUM) TPA_EVENT_NSTR };
+enum { TPA_LEDGER_SLOTS(TPA_SLOT_ENUM) TPA_LEDGER_NSTR };
 
-#define TPA_REC_MAX_STR 6
+#define TPA_REC_MAX_STR 8
 struct tpa_rec_view {
     int type;
     const void *fixed;

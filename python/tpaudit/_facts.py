@@ -256,9 +256,10 @@ class _Audit:
                          N.ROLE_MAP_ENTRY, id(working), id(master))
 
 
-def collect(rec, label, step, models=None, optimizers=None):
+def collect(rec, label, step, models=None, optimizers=None, ledger=None):
     """One audit: begin, every model, every optimizer chain, the wrappers'
-    master/working pairs, end.  Returns the audit id."""
+    master/working pairs, ledger(rec, models, torch optimizers) when given
+    (the memory ledger, _ledger.py), end.  Returns the audit id."""
     if optimizers is None:
         optimizers = [o for o, _ in _track.optimizers.live()]
     explicit_models = models is not None
@@ -296,6 +297,9 @@ def collect(rec, label, step, models=None, optimizers=None):
                 done.add(id(opt))
                 work.optimizer(opt)
         work.map_entries(found)
+        if ledger is not None:
+            work.seen.clear()
+            ledger(rec, models, torch_opts)
     finally:
         work.seen.clear()
         rec.end(audit_id)

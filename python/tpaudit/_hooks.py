@@ -16,6 +16,7 @@ import sys
 from . import _config
 from . import _facts
 from . import _forward
+from . import _growth
 from . import _native as N
 from . import _track
 from .frameworks import fsdp2, holders
@@ -81,7 +82,7 @@ def run_audit(label, step, models=None, optimizers=None):
         return None
     try:
         _set_rank()
-        return _facts.collect(state.recorder, label, step, models, optimizers)
+        return _facts.collect(state.recorder, label, step, models, optimizers, ledger=_growth.leaks.ledger_for(label))
     except Exception as exc:  # never break the user's program
         fail(exc)
         return None
@@ -194,8 +195,9 @@ def _discover_holders(opt, frame):
 def exit_audit():
     """The exit audit, taken only when ownership changed after the last step
     audit (or none was taken): an unchanged run keeps its step verdicts."""
+    grown = _growth.leaks.exit_audit(run_audit)
     if _track.changes.at_last_step_audit == _track.changes.count:
-        return None
+        return grown
     audit_id = run_audit("exit", -1)
     judge(audit_id, may_stop=False)  # its line, if it is the first with an error, before the shim ends
     return audit_id
@@ -274,6 +276,11 @@ def _patch(torch):
             entry = counts[id(opt)] = [0, plan.first]  # [steps taken, next step due]
         entry[0] += 1
         n = entry[0]
+        growth = _growth.leaks.on_step(n)
+        if n != entry[1] and growth:
+            grown = run_audit(growth, n)
+            if grown is not None and state.fail_fast:
+                judge(grown)
         if n != entry[1]:
             return
         try:
@@ -305,6 +312,7 @@ def install(recorder):
     try:
         state.plan = _config.audit_plan()
         state.fail_fast = os.environ.get("TPAUDIT_FAIL_FAST", "0") not in ("", "0")
+        _growth.leaks.install(recorder)
         import torch
         _patch(torch)
         recorder.set_run_info("python", "on")

@@ -9,7 +9,7 @@ methods (begin, end, tensor, ref, event, set_rank, set_run_info) instead.
 import ctypes
 import os
 
-from ._structs import EventStruct, RefStruct, TensorStruct, VerdictStruct
+from ._structs import EventStruct, LedgerStruct, RefStruct, SampleStruct, TensorStruct, VerdictStruct
 
 HOLDER_MODULE, HOLDER_OPTIMIZER, HOLDER_WRAPPER = 1, 2, 3
 ROLE_PARAM, ROLE_GROUP_PARAM, ROLE_STATE, ROLE_MAP_ENTRY = 1, 2, 3, 4
@@ -78,6 +78,9 @@ class NativeRecorder:
         lib.tpaudit_v1_set_run_info.argtypes = [_str, _str]
         self._record_tensor = lib.tpaudit_v1_record_tensor
         self._record_ref = lib.tpaudit_v1_record_ref
+        self._record_sample = getattr(lib, "tpaudit_v1_record_sample", None)  # None: an older shim
+        if self._record_sample is not None:
+            self._record_sample.argtypes = [ctypes.POINTER(SampleStruct)]
         self._tensor = TensorStruct()
         self._tensor.struct_size = ctypes.sizeof(TensorStruct)
         self._tensor_ref = ctypes.byref(self._tensor)
@@ -139,6 +142,28 @@ class NativeRecorder:
         s = EventStruct(ctypes.sizeof(EventStruct), kind, _b(name), _b(holder_class),
                         holder_id, old_key, new_key, _b(detail), _b(py_stack), 0)
         return self.lib.tpaudit_v1_record_event(ctypes.byref(s))
+
+    def ledger(self, row):
+        """Records one ledger row of the open audit: row maps the fields of
+        tpaudit_ledger_t to values (one left out is 0 or NULL)."""
+        s = LedgerStruct()
+        s.struct_size = ctypes.sizeof(LedgerStruct)
+        for field, kind in LedgerStruct._fields_[1:]:
+            value = row.get(field)
+            setattr(s, field, _b(value) if kind is _str else int(value or 0))
+        fn = getattr(self.lib, "tpaudit_v1_record_ledger", None)
+        if fn is None:
+            return -1
+        fn.argtypes = [ctypes.POINTER(LedgerStruct)]
+        return fn(ctypes.byref(s))
+
+    def sample(self, step, device, live_bytes, reserved_bytes=-1, py_blocks=-1):
+        """Records the live memory before optimizer step `step`."""
+        if self._record_sample is None:
+            return -1
+        s = SampleStruct(ctypes.sizeof(SampleStruct), int(step), self._words(device), int(live_bytes),
+                         int(reserved_bytes), int(py_blocks))
+        return self._record_sample(ctypes.byref(s))
 
     def verdict(self, audit_id, timeout_ms=0):
         """The analyzer's verdict on ended audit audit_id, judged in the shim

@@ -179,7 +179,7 @@ def test_bad_inputs(tmp_path, seed_runs):
     newer = tmp_path / "newer.db"
     shutil.copy(db, newer)
     with sqlite3.connect(newer) as c:
-        c.execute("PRAGMA user_version=2")
+        c.execute("PRAGMA user_version=99")
     cases["newer than this tpaudit reads"] = newer
     foreign = tmp_path / "foreign.db"
     with sqlite3.connect(foreign) as c:

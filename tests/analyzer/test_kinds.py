@@ -22,11 +22,19 @@ def table_kinds():
     return kinds
 
 
+def growing_kinds():
+    """Kinds judged across audits (`.grows = 1`): each has its rule in rules/KIND.c."""
+    text = (ROOT / "rules" / "finding_kinds.c").read_text()
+    return re.findall(r'^\s*\{NAMED\("(\w+)"\)[^{}]*\.grows = 1', text, re.M)
+
+
 def queried_kinds():
+    """Kinds with a query in rules/findings.c, and kinds with a rule in rules/."""
     text = (ROOT / "rules" / "findings.c").read_text()
     block = text[text.index("FINDING_SQL[] = {"):]
     block = block[: block.index("\n};")]
-    return re.findall(r'^\s*\{"(\w+)",', block, re.M)
+    ruled = [k for k in growing_kinds() if (ROOT / "rules" / f"{k}.c").is_file()]
+    return re.findall(r'^\s*\{"(\w+)",', block, re.M) + ruled
 
 
 def listed_kinds():

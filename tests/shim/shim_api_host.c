@@ -59,6 +59,22 @@ int main(int argc, char **argv) {
         r.tensor_key = 100 + (uint64_t)i % 3;
         EXPECT(tpaudit_record_ref(&r) == want);
     }
+    /* the audit's memory ledger: the measured total and two owners adding up to it */
+    static const char *const kinds[3] = {"measured", "parameter", "held"};
+    for (int i = 0; i < 3; i++) {
+        tpaudit_ledger_t l = TPAUDIT_INIT_LEDGER;
+        l.device = "cpu";
+        l.owner_kind = kinds[i];
+        l.owner = i == 2 ? "__main__.kept" : NULL;
+        l.path = i == 2 ? "__main__.kept[2]" : NULL;
+        l.bytes = i == 0 ? 3 * 4096 : i == 1 ? 4096 : 2 * 4096;
+        l.tensors = i == 0 ? 3 : i;
+        l.shapes = "[[32,32]]";
+        l.dtype = "float32";
+        EXPECT(tpaudit_record_ledger(&l) == want);
+    }
+    tpaudit_ledger_t no_device = TPAUDIT_INIT_LEDGER;
+    EXPECT(tpaudit_record_ledger(&no_device) == (loaded ? TPAUDIT_EINVAL : TPAUDIT_ENOTLOADED));
     /* bad arguments are refused when loaded */
     tpaudit_ref_t bad = TPAUDIT_INIT_REF;
     bad.holder_kind = 99;
@@ -76,6 +92,12 @@ int main(int argc, char **argv) {
     e.holder_class = "AdamW";
     e.capture_native = 1;
     EXPECT(tpaudit_record_event(&e) == want);
+
+    tpaudit_sample_t sample = TPAUDIT_INIT_SAMPLE;
+    sample.step = 3;
+    sample.device = "cpu";
+    sample.live_bytes = 1 << 20;
+    EXPECT(tpaudit_record_sample(&sample) == want);
 
     tpaudit_region_t reg = TPAUDIT_INIT_REGION;
     reg.op = TPAUDIT_REGION_ALLOC;

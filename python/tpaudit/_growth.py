@@ -1,0 +1,353 @@
+"""Growth watch: a cheap sample of live memory at every optimizer step, and
+the extra audits (label 'growth') taken once the samples suggest growth.
+
+The sample (table sample) is torch.cuda.memory_allocated() on a GPU, on
+the CPU the bytes malloc has in use (glibc's mallinfo2, 0.3 us; the
+process's RSS where there is none), with sys.getallocatedblocks() beside it
+every BLOCKS_EVERY steps.  Steps
+1..WARMUP are warm-up (optimizer state, allocator fill, workspaces, compile
+pools) and are not judged.  After them the samples are cut into windows of
+WINDOW steps; growth is suspected when two successive windows' minima each
+rise over the one before by more than MIN_RISE bytes: minima make a sawtooth (a cleared cache, gradient accumulation, a
+periodic eval) flat.  Then the probe takes 'growth' audits at the step of
+the suspicion and GAPS steps after it (at most TPAUDIT_GROWTH_AUDITS), and
+one at exit, each with the full ledger and holder walk, and records the
+creation stack of every storage made in the step before each later growth
+audit (CreationRecorder), so the ledger can say which line made what a
+holder keeps.  docs/PROBE.md describes it; the analyzer judges the audits.
+"""
+import ctypes
+import os
+import sys
+
+WARMUP = 3
+WINDOW = 3
+MIN_RISE = 64 << 10
+BLOCKS_EVERY = 32
+GAPS = (4, 8, 16)
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+_LIBRARY_PARTS = (os.sep + "torch" + os.sep, _OWN_DIR)
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def enabled():
+    """False when TPAUDIT_LEAKS=off."""
+    return os.environ.get("TPAUDIT_LEAKS", "on").strip().lower() not in ("off", "0", "no")
+
+
+def max_audits():
+    try:
+        return max(0, int(os.environ.get("TPAUDIT_GROWTH_AUDITS", "4")))
+    except ValueError:
+        return 4
+
+
+def _rss():
+    with open("/proc/self/statm", "rb") as f:
+        return int(f.read().split()[1]) * _PAGE
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def _malloc_reader():
+    """glibc's mallinfo2 (2.33+) as a function giving the bytes malloc has in
+    use (its arenas' used chunks and its mmapped ones; CPU tensors' storages
+    are among them), or None when there is none or it reads 0 (another malloc)."""
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype, fn.argtypes = _MallInfo2, []
+
+    def in_use():
+        m = fn()
+        return m.uordblks + m.hblkhd
+    return in_use if in_use() > 0 else None
+
+
+_malloc_in_use = _malloc_reader()
+
+
+def _stack_text(frames, limit=24):
+    """(file, line, function) frames, innermost first, as "file:line:function"
+    lines: the user's frames before those of installed packages, torch's and
+    the probe's left out."""
+    user, lib = [], []
+    for name, line, function in frames:
+        if len(user) + len(lib) >= limit:
+            break
+        if name.endswith(".py") and not any(part in name for part in _LIBRARY_PARTS):
+            (lib if "-packages" + os.sep in name else user).append("%s:%d:%s" % (name, line, function))
+    return "\n".join(user + lib)
+
+
+def user_stack(frame, limit=24):
+    """The Python stack from frame outwards (_stack_text)."""
+    frames = []
+    while frame is not None and len(frames) < 4 * limit:
+        code = frame.f_code
+        frames.append((code.co_filename, frame.f_lineno, code.co_name))
+        frame = frame.f_back
+    return _stack_text(frames, limit)
+
+
+class Watch:
+    """Per-process state of the growth watch (one per probe)."""
+
+    def __init__(self, recorder, limit=None):
+        self.rec = recorder
+        self.limit = max_audits() if limit is None else limit
+        self.last_step = 0
+        self.window = []          # live bytes of the current window's steps
+        self.minima = []          # least live bytes of each full window after warm-up
+        self.due = []             # steps at which a growth audit is due
+        self.taken = 0
+        self.suspected = None
+        self.recorder = None      # CreationRecorder running for the coming audit
+        self.created = {}         # data_ptr -> (sequence, stack) of the last recording
+
+    def sample(self, step):
+        """Records the sample of `step` (once per step number); returns
+        'growth' when a growth audit is due now, else None."""
+        if step <= self.last_step:
+            return None
+        self.last_step = step
+        live, reserved, device = _live_bytes()
+        # sys.getallocatedblocks() walks the allocator's arenas (0.1-0.4 ms on
+        # a big heap): read once every BLOCKS_EVERY steps, for the reports only.
+        blocks = sys.getallocatedblocks() if step % BLOCKS_EVERY == 0 else -1
+        self.rec.sample(step, device, live, reserved, blocks)
+        if self.recorder is not None and step in self.due:
+            self.created = self.recorder.stop()
+            self.recorder = None
+        if step > WARMUP and self.suspected is None:
+            self.window.append(live)
+            if len(self.window) == WINDOW:
+                self.minima.append(min(self.window))
+                self.window = []
+                if _rising(self.minima[-3:]):
+                    self.suspected = step
+                    self.due = [step] + [step + g for g in GAPS]
+                    self.due = self.due[:self.limit]
+        # Record over the two steps before a later growth audit: a tensor a
+        # holder keeps is made in one step and kept after that step's update.
+        if self.due and step + 2 in self.due and step + 2 != self.due[0] and self.recorder is None:
+            self.recorder = CreationRecorder.start()
+        if step in self.due:
+            self.taken += 1
+            return "growth"
+        return None
+
+    def wants_exit_audit(self):
+        return self.taken > 0
+
+    def take_created(self):
+        """The creation stacks recorded for the audit now being taken."""
+        made, self.created = self.created, {}
+        return made
+
+    def close(self):
+        if self.recorder is not None:
+            self.recorder.stop()
+            self.recorder = None
+
+
+def _rising(minima):
+    return len(minima) == 3 and minima[1] - minima[0] > MIN_RISE and minima[2] - minima[1] > MIN_RISE
+
+
+def _live_bytes():
+    """(live bytes, reserved bytes or -1, device text) of this moment."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None) if torch is not None else None
+    if cuda is not None and cuda.is_initialized():
+        index = cuda.current_device()
+        try:
+            # one nested dict from C++; memory_allocated() and memory_reserved()
+            # each build and flatten the whole statistics dict in Python
+            stats = torch._C._cuda_memoryStats(index)
+            return (stats["allocated_bytes"]["all"]["current"], stats["reserved_bytes"]["all"]["current"],
+                    "cuda:%d" % index)
+        except (AttributeError, KeyError, TypeError):
+            return cuda.memory_allocated(index), cuda.memory_reserved(index), "cuda:%d" % index
+    return (_malloc_in_use() if _malloc_in_use is not None else _rss()), -1, "cpu"
+
+
+class CreationRecorder:
+    """Records, for one step, the Python stack that made each new storage:
+    on a GPU through torch.cuda.memory._record_memory_history (the caching
+    allocator's own record), on the CPU through a TorchDispatchMode."""
+
+    @staticmethod
+    def start():
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        if torch.cuda.is_initialized():
+            return _CudaHistory(torch)
+        if _compiled():
+            return None  # a dispatch mode would change what torch.compile traces
+        return _DispatchRecorder(torch)
+
+
+def _compiled():
+    """True once torch.compile has traced a frame in this process."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    try:
+        return bool(utils is not None and utils.counters["frames"].get("total"))
+    except Exception:
+        return True
+
+
+class _DispatchRecorder:
+    def __init__(self, torch):
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_leaves
+        made = self.made = {}
+        counter = [0]
+        base = torch.Tensor
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                try:
+                    note(args, kwargs, out)
+                except Exception:  # the op's result goes back whatever happens here
+                    pass
+                return out
+
+        def note(args, kwargs, out):
+            inputs = set()
+            for t in tree_leaves((args, kwargs)):
+                if issubclass(type(t), base):
+                    try:
+                        inputs.add(t.untyped_storage().data_ptr())
+                    except Exception:
+                        pass
+            for t in tree_leaves(out):
+                if issubclass(type(t), base):
+                    try:
+                        ptr = t.untyped_storage().data_ptr()
+                    except Exception:
+                        continue
+                    if ptr and ptr not in inputs:  # a new storage, not an update in place
+                        counter[0] += 1
+                        made[ptr] = (counter[0], user_stack(sys._getframe(2)))
+
+        self.mode = Mode()
+        self.mode.__enter__()
+
+    def stop(self):
+        try:
+            self.mode.__exit__(None, None, None)
+        except Exception:
+            pass
+        made, self.made = self.made, {}
+        return made
+
+
+class _CudaHistory:
+    def __init__(self, torch):
+        self.torch = torch
+        enabled = getattr(torch._C, "_cuda_isHistoryEnabled", None)
+        self.users = bool(enabled is None or enabled())  # the program records its own: leave it as it is
+        if not self.users:
+            torch.cuda.memory._record_memory_history(max_entries=100000)
+
+    def stop(self):
+        mem = self.torch.cuda.memory
+        made = {}
+        try:
+            snap = mem._snapshot()
+            seq = 0
+            for seg in snap.get("segments", ()):
+                for block in seg.get("blocks", ()):
+                    frames = block.get("frames") or ()
+                    if block.get("state") != "active_allocated" or not frames:
+                        continue
+                    seq += 1
+                    made[block["address"]] = (seq, _stack_text(
+                        (str(f.get("filename", "")), int(f.get("line", 0)), str(f.get("name", "?"))) for f in frames))
+        finally:
+            if not self.users:
+                mem._record_memory_history(enabled=None)
+        return made
+
+
+class Leaks:
+    """The probe's leak side, as _hooks.py calls it: the step sample, the
+    ledger of every audit, the growth audit at exit.  Any failure turns it
+    off after one "tpaudit:" line; the audit it happened in goes on."""
+
+    def __init__(self):
+        self.on = False
+        self.watch = None
+        self.walk = True
+
+    def install(self, recorder):
+        self.on = enabled()
+        self.watch = Watch(recorder) if self.on and hasattr(recorder, "sample") else None
+        self.walk = self.on
+
+    def off(self, exc):
+        if self.on or self.walk:
+            try:  # a program may have set sys.stderr to None or closed it
+                if sys.stderr is not None:
+                    sys.stderr.write("tpaudit: leak detection off after an internal error: %r\n" % (exc,))
+            except Exception:
+                pass
+        self.on = self.walk = False
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            try:
+                watch.close()
+            except Exception:
+                pass
+
+    def on_step(self, step):
+        """'growth' when a growth audit is due before this step, else None."""
+        if self.watch is None:
+            return None
+        try:
+            return self.watch.sample(step)
+        except Exception as exc:
+            self.off(exc)
+            return None
+
+    def ledger_for(self, label):
+        """The ledger step of an audit labelled `label` (_facts.collect's
+        `ledger`): holders are walked for at growth audits and at every
+        audit after growth was suspected (TPAUDIT_AUDIT=all takes a step
+        audit where a growth audit is due), so a run without growth never
+        pays for the walk."""
+        watch = self.watch
+        walk = label == "growth" or (watch is not None and watch.suspected is not None)
+        return lambda rec, models, optimizers: self.ledger(rec, models, optimizers, walk)
+
+    def ledger(self, rec, models, optimizers, walk=True):
+        """Writes the open audit's ledger (with the holder walk when asked and not off)."""
+        from . import _ledger
+        created = self.watch.take_created() if self.watch is not None and walk else None
+        try:
+            _ledger.record(rec, models, optimizers, walk=walk and self.walk, created=created)
+        except Exception as exc:
+            self.off(exc)
+            try:
+                _ledger.record(rec, models, optimizers, walk=False)
+            except Exception:
+                pass
+
+    def exit_audit(self, run_audit):
+        """The last growth audit, at exit, when growth audits were taken."""
+        watch = self.watch
+        if watch is None or not watch.wants_exit_audit():
+            return None
+        watch.close()
+        return run_audit("growth", watch.last_step)
+
+
+leaks = Leaks()

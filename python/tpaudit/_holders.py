@@ -1,0 +1,390 @@
+"""Holder paths: who keeps a tensor alive, written as the user would write it.
+
+find(targets) returns, for each target tensor that some root reaches, the
+shortest reference chain from a root as text ("__main__.kept[59]",
+"self.history of a Trainer", "trainer.callbacks[2]['outputs']['logits']").
+
+How: a backward breadth-first walk from the targets, one level of
+referrers at a time, stopping at the roots: module globals, the locals of
+every live frame of every thread (sys._current_frames) and classes.  A small
+level (up to FEW objects) takes one gc.get_referrers call, a scan of the
+heap in C; a larger one takes one pass over gc.get_objects() in chunks
+whose referents are tested against the level's ids in C, so a level costs
+about one heap scan however many tensors are in it.  The part of the heap
+found is then walked forward from the roots it reached to name each
+target's shortest chain, step by step from the parent's type; its
+container is the chain without its last index (and without the index of
+a tuple holding it, so a cached (logits, loss) pair groups by the cache).  Closure
+cells, generator frames, functools caches and instance attributes are named
+on the way.
+
+It never runs user code: references come from gc (the types' C traversal),
+steps are named by reading builtin containers (dict, list, tuple, deque,
+cells) and an instance's __dict__ or slots only through the descriptors
+CPython itself made (never a property, __getattr__ or __repr__ of the
+user's), and types are tested with issubclass(type(obj), ...), never
+isinstance (which may ask the object for __class__).  Everything it holds
+is dropped before it returns.
+"""
+import collections
+import gc
+import sys
+import types
+
+MAX_DEPTH = 12      # references from a root to a target, at most
+FEW = 96            # a level this small asks gc.get_referrers; a larger one scans the heap
+CHUNK = 256         # objects per gc.get_referents call of a heap scan
+MAX_LEVEL = 20000   # objects a level keeps, at most (past it the walk gives up on the rest)
+
+_PLAIN_KEYS = (str, int, float, bool, type(None))
+_GETSET = type(types.FunctionType.__dict__["__code__"])
+_MEMBER = type(type("_Slots", (), {"__slots__": ("a",)}).__dict__["a"])
+_MODULE_DICT = types.ModuleType.__dict__["__dict__"]
+_TYPE_QUALNAME = type.__dict__["__qualname__"]
+_TYPE_NAME = type.__dict__["__name__"]
+_TYPE_MRO = type.__dict__["__mro__"]
+_TYPE_DICT = type.__dict__["__dict__"]
+
+
+def _name(kind):
+    """A class's __name__ through type's own descriptor (a metaclass's
+    __getattribute__ is user code)."""
+    return _TYPE_NAME.__get__(kind, type(kind))
+
+
+def _class_dicts(kind):
+    """The dicts (mapping proxies) of kind's classes, in method resolution order."""
+    return [_TYPE_DICT.__get__(k, type(k)) for k in _TYPE_MRO.__get__(kind, type(kind))]
+_ATTRS, _CLOSURE = "attrs", "closure"
+
+
+def _key_text(key):
+    kind = type(key)
+    if any(kind is k for k in _PLAIN_KEYS):  # `in` would compare classes with ==
+        text = repr(key)
+        return text if len(text) <= 40 else text[:37] + "..."
+    return "<%s>" % _name(kind)
+
+
+def _safe_slot(obj, name):
+    """The instance dict or a slot of obj through CPython's own descriptor
+    for `name` found in the classes' dicts (never a user's property)."""
+    for attrs in _class_dicts(type(obj)):
+        desc = attrs.get(name)
+        if desc is not None:
+            if type(desc) is _GETSET or type(desc) is _MEMBER:
+                try:
+                    return desc.__get__(obj, type(obj))
+                except (AttributeError, TypeError):
+                    return None
+            return None
+    return None
+
+
+def _attr_of(obj, child):
+    """The attribute of obj (its __dict__ or a slot) that is child, or None."""
+    d = _safe_slot(obj, "__dict__")
+    if type(d) is dict:
+        for k, v in d.items():
+            if v is child:
+                return k
+    for attrs in _class_dicts(type(obj)):
+        slots = attrs.get("__slots__")
+        if type(slots) is str:
+            slots = (slots,)
+        if type(slots) is tuple or type(slots) is list:
+            for name in slots:
+                if type(name) is str and _safe_slot(obj, name) is child:
+                    return name
+    return None
+
+
+def _is(obj, klass):
+    """isinstance without asking obj for its __class__ (which may be user code)."""
+    return issubclass(type(obj), klass)
+
+
+class _Roots:
+    """The roots of this moment: module globals' dicts and the values of the
+    locals of every live frame of every thread (frames of files under
+    skip_file, the walker's own, left out).  Only ids and names are kept."""
+
+    def __init__(self, skip_file):
+        self.modules = {}  # id(module dict) -> module name
+        self.locals = {}   # id(value) -> (variable name, class name of the value)
+        for name, mod in list(sys.modules.items()):
+            if _is(mod, types.ModuleType):
+                try:
+                    d = _MODULE_DICT.__get__(mod, type(mod))
+                except Exception:
+                    continue
+                if type(d) is dict and (id(d) not in self.modules or name == "__main__"):
+                    self.modules[id(d)] = name
+        for frame in list(sys._current_frames().values()):
+            while frame is not None:
+                code = frame.f_code
+                if not code.co_filename.startswith(skip_file):
+                    try:
+                        names = frame.f_locals
+                    except Exception:
+                        names = None
+                    if type(names) is dict and names is not frame.f_globals:
+                        for var, value in names.items():
+                            self.locals.setdefault(id(value), (var, _name(type(value))))
+                frame = frame.f_back
+
+    def root(self, obj):
+        """(text, mode of the next step, suffix of its paths) when obj is a
+        root, else None; a method's `self` gets the suffix " of a <class>"."""
+        oid = id(obj)
+        name = self.modules.get(oid)
+        if name is not None:
+            return name, _ATTRS, ""
+        local = self.locals.get(oid)
+        if local is not None:
+            return local[0], None, (" of a " + local[1] if local[0] == "self" else "")
+        if _is(obj, type):
+            return _TYPE_QUALNAME.__get__(obj, type(obj)), None, ""
+        return None
+
+
+def _edge(parent, child, mode):
+    """(text of the step parent -> child, the mode of the next step)."""
+    kind = type(parent)
+    if _is(parent, dict):
+        for k, v in dict.items(parent):
+            if v is child:
+                return ("." + k if mode == _ATTRS and type(k) is str else "[%s]" % _key_text(k)), None
+        return "[?]", None
+    if _is(parent, (list, tuple, collections.deque)):
+        if mode == _CLOSURE and kind is tuple:
+            return "", None
+        for i, v in enumerate(list.__iter__(parent) if _is(parent, list) else
+                              tuple.__iter__(parent) if _is(parent, tuple) else
+                              collections.deque.__iter__(parent)):
+            if v is child:
+                return "[%d]" % i, None
+        return "[?]", None
+    if kind is types.CellType:
+        return "", None
+    if kind is types.FunctionType:
+        closure = parent.__closure__
+        if closure is child:
+            return "", _CLOSURE
+        if parent.__defaults__ is child:
+            return "<defaults of %s>" % parent.__qualname__, None
+        if type(child) is dict:
+            return "<%s>" % parent.__qualname__, None
+        return "<%s>" % parent.__qualname__, None
+    if kind is types.GeneratorType or kind is types.CoroutineType:
+        frame = parent.gi_frame if kind is types.GeneratorType else parent.cr_frame
+        name = parent.__qualname__
+        if frame is not None:
+            try:
+                for var, value in frame.f_locals.items():
+                    if value is child:
+                        return "<generator %s>.%s" % (name, var), None
+            except Exception:
+                pass
+        return "<generator %s>" % name, None
+    if kind is types.ModuleType:
+        return "", _ATTRS
+    if _is(parent, type):
+        if type(child) is types.MappingProxyType or type(child) is dict:
+            return "", _ATTRS
+        return "", None
+    if _name(kind) == "_lru_cache_wrapper":
+        return "<lru_cache>", None
+    if kind is types.MethodType:
+        return ".__self__" if parent.__self__ is child else "<method>", None
+    if kind is types.FrameType:
+        return "", None
+    # an instance of some class: its __dict__ (then attributes), or an attribute directly
+    if type(child) is dict and _safe_slot(parent, "__dict__") is child:
+        return "", _ATTRS
+    name = _attr_of(parent, child)
+    if name is not None:
+        return "." + name, None
+    return "<%s>" % _name(kind), None
+
+
+def find(targets, skip_file, ignore=()):
+    """{id(target): (path, container path, holder class name)} for the
+    targets a root reaches within MAX_DEPTH references.  skip_file: frames of
+    files under it are the walker's own, never roots; ignore: ids of the
+    caller's own containers, never followed."""
+    was_enabled = gc.isenabled()
+    gc.disable()  # the walk makes containers; no collection in between
+    walk = _Walk(targets, skip_file, ignore)
+    try:
+        walk.run()
+        return walk.paths()
+    finally:
+        walk.drop()
+        if was_enabled:
+            gc.enable()
+
+
+class _Walk:
+    def __init__(self, targets, skip_file, ignore):
+        self.roots = _Roots(skip_file)
+        self.targets = targets
+        self.objs = {}       # id -> object found (targets and their holders)
+        self.parents = {}    # id(child) -> [parents]
+        self.hits = {}       # id(root object) -> (text, mode)
+        self.children = {}   # id(parent) -> [ids of its children found]
+        self.blocked = set(ignore)
+        self._own(self.objs, self.parents, self.hits, self.children, self.blocked, targets)
+
+    def _own(self, *containers):
+        for c in containers:
+            self.blocked.add(id(c))
+
+    def _left(self):
+        """Whether a target is not yet below a root reached (a forward pass
+        from the roots reached over the references found so far)."""
+        reached = set(self.hits)
+        todo = list(self.hits)
+        children = self.children
+        while todo:
+            for c in children.get(todo.pop(), ()):
+                if c not in reached:
+                    reached.add(c)
+                    todo.append(c)
+        return any(id(t) not in reached for t in self.targets)
+
+    def run(self):
+        level = []
+        for t in self.targets:
+            tid = id(t)
+            if tid in self.objs:
+                continue
+            self.objs[tid] = t
+            hit = self.roots.root(t)
+            if hit is not None:
+                self.hits[tid] = hit
+            else:
+                level.append(t)
+        depth = 0
+        while level and depth < MAX_DEPTH and self._left():
+            depth += 1
+            nxt = []
+            self._own(level, nxt)
+            for p, kid_ids in self._referrers(level):
+                pid = id(p)
+                for k in kid_ids:
+                    lst = self.parents.get(k)
+                    if lst is None:
+                        lst = self.parents[k] = []
+                        self._own(lst)
+                    lst.append(p)
+                    kids = self.children.get(pid)
+                    if kids is None:
+                        kids = self.children[pid] = []
+                        self._own(kids)
+                    kids.append(k)
+                if pid in self.objs:
+                    continue
+                self.objs[pid] = p
+                hit = self.roots.root(p)
+                if hit is not None:
+                    self.hits[pid] = hit
+                elif len(nxt) < MAX_LEVEL and not _is(p, types.ModuleType):
+                    nxt.append(p)
+            level = nxt
+
+    def _referrers(self, level):
+        """[(parent, [ids of its children in level])] for every gc object
+        that refers to an object of level (the walk's own containers and
+        frames left out)."""
+        ids = set(map(id, level))
+        out = []
+        self._own(ids, out)
+        blocked = self.blocked
+        if len(level) <= FEW:
+            args = tuple(level)  # passed on as the call's own argument tuple, which refers to them all
+            self._own(args)
+            found = gc.get_referrers(*args)
+            self._own(found)
+            for p in found:
+                if id(p) in blocked or type(p) is types.FrameType:
+                    continue
+                kids = [id(c) for c in gc.get_referents(p) if id(c) in ids]
+                if kids:
+                    out.append((p, kids))
+            found.clear()
+            return out
+        heap = gc.get_objects()
+        self._own(heap)
+        isdisjoint = ids.isdisjoint
+        for start in range(0, len(heap), CHUNK):
+            chunk = heap[start:start + CHUNK]
+            if isdisjoint(map(id, gc.get_referents(*chunk))):
+                continue
+            for p in chunk:
+                if id(p) in blocked or type(p) is types.FrameType:
+                    continue
+                kids = [id(c) for c in gc.get_referents(p) if id(c) in ids]
+                if kids:
+                    out.append((p, kids))
+        heap.clear()
+        return out
+
+    def paths(self):
+        """Breadth-first from the roots reached, over the found references:
+        each target's shortest chain, named step by step."""
+        children = self.children
+        best = {}  # id(obj) -> (path, mode of its next step, parent id, last step, suffix)
+        queue = collections.deque()
+        for pid, (text, mode, suffix) in self.hits.items():
+            best[pid] = (text, mode, None, "", suffix)
+            queue.append(pid)
+        objs = self.objs
+        while queue:
+            oid = queue.popleft()
+            path, mode, _pid, _step, suffix = best[oid]
+            obj = objs[oid]
+            for cid in children.get(oid, ()):
+                if cid in best:
+                    continue
+                child = objs.get(cid)
+                if child is None:
+                    continue
+                try:
+                    step, next_mode = _edge(obj, child, mode)
+                except Exception:
+                    step, next_mode = "<%s>" % _name(type(obj)), None
+                if type(obj) is tuple and mode == _CLOSURE and type(child) is types.CellType:
+                    step = "<closure %s>" % _closure_var(objs.get(best[oid][2]), obj, child)
+                best[cid] = (path + step, next_mode, oid, step, suffix)
+                queue.append(cid)
+        out = {}
+        for t in self.targets:
+            entry = best.get(id(t))
+            if entry is None:
+                continue
+            path, _mode, pid, step, suffix = entry
+            cid = id(t)
+            # a tuple reached by index is one element kept whole ((logits, loss)): climb over it
+            while (pid is not None and type(objs.get(pid)) is tuple and step.startswith("[")
+                   and best[pid][2] is not None):
+                cid, step, pid = pid, best[pid][3], best[pid][2]
+            holder = objs.get(pid) if pid is not None else None
+            container = best[pid][0] if pid is not None and step.startswith("[") else best[cid][0]
+            out[id(t)] = (path + suffix, container + suffix, _name(type(holder)) if holder is not None else None)
+        best.clear()
+        return out
+
+    def drop(self):
+        for c in (self.objs, self.parents, self.hits, self.children, self.blocked):
+            c.clear()
+        self.targets = None
+
+
+def _closure_var(fn, closure, cell):
+    """The free variable a closure's cell stands for ('acts of hook')."""
+    if type(fn) is types.FunctionType and fn.__closure__ is closure:
+        for i, c in enumerate(closure):
+            if c is cell:
+                return "%s of %s" % (fn.__code__.co_freevars[i], fn.__qualname__)
+    return "?"

@@ -1,0 +1,352 @@
+"""The memory ledger of an audit: every live tensor storage gets one owner.
+
+record(rec, models, optimizers) writes, inside the open audit, one row per
+owner group and device (docs/schema.md, table ledger): parameters by module,
+gradients by module, optimizer state by optimizer, stale tensors (held by an
+optimizer for a parameter no live model has), tensors held by other Python
+objects by holder (_holders.py), tensors saved in live autograd graphs by
+the tensor whose graph it is, on a GPU the caching allocator's free cache,
+and what is left as unattributed; plus the measured total the owners add up
+to.  Each storage is counted once, under the first owner in that order.
+
+Torch functions run with torch-function overrides disabled, so a user's
+tensor subclass is never asked anything; tensors of other subclasses whose
+storage cannot be read are left out.
+"""
+import collections
+import gc
+import itertools
+import os
+import sys
+
+from . import _holders
+
+OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+MODULE_DEPTH = 3          # parameters are grouped by their module path cut to this many parts
+MAX_GRAPH_NODES = 200000  # autograd nodes one audit walks, at most
+MAX_SHAPES = 4
+_MADE_KINDS = ("held", "autograd")  # the groups whose creation line is told
+ORDER = ("parameter", "gradient", "optimizer_state", "stale", "held", "autograd", "unattributed")
+
+
+class _Group:
+    __slots__ = ("kind", "owner", "device", "holder_class", "bytes", "tensors", "shapes", "largest",
+                 "dtype", "with_graph", "path", "path_rank", "newest", "made_bytes", "created_at")
+
+    def __init__(self, kind, owner, device, holder_class=None):
+        self.kind, self.owner, self.device, self.holder_class = kind, owner, device, holder_class
+        self.bytes = self.tensors = self.with_graph = self.largest = 0
+        self.shapes = collections.Counter()
+        self.dtype = self.path = self.created_at = None
+        self.path_rank = self.newest = self.made_bytes = -1
+
+    def row(self):
+        shapes = [s for s, _ in self.shapes.most_common(MAX_SHAPES)]
+        return {"device": self.device, "owner_kind": self.kind, "owner": self.owner,
+                "holder_class": self.holder_class, "path": self.path, "bytes": self.bytes,
+                "tensors": self.tensors, "shapes": "[%s]" % ",".join(shapes) if shapes else None,
+                "dtype": self.dtype, "with_graph": self.with_graph, "created_at": self.created_at}
+
+
+class Ledger:
+    """One audit's ledger: add() tensors owner by owner, then rows()."""
+
+    def __init__(self, torch, created=None):
+        self.torch = torch
+        self.claimed = {}   # (device, data_ptr) -> storage bytes, first owner wins
+        self.groups = {}    # (kind, owner, device) -> _Group
+        self.dtypes = {}
+        self.created = created or {}  # data_ptr -> (sequence, stack text): _growth.py's recording
+
+    def storage_of(self, t):
+        """(device text, data_ptr, storage bytes) or None."""
+        try:
+            if type(t).__name__ == "DTensor":
+                t = t._local_tensor  # this rank's shard holds the bytes
+            if t.is_meta or t.layout != self.torch.strided:
+                return None
+            s = t.untyped_storage()
+            ptr, nbytes = s.data_ptr(), s.nbytes()
+        except Exception:
+            return None
+        if not ptr or not nbytes:
+            return None
+        return str(t.device), ptr, nbytes
+
+    def add(self, kind, owner, t, holder_class=None, path=None, storage=None):
+        """Adds tensor t to the group (kind, owner) unless its storage has an
+        owner already; True when it counted."""
+        where = storage or self.storage_of(t)
+        if where is None:
+            return False
+        device, ptr, nbytes = where
+        key = (device, ptr)
+        if key in self.claimed:
+            return False
+        self.claimed[key] = nbytes
+        g = self.groups.get((kind, owner, device))
+        if g is None:
+            g = self.groups[(kind, owner, device)] = _Group(kind, owner, device, holder_class)
+        g.bytes += nbytes
+        g.tensors += 1
+        shape = "[%s]" % ",".join(map(str, t.shape))
+        g.shapes[shape] += nbytes
+        if nbytes > g.largest:
+            g.largest = nbytes
+            dtype = t.dtype
+            text = self.dtypes.get(dtype)
+            if text is None:
+                text = self.dtypes[dtype] = str(dtype).replace("torch.", "")
+            g.dtype = text
+        try:
+            if t.grad_fn is not None:
+                g.with_graph += 1
+        except Exception:
+            pass
+        if path is not None:
+            rank = _path_rank(path)
+            if rank >= g.path_rank:
+                g.path, g.path_rank = path, rank
+        # the creation line told is that of the largest tensor recorded, the newest of those
+        made = self.created.get(ptr) if kind in _MADE_KINDS else None
+        if made is not None and (nbytes, made[0]) > (g.made_bytes, g.newest):
+            g.made_bytes, (g.newest, g.created_at) = nbytes, made
+        return True
+
+    def rows(self, measured):
+        """The groups' rows, each device's 'measured' row first, then owners
+        in ORDER, allocator_cache and unattributed last.  measured: device ->
+        (how, bytes or None for the storages found, allocator cache bytes)."""
+        out = []
+        devices = sorted({g.device for g in self.groups.values()} | set(measured))
+        found = collections.Counter()
+        for (device, _ptr), nbytes in self.claimed.items():
+            found[device] += nbytes
+        for device in devices:
+            how, total, cache = measured.get(device, ("live tensor storages", None, 0))
+            if total is None:
+                total = found[device]
+            tensors = sum(g.tensors for g in self.groups.values() if g.device == device)
+            out.append({"device": device, "owner_kind": "measured", "owner": how, "bytes": total,
+                        "tensors": tensors, "with_graph": 0})
+            mine = [g for g in self.groups.values() if g.device == device]
+            mine.sort(key=lambda g: (ORDER.index(g.kind), -g.bytes))
+            attributed = 0
+            for g in mine:
+                if g.kind != "unattributed":
+                    out.append(g.row())
+                    attributed += g.bytes
+            if cache:
+                out.append({"device": device, "owner_kind": "allocator_cache", "bytes": cache,
+                            "tensors": 0, "with_graph": 0})
+            left = max(0, total - attributed - cache)
+            if left:
+                out.append({"device": device, "owner_kind": "unattributed", "bytes": left,
+                            "tensors": sum(g.tensors for g in mine if g.kind == "unattributed"),
+                            "with_graph": 0})
+        return out
+
+
+def _path_rank(path):
+    """The trailing index of a path ('kept[59]' -> 59), so a group shows its newest element."""
+    if path.endswith("]"):
+        head, _, tail = path[:-1].rpartition("[")
+        if tail.isdigit():
+            return int(tail)
+    return 0
+
+
+def _module_group(path):
+    """'transformer.h.0.attn.c_attn.weight' -> 'transformer.h.0'."""
+    parts = path.split(".")[:-1]
+    return ".".join(parts[:MODULE_DEPTH])
+
+
+def _optimizer_names(optimizers):
+    """A name per optimizer: its class, with '#n' when several share it."""
+    counts = collections.Counter(type(o).__name__ for o in optimizers)
+    seen = collections.Counter()
+    names = {}
+    for o in optimizers:
+        cls = type(o).__name__
+        seen[cls] += 1
+        names[id(o)] = cls if counts[cls] == 1 else "%s#%d" % (cls, seen[cls])
+    return names
+
+
+def _tensor_type_ids(torch):
+    """ids of torch.Tensor and of every subclass of it defined so far
+    (type's own __subclasses__, never a metaclass of the user's)."""
+    subclasses = type.__dict__["__subclasses__"]
+    ids, todo = set(), [torch.Tensor]
+    while todo:
+        kind = todo.pop()
+        if id(kind) not in ids:
+            ids.add(id(kind))
+            todo.extend(subclasses(kind))
+    return ids
+
+
+def _live_tensors(torch):
+    """Every tensor object the garbage collector tracks (the filter runs in
+    C: type, id and a set lookup of ints for each object)."""
+    objs = gc.get_objects()
+    try:
+        return list(itertools.compress(objs, map(_tensor_type_ids(torch).__contains__, map(id, map(type, objs)))))
+    finally:
+        objs.clear()
+
+
+def _saved_tensors(node, names_by_type):
+    """The tensors autograd node keeps for backward (its _saved_* fields)."""
+    kind = type(node)
+    names = names_by_type.get(kind)
+    if names is None:
+        names = names_by_type[kind] = [n for n in dir(kind) if n.startswith("_saved_")]
+    for name in names:
+        try:
+            value = getattr(node, name)
+        except Exception:  # freed after backward
+            continue
+        if type(value) in (tuple, list):
+            for v in value:
+                yield v
+        else:
+            yield value
+
+
+def _graph_tensors(torch, grad_fn, seen_nodes):
+    """Tensors saved in the graph under grad_fn, nodes not walked before."""
+    base = torch.Tensor
+    names = {}
+    todo = [grad_fn]
+    while todo and len(seen_nodes) < MAX_GRAPH_NODES:
+        node = todo.pop()
+        if node is None or id(node) in seen_nodes:
+            continue
+        seen_nodes[id(node)] = node
+        for v in _saved_tensors(node, names):
+            if issubclass(type(v), base):
+                yield v
+        try:
+            nexts = node.next_functions
+        except Exception:
+            continue
+        for nxt, _ in nexts:
+            if nxt is not None and id(nxt) not in seen_nodes:
+                todo.append(nxt)
+
+
+def _measured(torch, devices):
+    """device -> (how, bytes, allocator cache bytes) for the CUDA devices."""
+    out = {}
+    cuda = getattr(torch, "cuda", None)
+    for device in devices:
+        if not device.startswith("cuda") or cuda is None or not cuda.is_initialized():
+            continue
+        index = int(device.split(":")[1]) if ":" in device else cuda.current_device()
+        reserved, allocated = cuda.memory_reserved(index), cuda.memory_allocated(index)
+        out[device] = ("torch.cuda.memory_reserved", reserved, max(0, reserved - allocated))
+    return out
+
+
+def build(torch, models, optimizers, param_paths, walk=True, created=None):
+    """The Ledger of this moment.  models: live root modules; optimizers:
+    torch optimizers; param_paths: id(param) -> its path in a live model."""
+    led = Ledger(torch, created)
+    live_params = {}
+    for root in models:
+        for path, p in root.named_parameters(remove_duplicate=False):
+            live_params.setdefault(id(p), (p, _module_group(path)))
+        for path, b in root.named_buffers(remove_duplicate=False):
+            led.add("parameter", _module_group(path), b)
+    for p, group in live_params.values():
+        led.add("parameter", group, p)
+    for p, group in live_params.values():
+        g = p.grad
+        if g is not None:
+            led.add("gradient", group, g)
+    names = _optimizer_names(optimizers)
+    for opt in optimizers:
+        name = names[id(opt)]
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if id(p) not in live_params:
+                    led.add("stale", name, p, holder_class=type(opt).__name__)
+                    if p.grad is not None:
+                        led.add("stale", name, p.grad, holder_class=type(opt).__name__)
+        for p, state in list(opt.state.items()):
+            if type(state) is not dict:
+                continue
+            kind = "optimizer_state" if id(p) in live_params else "stale"
+            for value in state.values():
+                if issubclass(type(value), torch.Tensor):
+                    led.add(kind, name, value, holder_class=type(opt).__name__)
+    others = {}  # (device, data_ptr) -> [(tensor, storage)]: every tensor object of a storage
+    for t in _live_tensors(torch):
+        where = led.storage_of(t)
+        if where is not None and (where[0], where[1]) not in led.claimed:
+            others.setdefault((where[0], where[1]), []).append((t, where))
+    live_params.clear()
+    targets = [t for pairs in others.values() for t, _ in pairs]
+    paths = {}
+    if walk and targets:
+        own = {id(targets), id(others)}
+        for pairs in others.values():  # the walk's caller's own containers refer to the tensors
+            own.add(id(pairs))
+            own.update(map(id, pairs))
+        paths = _holders.find(targets, OWN_DIR, ignore=own)
+    for key, pairs in list(others.items()):
+        # A storage is held through whichever of its tensor objects a root
+        # reaches (an alias may be kept from C++ only); the shortest path wins.
+        named = [(len(paths[id(t)][0]), i) for i, (t, _) in enumerate(pairs) if id(t) in paths]
+        others[key] = pairs[min(named)[1]] if named else pairs[0]
+    graphs, seen_nodes = [], {}
+    for t, where in others.values():
+        found = paths.get(id(t))
+        if found is not None:
+            path, container, holder_class = found
+            led.add("held", container, t, holder_class=holder_class, path=path, storage=where)
+        try:
+            fn = t.grad_fn
+        except Exception:
+            fn = None
+        if fn is not None:
+            graphs.append((found[1] if found is not None else None, fn))
+    graphs.sort(key=lambda g: g[0] is None)  # graphs of named holders first
+    for container, fn in graphs:
+        for saved in _graph_tensors(torch, fn, seen_nodes):
+            if container is not None:
+                led.add("autograd", "autograd graph of " + container, saved)
+            else:  # a graph no named holder keeps: measured, owner unknown
+                led.add("unattributed", None, saved)
+    graphs.clear()
+    seen_nodes.clear()
+    for t, where in others.values():
+        led.add("unattributed", None, t, storage=where)
+    others.clear()
+    targets.clear()
+    paths.clear()
+    return led
+
+
+def record(rec, models, optimizers, param_paths=None, walk=True, created=None):
+    """Writes the ledger's rows to the open audit of rec (rec.ledger(row))."""
+    import torch
+    write = getattr(rec, "ledger", None)
+    if write is None:
+        return 0
+    with torch._C.DisableTorchFunctionSubclass():
+        led = build(torch, models, optimizers, param_paths or {}, walk=walk, created=created)
+        devices = {d for d, _ in led.claimed}
+        rows = led.rows(_measured(torch, devices | _cuda_devices(torch)))
+    for row in rows:
+        write(row)
+    return len(rows)
+
+
+def _cuda_devices(torch):
+    cuda = sys.modules.get("torch.cuda")
+    if cuda is None or not cuda.is_initialized():
+        return set()
+    return {"cuda:%d" % cuda.current_device()}

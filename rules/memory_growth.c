@@ -1,0 +1,232 @@
+/* memory_growth.c - the rule of memory_growth: memory that one holder keeps
+ * grows step over step in the steady state.
+ *
+ * The probe writes a ledger at each audit (table ledger: the bytes of each
+ * owner of the live tensors, each storage counted once), and in a normal
+ * run takes extra audits when its per-step samples show live bytes
+ * growing.  This rule compares one holder (an owner of kind 'held', a
+ * Python object's path, or 'autograd', the graph a tensor keeps) across
+ * the steady-state audits up to the audit judged:
+ *   - the steady state is every audit after step TPA_GROWTH_WARMUP_STEP
+ *     (optimizer state made at step 1, the allocator's cache filling,
+ *     library workspaces and compiled graphs all come before), with a
+ *     ledger; an exit audit without a step counts at the last step sampled
+ *     before it, and of two audits at one step the later counts;
+ *   - the holder grows when it held bytes at each of the last
+ *     TPA_GROWTH_MIN_AUDITS audits and they rose at each interval, the
+ *     audit judged being the last (a holder first seen later is judged
+ *     from then, so its rate is not taken from nothing): one rise alone is a one-time cost (a first eval, an EMA copy
+ *     made late), a fall is a bound (a cleared cache), flat is a full
+ *     deque(maxlen=...).
+ * Its rate is the rise per step over the rising audits; below
+ * TPA_GROWTH_MIN_RATE it is no finding. */
+#include "memory_growth.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "findings.h"
+
+static int table_exists(sqlite3 *db, const char *name) {
+    sqlite3_stmt *st;
+    int yes = 0;
+    if (sqlite3_prepare_v2(db, "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1)", -1, &st,
+                           NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) yes = sqlite3_column_int(st, 0);
+    }
+    sqlite3_finalize(st);
+    return yes;
+}
+
+static int steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) {
+    /* An exit audit (step -1) counts at the last step sampled before it. */
+    const char *exit_step = table_exists(db, "sample")
+                                ? "(SELECT max(s.step) FROM sample s WHERE s.ts_ns <= a.begin_ns)"
+                                : "-1";
+    char sql[1000];
+    snprintf(sql, sizeof sql,
+             "WITH A AS (SELECT a.id, a.begin_ns, CASE WHEN a.step >= 0 THEN a.step ELSE %s END AS st FROM audit a"
+             " WHERE a.id <= ?1 AND (a.end_ns IS NOT NULL OR a.id = ?1)"
+             " AND EXISTS (SELECT 1 FROM ledger l WHERE l.audit_id = a.id)),"
+             " B AS (SELECT max(id) AS id FROM A WHERE st > ?2 GROUP BY st)"
+             " SELECT A.id, A.st, A.begin_ns FROM A JOIN B ON A.id = B.id ORDER BY A.st",
+             exit_step);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+    sqlite3_bind_int64(st, 1, judged);
+    sqlite3_bind_int64(st, 2, TPA_GROWTH_WARMUP_STEP);
+    size_t n = 0, cap = 0;
+    tpa_steady_audit_t *v = NULL;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            tpa_steady_audit_t *grown = realloc(v, cap * sizeof *grown);
+            if (!grown) break;
+            v = grown;
+        }
+        v[n++] = (tpa_steady_audit_t){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                                      sqlite3_column_int64(st, 2)};
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    return (int)(n > 1000000 ? 1000000 : n);
+}
+
+int tpa_growth_steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) {
+    *out = NULL;
+    if (!table_exists(db, "ledger")) return 0; /* schema version 1: no ledger, no growth */
+    int n = steady_audits(db, judged, out);
+    if (n > 0 && (*out)[n - 1].id != judged) n = 0; /* the audit judged is warm-up */
+    if (n <= 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return n;
+}
+
+size_t tpa_growth_rise_start(const int64_t *bytes, size_t n) {
+    size_t first = n ? n - 1 : 0;
+    while (first > 0 && bytes[first - 1] > 0 && bytes[first - 1] < bytes[first]) first--;
+    return first;
+}
+
+void tpa_growth_rate(tpa_finding_t *f, const tpa_steady_audit_t *a, size_t first, size_t n, int64_t first_bytes) {
+    int64_t steps = a[n - 1].step - a[first].step;
+    f->growth_since_step = a[first].step;
+    f->growth_per_step = steps > 0 ? (f->held_bytes - first_bytes) / steps : 0;
+}
+
+char *tpa_ledger_example(const char *shapes, const char *dtype, const char *device, int with_graph) {
+    if (!shapes && !dtype) return NULL;
+    char buf[512], shape[256] = "";
+    /* the first of the shapes recorded, '[[4,256,50257],[4,256]]': "[4,256,50257]" */
+    if (shapes && shapes[0] == '[' && shapes[1] == '[')
+        snprintf(shape, sizeof shape, "%.*s", (int)strcspn(shapes + 1, "]") + 1, shapes + 1);
+    else if (shapes)
+        snprintf(shape, sizeof shape, "%.*s", (int)strcspn(shapes, " ;"), shapes);
+    snprintf(buf, sizeof buf, "%s%s%s%s%s%s", shape, *shape && dtype ? " " : "", dtype ? dtype : "",
+             device ? " " : "", device ? device : "", with_graph ? ", with grad_fn" : "");
+    return tpa_strdup(buf);
+}
+
+/* The holder's path as the user wrote it: "__main__.kept" reads "kept". */
+static char *user_path(const char *owner) {
+    char *s = tpa_strdup(owner ? owner : "?"), *p;
+    while (s && (p = strstr(s, "__main__.")) != NULL) memmove(p, p + 9, strlen(p + 9) + 1);
+    return s;
+}
+
+/* "train.py:18 in main" or "train.py:18:main" lines, the user's line first,
+ * into frames in that order. */
+static void parse_created_at(const char *text, tpa_frames_t *out) {
+    for (const char *line = text; line && *line;) {
+        size_t len = strcspn(line, "\n");
+        char tmp[1024], *in, *colon;
+        snprintf(tmp, sizeof tmp, "%.*s", (int)(len < sizeof tmp ? len : sizeof tmp - 1), line);
+        const char *function = NULL;
+        if ((in = strstr(tmp, " in ")) != NULL) {
+            *in = 0;
+            function = in + 4;
+        }
+        colon = strrchr(tmp, ':');
+        if (!function && colon && colon != tmp) { /* "file:line:function" */
+            *colon = 0;
+            function = colon + 1;
+            colon = strrchr(tmp, ':');
+        }
+        if (colon && colon != tmp) {
+            *colon = 0;
+            tpa_frame_t *v = realloc(out->v, (out->n + 1) * sizeof *v);
+            if (!v) return;
+            out->v = v;
+            v[out->n++] = (tpa_frame_t){.file = tpa_strdup(tmp), .line = strtol(colon + 1, NULL, 10),
+                                        .function = tpa_strdup(function)};
+        }
+        line += len + (line[len] == '\n');
+    }
+}
+
+/* The holder's bytes at audit `id` (all devices), 0 when it held none there. */
+static int64_t bytes_at(sqlite3_stmt *q, int64_t id, const unsigned char *kind, const unsigned char *owner) {
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, id);
+    sqlite3_bind_text(q, 2, (const char *)kind, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(q, 3, (const char *)owner, -1, SQLITE_TRANSIENT);
+    return sqlite3_step(q) == SQLITE_ROW ? tpa_sane_bytes(sqlite3_column_int64(q, 0)) : 0;
+}
+
+static int push(tpa_report_t *r, const tpa_finding_t *f) {
+    tpa_finding_t *v = realloc(r->findings, (r->n_findings + 1) * sizeof *v);
+    if (!v) return -1;
+    r->findings = v;
+    r->findings[r->n_findings++] = *f;
+    return 0;
+}
+
+/* Candidate row `c` (owner_kind, owner, bytes, tensors, shapes, dtype,
+ * device, with_graph, created_at) as a finding grown over audits[first..n). */
+static void make_finding(sqlite3_stmt *c, const tpa_kind_t *k, const tpa_steady_audit_t *a, size_t first, size_t n,
+                         int64_t first_bytes, int64_t rank, int64_t step, tpa_finding_t *f) {
+    memset(f, 0, sizeof *f);
+    f->kind = tpa_strdup(k->name);
+    f->is_error = k->severity == TPA_SEVERITY_ERROR;
+    f->rank = rank;
+    f->step = step;
+    f->holder_kind = tpa_strdup("object");
+    f->holder_path = tpa_column_text(c, 1);
+    f->name = user_path(f->holder_path);
+    f->held_bytes = tpa_sane_bytes(sqlite3_column_int64(c, 2));
+    f->dtype = tpa_column_text(c, 5);
+    f->device = tpa_column_text(c, 6);
+    f->example = tpa_ledger_example((const char *)sqlite3_column_text(c, 4), f->dtype, f->device,
+                                    sqlite3_column_int(c, 7));
+    parse_created_at((const char *)sqlite3_column_text(c, 8), &f->created_at);
+    tpa_growth_rate(f, a, first, n, first_bytes);
+}
+
+int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t rank, int64_t step,
+                        tpa_report_t *r) {
+    tpa_steady_audit_t *a = NULL;
+    int n = tpa_growth_steady_audits(db, audit, &a);
+    if (n < 0) return -1;
+    if (n < TPA_GROWTH_MIN_AUDITS) { /* too few to judge */
+        free(a);
+        return 0;
+    }
+    sqlite3_stmt *c = NULL, *q = NULL;
+    int rc = 0;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT owner_kind, owner, sum(bytes), sum(tensors), max(shapes), max(dtype), max(device),"
+                           " max(with_graph), max(created_at) FROM ledger WHERE audit_id=?1"
+                           " AND owner_kind IN ('held','autograd') AND owner IS NOT NULL"
+                           " GROUP BY owner_kind, owner ORDER BY sum(bytes) DESC, owner",
+                           -1, &c, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT coalesce(sum(bytes), 0) FROM ledger WHERE audit_id=?1 AND owner_kind=?2 AND owner=?3",
+                           -1, &q, NULL) != SQLITE_OK)
+        rc = -1;
+    if (!rc) sqlite3_bind_int64(c, 1, audit);
+    while (!rc && sqlite3_step(c) == SQLITE_ROW) {
+        const unsigned char *kind = sqlite3_column_text(c, 0), *owner = sqlite3_column_text(c, 1);
+        int64_t later = tpa_sane_bytes(sqlite3_column_int64(c, 2)), earlier = 0;
+        size_t first = (size_t)n - 1;
+        while (first > 0 && (earlier = bytes_at(q, a[first - 1].id, kind, owner)) > 0 && earlier < later) {
+            first--;
+            later = earlier;
+        }
+        if ((size_t)n - first < TPA_GROWTH_MIN_AUDITS) continue;
+        tpa_finding_t f;
+        make_finding(c, k, a, first, (size_t)n, later, rank, step, &f);
+        if (f.growth_per_step < TPA_GROWTH_MIN_RATE || push(r, &f)) tpa_finding_free(&f);
+    }
+    sqlite3_finalize(c);
+    sqlite3_finalize(q);
+    free(a);
+    return rc;
+}

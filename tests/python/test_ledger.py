@@ -1,0 +1,292 @@
+"""The probe's memory ledger and holder paths (python/tpaudit/_ledger.py,
+_holders.py, _growth.py): each holder pattern is named as the user writes
+it, the walk never runs the user's code and keeps nothing alive, a failing
+walk turns itself off with one line while the audit goes on, and the
+ledger's owners add up to the live storages, on the CPU within 1% of what
+the program made, at every audit of a real run under `tpaudit run`."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+LIB = os.environ["TPAUDIT_TEST_LIB"]
+BUILD = Path(LIB).parents[1]
+TPAUDIT = str(BUILD / "bin" / "tpaudit")
+PROBE = str(BUILD / "share" / "tpaudit" / "python")
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ledger_db.py"
+
+
+def run_script(tmp_path, body):
+    """Runs body (which prints one JSON line) with the built probe importable."""
+    script = tmp_path / "case.py"
+    script.write_text("import sys\nsys.path.insert(0, %r)\n" % PROBE + textwrap.dedent(body))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr
+
+
+PATHS = """
+import collections, functools, json
+import torch
+from tpaudit import _holders
+
+kept = [torch.zeros(3) for _ in range(4)]
+
+class Trainer:
+    shared = [torch.ones(2)]
+    def __init__(self):
+        self.history = []
+        self.callbacks = [None, None, type("Cb", (), {})()]
+        self.callbacks[2].outputs = {"logits": [torch.ones(1)]}
+    def fit(self, probe):
+        self.history.append(torch.ones(4))
+        return probe(self)
+
+def make_hook():
+    acts = []
+    def save(module, args, out):
+        acts.append(out.detach())
+    return save
+model = torch.nn.Linear(2, 2)
+model.register_forward_hook(make_hook())
+model(torch.ones(2))
+
+@functools.lru_cache
+def features(n):
+    return torch.ones(n)
+features(3)
+
+def gen():
+    buf = torch.ones(7)
+    yield 1
+g = gen(); next(g)
+window = collections.deque(maxlen=3); window.append(torch.ones(9))
+
+def main():
+    trainer = Trainer()
+    def probe(self):
+        hook = next(iter(model._forward_hooks.values()))
+        ts = {"kept": kept[3], "history": self.history[0], "shared": Trainer.shared[0],
+              "hook": hook.__closure__[0].cell_contents[0], "cache": features(3),
+              "generator": g.gi_frame.f_locals["buf"], "deque": window[0],
+              "callbacks": trainer.callbacks[2].outputs["logits"][0]}
+        targets = list(ts.values())
+        del hook
+        found = _holders.find(targets, "/nonexistent/", ignore={id(targets), id(ts)})
+        return {k: found.get(id(t)) for k, t in ts.items()}
+    return trainer.fit(probe)
+
+print(json.dumps(main()))
+"""
+
+
+def test_holder_paths_as_the_user_writes_them(tmp_path):
+    got, _ = run_script(tmp_path, PATHS)
+    assert got["kept"] == ["__main__.kept[3]", "__main__.kept", "list"]
+    # the innermost frame's `self` (Trainer.fit) before main()'s `trainer`
+    assert got["history"] == ["self.history[0] of a Trainer", "self.history of a Trainer", "list"]
+    assert got["shared"] == ["Trainer.shared[0]", "Trainer.shared", "list"]
+    assert got["callbacks"][1] == "self.callbacks[2].outputs['logits'] of a Trainer"
+    assert got["hook"][1] == "__main__.model._forward_hooks[0]<closure acts of make_hook.<locals>.save>"
+    assert got["cache"][0] == "__main__.features<lru_cache>"
+    assert got["generator"][0] == "__main__.g<generator gen>.buf"
+    assert got["deque"] == ["__main__.window[0]", "__main__.window", "deque"]
+
+
+HOSTILE = """
+import json, weakref, gc
+import torch
+from tpaudit import _holders
+
+calls = []
+
+class Meta(type):
+    def __getattribute__(cls, name):
+        if name not in ("__mro__", "__dict__", "__name__", "__qualname__"):
+            calls.append("meta." + name)
+        return super().__getattribute__(name)
+
+class Hostile(metaclass=Meta):
+    def __init__(self):
+        object.__setattr__(self, "t", torch.ones(5))
+    def __getattr__(self, name):
+        calls.append("getattr " + name); raise AttributeError(name)
+    def __getattribute__(self, name):
+        if name != "__dict__":
+            calls.append("getattribute " + name)
+        return object.__getattribute__(self, name)
+    def __repr__(self):
+        calls.append("repr"); return "Hostile"
+    def __eq__(self, other):
+        calls.append("eq"); return False
+    def __hash__(self):
+        calls.append("hash"); return 1
+    @property
+    def __class__(self):
+        calls.append("__class__"); return int
+
+class Key:
+    def __repr__(self):
+        calls.append("key repr"); return "k"
+    def __eq__(self, other):
+        calls.append("key eq"); return self is other
+    def __hash__(self):
+        return 7
+
+holder = Hostile()
+table = {Key(): torch.ones(6)}
+targets = [object.__getattribute__(holder, "t"), next(iter(table.values()))]
+ref = weakref.ref(targets[0])
+found = _holders.find(targets, "/nonexistent/", ignore={id(targets)})
+paths = [found[id(t)][0] for t in targets]
+del targets, found
+object.__setattr__(holder, "t", None)
+print(json.dumps({"paths": paths, "calls": calls, "alive": ref() is not None}))
+"""
+
+
+def test_walk_never_runs_user_code_and_keeps_nothing(tmp_path):
+    got, _ = run_script(tmp_path, HOSTILE)
+    assert got["calls"] == [], got["calls"]
+    assert got["paths"] == ["__main__.holder.t", "__main__.table[<Key>]"]
+    assert got["alive"] is False  # the walk kept no reference to the tensor
+
+
+ADDS_UP = """
+import json
+import torch
+from tpaudit import _growth, _ledger
+
+class Rows:
+    def __init__(self):
+        self.rows = []
+    def ledger(self, row):
+        self.rows.append(row)
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 512))
+opt = torch.optim.AdamW(model.parameters())
+kept = []
+for _ in range(3):
+    out = model(torch.randn(32, 64))
+    out.sum().backward(retain_graph=True)
+    opt.step()
+    kept.append(out)  # with its graph
+del out
+made = sum(p.numel() * 4 for p in model.parameters()) * 4  # params, grads, exp_avg, exp_avg_sq
+made += 3 * 32 * 512 * 4                                   # the kept outputs
+made += 3 * (32 * 64 + 32 * 256) * 4                       # their graphs: each input and ReLU output
+
+rec = Rows()
+_ledger.record(rec, [model], [opt])
+failing = Rows()
+leaks = _growth.Leaks()
+leaks.on = leaks.walk = True
+def broken(*args, **kwargs):
+    raise RuntimeError("walk failed")
+_ledger._holders.find = broken
+leaks.ledger(failing, [model], [opt])
+print(json.dumps({"rows": rec.rows, "made": made, "failing": failing.rows, "walk": leaks.walk}))
+"""
+
+
+def test_owners_add_up_and_a_failing_walk_turns_off(tmp_path):
+    got, err = run_script(tmp_path, ADDS_UP)
+    rows = got["rows"]
+    measured = [r for r in rows if r["owner_kind"] == "measured"]
+    assert len(measured) == 1 and measured[0]["device"] == "cpu"
+    total = measured[0]["bytes"]
+    assert sum(r["bytes"] for r in rows if r["owner_kind"] != "measured") == total
+    assert abs(total - got["made"]) <= 0.01 * got["made"], (total, got["made"])
+    kinds = {(r["owner_kind"], r["owner"]): r for r in rows}
+    held = kinds[("held", "__main__.kept")]
+    assert held["tensors"] == 3 and held["with_graph"] == 3 and held["path"] == "__main__.kept[2]"
+    assert held["shapes"] == "[[32,512]]" and held["dtype"] == "float32"
+    params = sum(r["bytes"] for r in rows if r["owner_kind"] == "parameter")
+    assert kinds[("optimizer_state", "AdamW")]["bytes"] == 2 * params + 4 * 4  # and a step scalar each
+    assert ("autograd", "autograd graph of __main__.kept") in kinds
+    # the failing walk: one line, the walk off, the ledger still written without holders
+    assert err.count("tpaudit:") == 1 and "leak detection off" in err
+    assert got["walk"] is False
+    failing = got["failing"]
+    assert any(r["owner_kind"] == "parameter" for r in failing)
+    assert not any(r["owner_kind"] == "held" for r in failing)
+    f_total = next(r["bytes"] for r in failing if r["owner_kind"] == "measured")
+    assert sum(r["bytes"] for r in failing if r["owner_kind"] != "measured") == f_total
+
+
+def ledger_sums(db):
+    """{audit id: (measured, sum of the owners)} of the cpu ledger."""
+    out = {}
+    for audit, kind, nbytes in db.execute("select audit_id, owner_kind, bytes from ledger where device='cpu'"):
+        m, s = out.get(audit, (0, 0))
+        out[audit] = (m + nbytes, s) if kind == "measured" else (m, s + nbytes)
+    return out
+
+
+def test_every_audit_of_a_run_has_a_ledger_that_adds_up(tmp_path):
+    for twin in (False, True):
+        out = tmp_path / ("twin" if twin else "leak")
+        argv = [TPAUDIT, "run", "-o", str(out), "--", sys.executable, str(EXAMPLE)] + (["--twin"] if twin else [])
+        subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        (path,) = out.glob("*.db")
+        db = sqlite3.connect(path)
+        audits = db.execute("select id, label, step from audit where end_ns is not null order by id").fetchall()
+        assert [a[1:] for a in audits[:2]] == [("step", 1), ("step", 2)]
+        sums = ledger_sums(db)
+        assert set(sums) == {a[0] for a in audits}  # a ledger at every audit
+        for audit, (measured, owners) in sums.items():
+            assert measured > 0 and owners == measured, (audit, measured, owners)
+        steps = [s for (s,) in db.execute("select step from sample order by step")]
+        assert steps == list(range(1, 25))
+        if not twin:
+            growth = [a for a in audits if a[1] == "growth"]
+            assert len(growth) >= 3, audits
+            last = growth[-1][0]
+            row = db.execute("select path, tensors, created_at from ledger where audit_id=? and owner_kind='held' "
+                             "and owner='__main__.kept'", (last,)).fetchone()
+            assert row[0] == "__main__.kept[23]" and row[1] == 24
+            before = db.execute("select created_at from ledger where owner='__main__.kept' and created_at is not null"
+                                ).fetchone()
+            assert before and before[0].startswith(str(EXAMPLE) + ":28:main")
+
+
+WATCH = """
+import json
+from tpaudit import _growth
+
+class Rows:
+    def sample(self, *args):
+        pass
+
+MiB = 1 << 20
+patterns = {
+    "leak": lambda s: 100 * MiB + s * MiB,
+    "warm_up_then_flat": lambda s: 100 * MiB + min(s, 3) * 50 * MiB,
+    "one_jump_at_20": lambda s: 100 * MiB + (30 * MiB if s >= 20 else 0),
+    "sawtooth_4": lambda s: 100 * MiB + (s % 4) * MiB,
+    "deque_maxlen_5": lambda s: 100 * MiB + min(s, 5) * MiB,
+}
+out = {}
+for name, live in patterns.items():
+    step = [0]
+    _growth._live_bytes = lambda: (live(step[0]), -1, "cpu")
+    w = _growth.Watch(Rows(), limit=4)
+    labels = []
+    for s in range(1, 61):
+        step[0] = s
+        if w.sample(s) == "growth":
+            labels.append(s)
+    out[name] = labels
+print(json.dumps(out))
+"""
+
+
+def test_growth_audits_follow_growth_not_warm_up_or_bounded_patterns(tmp_path):
+    got, _ = run_script(tmp_path, WATCH)
+    assert got["leak"] == [12, 16, 20, 28]  # windows 4-6, 7-9, 10-12 rise: then 4, 8 and 16 steps on
+    for bounded in ("warm_up_then_flat", "one_jump_at_20", "sawtooth_4", "deque_maxlen_5"):
+        assert got[bounded] == [], (bounded, got[bounded])
