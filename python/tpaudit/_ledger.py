@@ -298,9 +298,12 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
         paths = _holders.find(targets, OWN_DIR, ignore=own)
     for key, pairs in list(others.items()):
         # A storage is held through whichever of its tensor objects a root
-        # reaches (an alias may be kept from C++ only); the shortest path wins.
-        named = [(len(paths[id(t)][0]), i) for i, (t, _) in enumerate(pairs) if id(t) in paths]
-        others[key] = pairs[min(named)[1]] if named else pairs[0]
+        # reaches (an alias may be kept from C++ only): a path whose last step
+        # is named (an index, an attribute) before one that ends in an unnamed
+        # reference (a frame's temporary), then the shortest.
+        named = [(paths[id(t)][0].endswith(">"), len(paths[id(t)][0]), i)
+                 for i, (t, _) in enumerate(pairs) if id(t) in paths]
+        others[key] = pairs[min(named)[2]] if named else pairs[0]
     graphs, seen_nodes = [], {}
     for t, where in others.values():
         found = paths.get(id(t))
