@@ -34,7 +34,7 @@ build_rc=$?
 tail -n 20 "$OUT/build.log"
 summary=("build: exit $build_rc")
 # TPAUDIT_GPU_PARTS picks a subset (default: all).
-for part in ${TPAUDIT_GPU_PARTS:-gpu_ctest gpu_bench gpu_cupti gpu_tprt gpu_multi gpu_frameworks gpu_colossal gpu_leaks}; do
+for part in ${TPAUDIT_GPU_PARTS:-gpu_ctest gpu_bench gpu_cupti gpu_tprt gpu_multi gpu_frameworks gpu_colossal gpu_leaks gpu_compile_guard}; do
   script="scripts/$part.sh"
   [ -f "$script" ] || { summary+=("$part: not present"); continue; }
   start=$(date +%s)
