@@ -32,6 +32,8 @@ import gc
 import sys
 import types
 
+from ._unmeasured import PREFIX as _PROBE_PREFIX
+
 MAX_DEPTH = 12      # references from a root to a target, at most
 FEW = 96            # a level this small asks gc.get_referrers; a larger one scans the heap
 CHUNK = 256         # objects per gc.get_referents call of a heap scan
@@ -129,7 +131,10 @@ class _Roots:
         for frame in list(sys._current_frames().values()):
             while frame is not None:
                 code = frame.f_code
-                if not code.co_filename.startswith(skip_file):
+                file = code.co_filename
+                if file.startswith(_PROBE_PREFIX):  # the probe's own code, loaded under the shim
+                    file = file[len(_PROBE_PREFIX):]
+                if not file.startswith(skip_file):
                     try:
                         names = frame.f_locals
                     except Exception:
