@@ -17,6 +17,7 @@ audit (CreationRecorder), so the ledger can say which line made what a
 holder keeps.  docs/PROBE.md describes it; the analyzer judges the audits.
 """
 import ctypes
+import gc
 import os
 import sys
 
@@ -342,11 +343,16 @@ class Leaks:
                 pass
 
     def exit_audit(self, run_audit):
-        """The last growth audit, at exit, when growth audits were taken."""
+        """The last growth audit, at exit, when growth audits were taken.
+        Objects kept only by reference cycles (a LightningModule and its
+        Trainer, a generator's frame) are collected first, as the
+        interpreter's shutdown would: what no root reaches is no holder,
+        and the run is then judged at the last audit that saw its holders."""
         watch = self.watch
         if watch is None or not watch.wants_exit_audit():
             return None
         watch.close()
+        gc.collect()
         return run_audit("growth", watch.last_step)
 
 

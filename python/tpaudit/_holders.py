@@ -14,7 +14,8 @@ about one heap scan however many tensors are in it.  The part of the heap
 found is then walked forward from the roots it reached to name each
 target's shortest chain, step by step from the parent's type; its
 container is the chain without its last index (and without the index of
-a tuple holding it, so a cached (logits, loss) pair groups by the cache).  Closure
+a tuple holding it, so a cached (logits, loss) pair groups by the cache;
+a dict or tuple that is a list's element groups by the list).  Closure
 cells, generator frames, functools caches and instance attributes are named
 on the way.
 
@@ -30,6 +31,8 @@ import collections
 import gc
 import sys
 import types
+
+from ._unmeasured import PREFIX as _PROBE_PREFIX
 
 MAX_DEPTH = 12      # references from a root to a target, at most
 FEW = 96            # a level this small asks gc.get_referrers; a larger one scans the heap
@@ -56,6 +59,11 @@ def _class_dicts(kind):
     """The dicts (mapping proxies) of kind's classes, in method resolution order."""
     return [_TYPE_DICT.__get__(k, type(k)) for k in _TYPE_MRO.__get__(kind, type(kind))]
 _ATTRS, _CLOSURE = "attrs", "closure"
+# A container that no longer holds the child when the step is named: the
+# reference was dropped after the referrer scan (a frame's f_locals snapshot,
+# refreshed when a generator's locals are read, drops the values of earlier
+# steps), so it is no path.
+GONE = "[?]"
 
 
 def _key_text(key):
@@ -123,7 +131,10 @@ class _Roots:
         for frame in list(sys._current_frames().values()):
             while frame is not None:
                 code = frame.f_code
-                if not code.co_filename.startswith(skip_file):
+                file = code.co_filename
+                if file.startswith(_PROBE_PREFIX):  # the probe's own code, loaded under the shim
+                    file = file[len(_PROBE_PREFIX):]
+                if not file.startswith(skip_file):
                     try:
                         names = frame.f_locals
                     except Exception:
@@ -155,7 +166,9 @@ def _edge(parent, child, mode):
         for k, v in dict.items(parent):
             if v is child:
                 return ("." + k if mode == _ATTRS and type(k) is str else "[%s]" % _key_text(k)), None
-        return "[?]", None
+            if k is child:
+                return "<key of %s>" % _name(kind), None
+        return GONE, None
     if _is(parent, (list, tuple, collections.deque)):
         if mode == _CLOSURE and kind is tuple:
             return "", None
@@ -164,7 +177,7 @@ def _edge(parent, child, mode):
                               collections.deque.__iter__(parent)):
             if v is child:
                 return "[%d]" % i, None
-        return "[?]", None
+        return GONE, None
     if kind is types.CellType:
         return "", None
     if kind is types.FunctionType:
@@ -354,6 +367,8 @@ class _Walk:
                     step, next_mode = _edge(obj, child, mode)
                 except Exception:
                     step, next_mode = "<%s>" % _name(type(obj)), None
+                if step is GONE:
+                    continue
                 if type(obj) is tuple and mode == _CLOSURE and type(child) is types.CellType:
                     step = "<closure %s>" % _closure_var(objs.get(best[oid][2]), obj, child)
                 best[cid] = (path + step, next_mode, oid, step, suffix)
@@ -369,6 +384,7 @@ class _Walk:
             while (pid is not None and type(objs.get(pid)) is tuple and step.startswith("[")
                    and best[pid][2] is not None):
                 cid, step, pid = pid, best[pid][3], best[pid][2]
+            cid, step, pid = _list_element(objs, best, cid, step, pid)
             holder = objs.get(pid) if pid is not None else None
             container = best[pid][0] if pid is not None and step.startswith("[") else best[cid][0]
             out[id(t)] = (path + suffix, container + suffix, _name(type(holder)) if holder is not None else None)
@@ -379,6 +395,21 @@ class _Walk:
         for c in (self.objs, self.parents, self.hits, self.children, self.blocked):
             c.clear()
         self.targets = None
+
+
+def _list_element(objs, best, cid, step, pid):
+    """(cid, step, pid) of the list element that holds a target through
+    dicts and tuples reached by index (a model's output appended to a list:
+    `outputs[9]['logits']` groups by `outputs`), else as given."""
+    at = (cid, step, pid)
+    while pid is not None and step.startswith("[") and _is(objs.get(pid), (dict, tuple)):
+        up = best[pid]
+        if up[2] is None or not up[3].startswith("["):
+            break
+        cid, step, pid = pid, up[3], up[2]
+        if _is(objs.get(pid), (list, collections.deque)):
+            return cid, step, pid
+    return at
 
 
 def _closure_var(fn, closure, cell):
