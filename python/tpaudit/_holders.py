@@ -238,6 +238,17 @@ def find(targets, skip_file, ignore=()):
             gc.enable()
 
 
+def _add_parents(candidates, ids, blocked, out):
+    """Appends (parent, ids of its children in `ids`) for each candidate that
+    refers to one of `ids`, leaving out blocked objects and frames."""
+    for p in candidates:
+        if id(p) in blocked or type(p) is types.FrameType:
+            continue
+        kids = [id(c) for c in gc.get_referents(p) if id(c) in ids]
+        if kids:
+            out.append((p, kids))
+
+
 class _Walk:
     def __init__(self, targets, skip_file, ignore):
         self.roots = _Roots(skip_file)
@@ -319,12 +330,7 @@ class _Walk:
             self._own(args)
             found = gc.get_referrers(*args)
             self._own(found)
-            for p in found:
-                if id(p) in blocked or type(p) is types.FrameType:
-                    continue
-                kids = [id(c) for c in gc.get_referents(p) if id(c) in ids]
-                if kids:
-                    out.append((p, kids))
+            _add_parents(found, ids, blocked, out)
             found.clear()
             return out
         heap = gc.get_objects()
@@ -332,14 +338,8 @@ class _Walk:
         isdisjoint = ids.isdisjoint
         for start in range(0, len(heap), CHUNK):
             chunk = heap[start:start + CHUNK]
-            if isdisjoint(map(id, gc.get_referents(*chunk))):
-                continue
-            for p in chunk:
-                if id(p) in blocked or type(p) is types.FrameType:
-                    continue
-                kids = [id(c) for c in gc.get_referents(p) if id(c) in ids]
-                if kids:
-                    out.append((p, kids))
+            if not isdisjoint(map(id, gc.get_referents(*chunk))):
+                _add_parents(chunk, ids, blocked, out)
         heap.clear()
         return out
 
