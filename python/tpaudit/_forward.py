@@ -47,6 +47,18 @@ class ModuleCall:
 _installed = None  # (Module class, ModuleCall)
 
 
+def compiling_test(torch):
+    """The function that tells whether dynamo is tracing: torch.compiler's
+    is_dynamo_compiling (2.4+), else its is_compiling (2.3), else
+    torch._utils.is_compiling (2.1, 2.2), which dynamo also treats as True."""
+    for owner, name in ((torch.compiler, "is_dynamo_compiling"), (torch.compiler, "is_compiling"),
+                        (getattr(torch, "_utils", None), "is_compiling")):
+        test = getattr(owner, name, None)
+        if callable(test):
+            return test
+    return lambda: False
+
+
 def install(torch, on_error):
     """Puts the descriptor on torch.nn.Module (once)."""
     global _installed
@@ -54,7 +66,7 @@ def install(torch, on_error):
     call = Module.__dict__["__call__"]
     if not isinstance(call, types.FunctionType):
         return
-    desc = ModuleCall(call, torch.compiler.is_dynamo_compiling, on_error)
+    desc = ModuleCall(call, compiling_test(torch), on_error)
     Module.__call__ = desc
     _installed = (Module, desc)
 
