@@ -7,6 +7,7 @@ double).  It reads only; it never changes a tensor or draws random numbers.
 import sys
 
 from . import _native as N
+from . import _parts
 from . import _track
 from . import frameworks
 from .frameworks import fsdp2, holders
@@ -15,8 +16,13 @@ WRAPPER_ATTRS = ("optim", "optimizer", "_optimizer")
 
 
 def _dtensor_type():
-    mod = sys.modules.get("torch.distributed.tensor")
-    return getattr(mod, "DTensor", None) if mod else None
+    """DTensor's class: torch.distributed.tensor (2.4+; 2.1-2.3 have the
+    package without it) or torch.distributed._tensor (2.1-2.3)."""
+    for name in ("torch.distributed.tensor", "torch.distributed._tensor"):
+        found = getattr(sys.modules.get(name), "DTensor", None)
+        if found is not None:
+            return found
+    return None
 
 
 def _storage_of(t):
@@ -163,7 +169,8 @@ def discover_above(optimizers, live_ids):
         if all(id(p) in live_ids for g in opt.param_groups for p in g["params"]):
             continue
         _track.scanned.put(opt, True)
-        _track.remember_holders(opt, holders.from_referrers(opt, _track.holders_of(opt)))
+        found = _parts.guard("wrapper_discovery", holders.from_referrers, opt, _track.holders_of(opt), default=())
+        _track.remember_holders(opt, found)
 
 
 class _Audit:
@@ -196,7 +203,7 @@ class _Audit:
             paths.setdefault(id(p), path)
             self.tensor(p, path)
             ref(N.HOLDER_MODULE, cls, hid, path, N.ROLE_PARAM, id(p))
-        for held, twin in fsdp2.live_twins(root):
+        for held, twin in _parts.guard(fsdp2.PART, list, fsdp2.live_twins(root), default=()):
             path = paths.get(id(held))
             self.tensor(twin, path)
             ref(N.HOLDER_MODULE, cls, hid, path, N.ROLE_PARAM, id(twin))

@@ -34,9 +34,9 @@ class ModuleCall:
     def __get__(self, module, owner=None):
         if module is None:
             return self.call
-        if self.enabled and not self.is_compiling():
+        if self.enabled:
             try:
-                if id(module) not in _track.forwarded.data:
+                if not self.is_compiling() and id(module) not in _track.forwarded.data:
                     _track.forwarded.put(module, None)
             except Exception as exc:  # never break the user's call
                 self.enabled = False
@@ -50,8 +50,10 @@ _installed = None  # (Module class, ModuleCall)
 def compiling_test(torch):
     """The function that tells whether dynamo is tracing: torch.compiler's
     is_dynamo_compiling (2.4+), else its is_compiling (2.3), else
-    torch._utils.is_compiling (2.1, 2.2), which dynamo also treats as True."""
-    for owner, name in ((torch.compiler, "is_dynamo_compiling"), (torch.compiler, "is_compiling"),
+    torch._utils.is_compiling (2.1, 2.2: dynamo's constant_functions and
+    its torch variables fold it to True), else one that says no."""
+    compiler = getattr(torch, "compiler", None)
+    for owner, name in ((compiler, "is_dynamo_compiling"), (compiler, "is_compiling"),
                         (getattr(torch, "_utils", None), "is_compiling")):
         test = getattr(owner, name, None)
         if callable(test):

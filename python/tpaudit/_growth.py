@@ -21,6 +21,8 @@ import gc
 import os
 import sys
 
+from . import _parts
+
 WARMUP = 3
 WINDOW = 3
 MIN_RISE = 64 << 10
@@ -123,8 +125,8 @@ class Watch:
         blocks = sys.getallocatedblocks() if step % BLOCKS_EVERY == 0 else -1
         self.rec.sample(step, device, live, reserved, blocks)
         if self.recorder is not None and step in self.due:
-            self.created = self.recorder.stop()
-            self.recorder = None
+            recorder, self.recorder = self.recorder, None
+            self.created = _parts.guard("creation_stacks", recorder.stop, default={})
         if step > WARMUP and self.suspected is None:
             self.window.append(live)
             if len(self.window) == WINDOW:
@@ -137,7 +139,7 @@ class Watch:
         # Record over the two steps before a later growth audit: a tensor a
         # holder keeps is made in one step and kept after that step's update.
         if self.due and step + 2 in self.due and step + 2 != self.due[0] and self.recorder is None:
-            self.recorder = CreationRecorder.start()
+            self.recorder = _parts.guard("creation_stacks", CreationRecorder.start)
         if step in self.due:
             self.taken += 1
             return "growth"
@@ -152,9 +154,9 @@ class Watch:
         return made
 
     def close(self):
-        if self.recorder is not None:
-            self.recorder.stop()
-            self.recorder = None
+        recorder, self.recorder = self.recorder, None
+        if recorder is not None:
+            _parts.guard("creation_stacks", recorder.stop)
 
 
 def _rising(minima):
@@ -204,10 +206,18 @@ def _compiled():
         return True
 
 
+def _tree_leaves():
+    """torch.utils._pytree.tree_leaves (2.2+), else the leaves of its
+    tree_flatten (2.1)."""
+    from torch.utils import _pytree
+    leaves = getattr(_pytree, "tree_leaves", None)
+    return leaves if leaves is not None else (lambda tree: _pytree.tree_flatten(tree)[0])
+
+
 class _DispatchRecorder:
     def __init__(self, torch):
         from torch.utils._python_dispatch import TorchDispatchMode
-        from torch.utils._pytree import tree_leaves
+        tree_leaves = _tree_leaves()
         made = self.made = {}
         counter = [0]
         base = torch.Tensor
@@ -281,33 +291,17 @@ class _CudaHistory:
 
 class Leaks:
     """The probe's leak side, as _hooks.py calls it: the step sample, the
-    ledger of every audit, the growth audit at exit.  Any failure turns it
-    off after one "tpaudit:" line; the audit it happened in goes on."""
+    ledger of every audit, the growth audit at exit.  Each of its parts
+    (growth_watch, ledger, holder_walk, creation_stacks) turns off alone
+    after one "tpaudit:" line (_parts.py); the audit it failed in goes on."""
 
     def __init__(self):
         self.on = False
         self.watch = None
-        self.walk = True
 
     def install(self, recorder):
         self.on = enabled()
         self.watch = Watch(recorder) if self.on and hasattr(recorder, "sample") else None
-        self.walk = self.on
-
-    def off(self, exc):
-        if self.on or self.walk:
-            try:  # a program may have set sys.stderr to None or closed it
-                if sys.stderr is not None:
-                    sys.stderr.write("tpaudit: leak detection off after an internal error: %r\n" % (exc,))
-            except Exception:
-                pass
-        self.on = self.walk = False
-        watch, self.watch = self.watch, None
-        if watch is not None:
-            try:
-                watch.close()
-            except Exception:
-                pass
 
     def on_step(self, step):
         """'growth' when a growth audit is due before this step, else None."""
@@ -316,7 +310,9 @@ class Leaks:
         try:
             return self.watch.sample(step)
         except Exception as exc:
-            self.off(exc)
+            _parts.fail("growth_watch", exc)
+            watch, self.watch = self.watch, None
+            watch.close()
             return None
 
     def ledger_for(self, label):
@@ -330,17 +326,11 @@ class Leaks:
         return lambda rec, models, optimizers: self.ledger(rec, models, optimizers, walk)
 
     def ledger(self, rec, models, optimizers, walk=True):
-        """Writes the open audit's ledger (with the holder walk when asked and not off)."""
+        """Writes the open audit's ledger (with the holder walk when asked,
+        leak detection is on and the walk is not off)."""
         from . import _ledger
         created = self.watch.take_created() if self.watch is not None and walk else None
-        try:
-            _ledger.record(rec, models, optimizers, walk=walk and self.walk, created=created)
-        except Exception as exc:
-            self.off(exc)
-            try:
-                _ledger.record(rec, models, optimizers, walk=False)
-            except Exception:
-                pass
+        _parts.guard("ledger", _ledger.record, rec, models, optimizers, None, walk and self.on, created)
 
     def exit_audit(self, run_audit):
         """The last growth audit, at exit, when growth audits were taken.

@@ -5,7 +5,9 @@ steps TPAUDIT_AUDIT names; under TPAUDIT_FAIL_FAST it waits for each audit's
 verdict and ends the run at one with an error), the modules that ran
 forward (_forward.py: no module hook, so torch.compile sees none), and
 register_parameter / __setattr__ / add_module patches that record parent
-links and replacement events.  Any exception turns the probe off after one
+links and replacement events.  An exception in one of the parts _parts.py
+names turns that part off alone; any other (the optimizer hooks, the
+audit's ownership facts) turns the probe off.  Each says so in one
 "tpaudit:" line on stderr (when the program has one); none reaches the
 program.
 """
@@ -18,7 +20,9 @@ from . import _facts
 from . import _forward
 from . import _growth
 from . import _native as N
+from . import _parts
 from . import _track
+from . import _versions
 from .frameworks import fsdp2, holders
 
 # The probe's own frames, left out of the stacks it records: the directory
@@ -53,6 +57,7 @@ def say(line):
 def fail(exc):
     """Report an internal error once and switch the probe off; never raises."""
     state.enabled = False
+    _parts.recorder = None  # the run's python field says "off" from now on
     if not state.reported:
         state.reported = True
         try:
@@ -176,14 +181,12 @@ def _on_fsdp_swap(module, name, old, new, swap):
     keeps the names current; anything else is a replacement."""
     if not state.enabled:
         return
-    try:
-        if swap:
-            if _track.owners.get(new) is None:
-                _track.owners.put(new, (_track.weakref.ref(module), name))
-            return
-        _on_param_set(module, name, old, new)
-    except Exception as exc:
-        fail(exc)
+    if swap:
+        if _track.owners.get(new) is None:
+            _track.owners.put(new, (_track.weakref.ref(module), name))
+        return
+    if _parts.on("replacement_events"):
+        _parts.guard("replacement_events", _on_param_set, module, name, old, new)
 
 
 def _discover_holders(opt, frame):
@@ -219,6 +222,11 @@ def _after(on_call, *args):
         fail(exc)
 
 
+def _events():
+    """True while the probe records replacement and creation events."""
+    return state.enabled and _parts.on("replacement_events")
+
+
 def _patch(torch):
     """Patches Optimizer.__init__, Module.register_parameter, __setattr__
     and add_module; each keeps the original's name, qualname, module, doc
@@ -234,36 +242,36 @@ def _patch(torch):
     def init(self, *args, **kwargs):
         orig_init(self, *args, **kwargs)
         if state.enabled:
-            _after(_forward.rearm)
+            _parts.guard("forward_descriptor", _forward.rearm)
             _after(_on_optimizer_created, self)
 
     @functools.wraps(orig_register)
     def register_parameter(self, name, param):
-        old = _held(self, "_parameters", name) if state.enabled else None
+        old = _held(self, "_parameters", name) if _events() else None
         orig_register(self, name, param)
-        if state.enabled:
-            _after(_on_param_set, self, name, old, param)
+        if _events():
+            _parts.guard("replacement_events", _on_param_set, self, name, old, param)
 
     @functools.wraps(orig_setattr)
     def setattr_(self, name, value):
-        if not state.enabled or not isinstance(value, Module):
+        if not _events() or not isinstance(value, Module):
             return orig_setattr(self, name, value)
         old = _held(self, "_modules", name)
         orig_setattr(self, name, value)
-        _after(_on_module_set, self, name, old, value)
+        _parts.guard("replacement_events", _on_module_set, self, name, old, value)
 
     @functools.wraps(orig_add)
     def add_module(self, name, module):
-        old = _held(self, "_modules", name) if state.enabled else None
+        old = _held(self, "_modules", name) if _events() else None
         orig_add(self, name, module)
-        if state.enabled and module is not None:
-            _after(_on_module_set, self, name, old, module)
+        if _events() and module is not None:
+            _parts.guard("replacement_events", _on_module_set, self, name, old, module)
 
     torch.optim.Optimizer.__init__ = init
     Module.register_parameter = register_parameter
     Module.__setattr__ = setattr_
     Module.add_module = add_module
-    _forward.install(torch, fail)
+    _parts.guard("forward_descriptor", _forward.install, torch, functools.partial(_parts.fail, "forward_descriptor"))
 
     counts = _track.step_counts
     plan = state.plan
@@ -285,11 +293,11 @@ def _patch(torch):
             return
         try:
             entry[1] = plan.next_after(n)
-            _forward.rearm()
-            _discover_holders(opt, sys._getframe(1))
         except Exception as exc:
             fail(exc)
             return
+        _parts.guard("forward_descriptor", _forward.rearm)
+        _parts.guard("wrapper_discovery", _discover_holders, opt, sys._getframe(1))
         audit_id = run_audit("step", n)
         if audit_id is not None:
             _track.changes.at_last_step_audit = _track.changes.count
@@ -309,12 +317,14 @@ def install(recorder):
         return
     state.installed = True
     state.recorder = recorder
+    _parts.recorder = recorder
     try:
         state.plan = _config.audit_plan()
         state.fail_fast = os.environ.get("TPAUDIT_FAIL_FAST", "0") not in ("", "0")
         _growth.leaks.install(recorder)
         import torch
+        _versions.check(torch, say)
         _patch(torch)
-        recorder.set_run_info("python", "on")
+        recorder.set_run_info("python", _parts.status())
     except Exception as exc:
         fail(exc)

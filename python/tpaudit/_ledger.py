@@ -20,6 +20,7 @@ import os
 import sys
 
 from . import _holders
+from . import _parts
 
 OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 MODULE_DEPTH = 3          # parameters are grouped by their module path cut to this many parts
@@ -295,7 +296,7 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
         for pairs in others.values():  # the walk's caller's own containers refer to the tensors
             own.add(id(pairs))
             own.update(map(id, pairs))
-        paths = _holders.find(targets, OWN_DIR, ignore=own)
+        paths = _parts.guard("holder_walk", lambda: _holders.find(targets, OWN_DIR, ignore=own), default={})
     for key, pairs in list(others.items()):
         # A storage is held through whichever of its tensor objects a root
         # reaches (an alias may be kept from C++ only): a path whose last step

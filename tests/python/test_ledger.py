@@ -158,7 +158,7 @@ def test_walk_never_runs_user_code_and_keeps_nothing(tmp_path):
 ADDS_UP = """
 import json
 import torch
-from tpaudit import _growth, _ledger
+from tpaudit import _growth, _ledger, _parts
 
 class Rows:
     def __init__(self):
@@ -184,12 +184,12 @@ rec = Rows()
 _ledger.record(rec, [model], [opt])
 failing = Rows()
 leaks = _growth.Leaks()
-leaks.on = leaks.walk = True
+leaks.on = True
 def broken(*args, **kwargs):
     raise RuntimeError("walk failed")
 _ledger._holders.find = broken
 leaks.ledger(failing, [model], [opt])
-print(json.dumps({"rows": rec.rows, "made": made, "failing": failing.rows, "walk": leaks.walk}))
+print(json.dumps({"rows": rec.rows, "made": made, "failing": failing.rows, "walk": _parts.on("holder_walk")}))
 """
 
 
@@ -209,7 +209,7 @@ def test_owners_add_up_and_a_failing_walk_turns_off(tmp_path):
     assert kinds[("optimizer_state", "AdamW")]["bytes"] == 2 * params + 4 * 4  # and a step scalar each
     assert ("autograd", "autograd graph of __main__.kept") in kinds
     # the failing walk: one line, the walk off, the ledger still written without holders
-    assert err.count("tpaudit:") == 1 and "leak detection off" in err
+    assert err.count("tpaudit:") == 1 and "probe part holder_walk off" in err
     assert got["walk"] is False
     failing = got["failing"]
     assert any(r["owner_kind"] == "parameter" for r in failing)

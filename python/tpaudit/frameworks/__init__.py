@@ -9,11 +9,20 @@ analyzer judges the working side: a master whose working tensor is a live
 model parameter is fine, a working tensor that left the model is stale.
 
 Each framework module holds a table of the classes and attributes it reads
-(and the versions they were read from); generic.py covers the rest.
+(and the versions they were read from); generic.py covers the rest.  Each
+is a part of the probe (_parts.py: framework:<name>): an error in one turns
+it off alone; the objects it would have read are then left to the generic
+rule (after the error itself, the object that raised it is paired by none).
 """
+from .. import _parts
 from . import deepspeed, megatron, colossalai, generic
 
 KNOWN = (megatron, deepspeed, colossalai)
+GENERIC = "framework:generic"
+
+
+def _part(framework):
+    return "framework:" + framework.__name__.rpartition(".")[2]
 
 
 def _table_entry(obj, framework):
@@ -49,27 +58,50 @@ def group_pairs(obj, working_attr, master_attr, is_tensor):
                     yield "%s[%d][%d]->%s[%d][%d]" % (working_attr, i, j, master_attr, i, j), w, m, False
 
 
+def _children(obj, framework):
+    entry = _table_entry(obj, framework)
+    out = []
+    if entry is not None:
+        for attr in entry.get("children", ()):
+            out.extend(child for child in _leaves(getattr(obj, attr, None)) if child is not None)
+    return out
+
+
 def children(obj):
     """Objects below obj that a framework table names (e.g. ChainedOptimizer's parts)."""
+    out = []
     for framework in KNOWN:
-        entry = _table_entry(obj, framework)
-        if entry is not None:
-            for attr in entry.get("children", ()):
-                for child in _leaves(getattr(obj, attr, None)):
-                    if child is not None:
-                        yield child
+        out.extend(_parts.guard(_part(framework), _children, obj, framework, default=()))
+    return out
+
+
+def _framework_pairs(obj, entry, group_ids, is_tensor):
+    out = []
+    for working_attr, master_attr in entry.get("groups", ()):
+        out.extend(group_pairs(obj, working_attr, master_attr, is_tensor))
+    if entry.get("maps"):
+        out.extend(generic.tensor_maps(obj, group_ids, is_tensor))
+    return out
+
+
+def _generic_pairs(obj, group_ids, is_tensor, was_param):
+    return list(generic.tensor_maps(obj, group_ids, is_tensor)) + \
+        list(generic.parallel_lists(obj, group_ids, is_tensor, was_param))
 
 
 def pairs(obj, group_ids, is_tensor, was_param):
-    """(label, working, master, flat) for one wrapper object: by its
-    framework's table when a framework knows its class, else the generic rule."""
+    """[(label, working, master, flat)] for one wrapper object: by its
+    framework's table when a framework knows its class, else the generic
+    rule; none from a part that is off or fails now."""
     for framework in KNOWN:
-        entry = _table_entry(obj, framework)
-        if entry is not None:
-            for working_attr, master_attr in entry.get("groups", ()):
-                yield from group_pairs(obj, working_attr, master_attr, is_tensor)
-            if entry.get("maps"):
-                yield from generic.tensor_maps(obj, group_ids, is_tensor)
-            return
-    yield from generic.tensor_maps(obj, group_ids, is_tensor)
-    yield from generic.parallel_lists(obj, group_ids, is_tensor, was_param)
+        part = _part(framework)
+        if not _parts.on(part):
+            continue
+        try:
+            entry = _table_entry(obj, framework)
+            if entry is not None:
+                return _framework_pairs(obj, entry, group_ids, is_tensor)
+        except Exception as exc:
+            _parts.fail(part, exc)
+            return []
+    return _parts.guard(GENERIC, _generic_pairs, obj, group_ids, is_tensor, was_param, default=[])

@@ -1,4 +1,7 @@
-"""FSDP2 (torch.distributed.fsdp.fully_shard), read from torch 2.11.
+"""FSDP2 (torch.distributed.fsdp.fully_shard), read from torch 2.11 and
+2.6; torch 2.4 and 2.5 keep the same module under
+torch.distributed._composable.fsdp (watched by that name too); 2.1-2.3 have
+no FSDP2.  An error here turns the part framework:fsdp2 off (_parts.py).
 
 - FSDP2 swaps a module's parameter with `module._parameters[name] = param`
   in _fsdp_param.unsafe_setattr_param, which register_parameter never sees.
@@ -13,9 +16,13 @@
 """
 import sys
 
+from .. import _parts
 from .._after_import import after_import
 
-MODULE = "torch.distributed.fsdp._fully_shard._fsdp_param"
+PART = "framework:fsdp2"
+# (the module of unsafe_setattr_param, the module whose import means fully_shard was used)
+PLACES = (("torch.distributed.fsdp._fully_shard._fsdp_param", "torch.distributed.fsdp._fully_shard._fully_shard"),
+          ("torch.distributed._composable.fsdp._fsdp_param", "torch.distributed._composable.fsdp.fully_shard"))
 
 
 def _patch(mod, on_replace):
@@ -24,27 +31,34 @@ def _patch(mod, on_replace):
     orig = mod.unsafe_setattr_param
 
     def unsafe_setattr_param(module, param_name, param):
-        old = module._parameters.get(param_name)
+        if not _parts.on(PART):
+            return orig(module, param_name, param)
+        old = _parts.guard(PART, module._parameters.get, param_name)
         orig(module, param_name, param)
-        if old is param:
-            return
-        caller = sys._getframe(1).f_locals.get("self")
-        twins = (getattr(caller, "sharded_param", None), getattr(caller, "_unsharded_param", None))
-        swap = old is not None and any(old is t for t in twins) and any(param is t for t in twins)
-        on_replace(module, param_name, old, param, swap)
+        if old is not param:
+            _parts.guard(PART, _swapped, sys._getframe(1), module, param_name, old, param, on_replace)
     unsafe_setattr_param._tpaudit = True
     mod.unsafe_setattr_param = unsafe_setattr_param
 
 
+def _swapped(frame, module, param_name, old, param, on_replace):
+    caller = frame.f_locals.get("self")
+    twins = (getattr(caller, "sharded_param", None), getattr(caller, "_unsharded_param", None))
+    swap = old is not None and any(old is t for t in twins) and any(param is t for t in twins)
+    on_replace(module, param_name, old, param, swap)
+
+
 def watch(on_replace):
     """Calls on_replace(module, name, old, new, swap) for every FSDP2 parameter swap."""
-    after_import(MODULE, lambda mod: _patch(mod, on_replace))
+    for module, _ in PLACES:
+        after_import(module, lambda mod: _parts.guard(PART, _patch, mod, on_replace))
 
 
 def live_twins(root):
     """(name of the held param, sharded twin) for modules under root that hold
-    FSDP2's unsharded parameter instead of the sharded one."""
-    if "torch.distributed.fsdp._fully_shard._fully_shard" not in sys.modules:
+    FSDP2's unsharded parameter instead of the sharded one; none once the
+    part is off (_parts.guard around this generator's caller)."""
+    if not any(used in sys.modules for _, used in PLACES) or not _parts.on(PART):
         return
     for module in root.modules():
         get_state = getattr(module, "_get_fsdp_state", None)
