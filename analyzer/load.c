@@ -131,6 +131,7 @@ static int load_one(const char *file, int needs, tpa_report_t *r, char *why, siz
     }
     int rc = tpa_judge_headline(db, &audit, (needs & TPA_NEED_DETAILS) ? TPA_DETAILS_ALL : TPA_DETAILS_NONE, 0, r);
     if (!rc) rc = tpa_library_growth(db, audit.id, 0, needs & TPA_NEED_DETAILS, r);
+    if (!rc) tpa_judge_parts_off(run, r);
     if (rc) snprintf(why, why_len, "%s: cannot query: %s", file, sqlite3_errmsg(db));
     if (!rc && (needs & TPA_NEED_MARKS)) tpa_judge_marks(db, run, audit.id, headline_stale_bytes(r));
     tpa_db_close(db);

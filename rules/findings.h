@@ -66,6 +66,11 @@ tpa_judged_audit_t tpa_judge_audit(sqlite3 *db, tpa_run_t *run);
 /* 1 when no probe vouches that `run` built no optimizer: never a helper. */
 int tpa_judge_unvouched(const tpa_run_t *run);
 void tpa_judge_inconclusive(sqlite3 *db, tpa_run_t *run, tpa_report_t *r);
+/* Marks `run` (and `r`) inconclusive when its probe had a part off that a
+ * clean verdict needs (python "on; unjudged: ...", python/tpaudit/_parts.py)
+ * and the run has no error finding: an error found stands, a clean verdict
+ * cannot.  Call once `r` has the run's findings. */
+void tpa_judge_parts_off(tpa_run_t *run, tpa_report_t *r);
 /* Stale bytes at every closed audit, for the plot; audit `known_audit`'s
  * are `known_bytes` (the judged audit's, from its headline findings). */
 void tpa_judge_marks(sqlite3 *db, tpa_run_t *run, int64_t known_audit, int64_t known_bytes);

@@ -118,6 +118,25 @@ void tpa_judge_inconclusive(sqlite3 *db, tpa_run_t *run, tpa_report_t *r) {
     r->inconclusive = 1;
 }
 
+/* The python field's "; unjudged: " list and its "parts off: " list. */
+static const char UNJUDGED[] = "; unjudged: ", PARTS_OFF[] = "parts off: ";
+
+void tpa_judge_parts_off(tpa_run_t *run, tpa_report_t *r) {
+    const char *unjudged = run->python ? strstr(run->python, UNJUDGED) : NULL;
+    if (!unjudged || run->inconclusive) return;
+    for (size_t i = 0; i < r->n_findings; i++)
+        if (r->findings[i].is_error) return;
+    unjudged += sizeof UNJUDGED - 1;
+    const char *parts = strstr(unjudged, PARTS_OFF);
+    int verdicts = (int)strcspn(unjudged, ";");
+    char buf[400];
+    snprintf(buf, sizeof buf, "python probe parts off (%s): no clean verdict on %.*s", parts ? parts + sizeof PARTS_OFF - 1 : "?",
+             verdicts, unjudged);
+    run->inconclusive = 1;
+    run->why_inconclusive = tpa_strdup(buf);
+    r->inconclusive = 1;
+}
+
 tpa_judged_audit_t tpa_judge_audit(sqlite3 *db, tpa_run_t *run) {
     tpa_judged_audit_t a = {-1, 0};
     sqlite3_stmt *st;

@@ -203,7 +203,7 @@ class _Audit:
             paths.setdefault(id(p), path)
             self.tensor(p, path)
             ref(N.HOLDER_MODULE, cls, hid, path, N.ROLE_PARAM, id(p))
-        for held, twin in _parts.guard(fsdp2.PART, list, fsdp2.live_twins(root), default=()):
+        for held, twin in _parts.guard(fsdp2.PART, lambda: list(fsdp2.live_twins(root)), default=()):
             path = paths.get(id(held))
             self.tensor(twin, path)
             ref(N.HOLDER_MODULE, cls, hid, path, N.ROLE_PARAM, id(twin))
