@@ -1,7 +1,8 @@
 /*
  * html_stack.c - stacks as a reader wants them: the user's own frames
  * first, the frames of installed packages (site-packages), the standard
- * library, the interpreter and system libraries folded into <details>, and
+ * library, the interpreter and system libraries folded into <details>
+ * (but the framework frame that made the call, shown with the user's), and
  * paths shown relative to the project root; which frame is whose and the
  * root are decided in stack_view.c, shared with the text report.
  */
@@ -38,15 +39,18 @@ void html_put_stack(FILE *out, const html_paths_t *p, const char *title, const t
     if (!fr->n) return;
     size_t users = 0;
     for (size_t i = 0; i < fr->n; i++) users += tpa_frame_is_user(&fr->v[i]);
-    size_t shown = users ? users : (fr->n < 3 ? fr->n : 3);
+    /* shown first: the user's frames (or the innermost three when none is),
+     * and the framework frames that made the call (stack_view.h) */
+    size_t shown = 0;
     fputs("<div class=\"stack\"><h4>", out);
     html_put(out, title);
     fputs("</h4>\n<ol class=\"frames\">\n", out);
-    for (size_t i = 0, k = 0; i < fr->n && k < shown; i++)
-        if (!users || tpa_frame_is_user(&fr->v[i])) {
+    for (size_t i = 0; i < fr->n; i++) {
+        if (tpa_frame_made_the_call(fr, i) || (users ? tpa_frame_is_user(&fr->v[i]) : i < 3)) {
             put_item(out, p, &fr->v[i]);
-            k++;
+            shown++;
         }
+    }
     fputs("</ol>\n", out);
     if (shown < fr->n) {
         fprintf(

@@ -217,6 +217,35 @@ static void add_library(char *names, size_t len, const char *lib) {
     snprintf(names + used, len - used, "%s%s", used ? ", " : "", lib);
 }
 
+/* The libraries a model is made of: a call into them from a framework is
+ * the framework's doing. */
+static const char *const MODEL_LIBRARIES[] = {"torch", "transformers"};
+
+static int model_library(const char *lib) {
+    for (size_t i = 0; i < sizeof MODEL_LIBRARIES / sizeof *MODEL_LIBRARIES; i++)
+        if (!strcmp(lib, MODEL_LIBRARIES[i])) return 1;
+    return 0;
+}
+
+/* The standard library ("python3.11"), code of no file ("python") and the
+ * probe: passed over between a framework and the model library it calls. */
+static int passed_over(const char *lib) { return !strncmp(lib, "python", 6) || !strcmp(lib, "tpaudit"); }
+
+int tpa_frame_made_the_call(const tpa_frames_t *fr, size_t i) {
+    const tpa_frame_t *f = &fr->v[i];
+    char lib[64];
+    if (!f->file || f->module || tpa_frame_is_user(f) || !tpa_packages_part(f->file)) return 0;
+    tpa_frame_library(f, lib, sizeof lib);
+    if (model_library(lib)) return 0;
+    for (size_t k = i; k-- > 0;) {
+        if (tpa_frame_is_user(&fr->v[k])) return 0;
+        tpa_frame_library(&fr->v[k], lib, sizeof lib);
+        if (model_library(lib)) return 1;
+        if (!passed_over(lib)) return 0;
+    }
+    return 0;
+}
+
 void tpa_put_text_stack(FILE *out, const tpa_paths_t *p, const char *title, const tpa_frames_t *fr) {
     if (!fr->n) return;
     size_t users = 0;
@@ -224,11 +253,14 @@ void tpa_put_text_stack(FILE *out, const tpa_paths_t *p, const char *title, cons
     fprintf(out, "      %s (most recent call last):\n", title);
     /* Frames are stored innermost first: walk from the end. Shown in full:
      * the user's frames and the innermost one (the call that did it, as a
-     * traceback ends), or the innermost three when no frame is the user's;
-     * each stretch of two or more others is one line naming their libraries. */
+     * traceback ends), or the innermost three when no frame is the user's,
+     * and the frames that made the call; each stretch of two or more others
+     * is one line naming their libraries. */
     for (size_t i = fr->n; i-- > 0;) {
         size_t n = 0;
-        while (n <= i && !(users ? tpa_frame_is_user(&fr->v[i - n]) || i == n : i - n < 3)) n++;
+        while (n <= i && !(users ? tpa_frame_is_user(&fr->v[i - n]) || i == n : i - n < 3) &&
+               !tpa_frame_made_the_call(fr, i - n))
+            n++;
         if (n < 2) {
             put_text_frame(out, p, &fr->v[i]);
             continue;

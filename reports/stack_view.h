@@ -30,12 +30,20 @@ const char *tpa_short_path(const tpa_paths_t *p, const char *path);
  * argv is unknown. Writes buf. */
 const char *tpa_run_program(const tpa_run_t *run, char *buf, size_t len);
 
+/* 1 when frame i of fr (stored innermost first) is the framework frame
+ * that made the call: a Python frame of an installed package other than
+ * the model libraries (torch, transformers) whose next frame inwards, past
+ * the standard library's, is a model library's.  In a replacement made
+ * inside ColossalAI it is the policy's `preprocess` calling transformers'
+ * resize_token_embeddings.  Every report shows it in full, as the user's. */
+int tpa_frame_made_the_call(const tpa_frames_t *fr, size_t i);
+
 /* The text form of a stack under `title`, as Python prints a traceback:
- * outermost frame first, the user's frames and the innermost frame in
- * full, each stretch of two or more other library frames folded to one
- * line, "... N frames in torch" or "... N frames in _pytest, pluggy" (a
- * stack with no user frame shows its innermost three); every string
- * through tpa_term. */
+ * outermost frame first, the user's frames, the frames that made the call
+ * (tpa_frame_made_the_call) and the innermost frame in full, each stretch
+ * of two or more other library frames folded to one line, "... N frames in
+ * torch" or "... N frames in _pytest, pluggy" (a stack with no user frame
+ * shows its innermost three); every string through tpa_term. */
 void tpa_put_text_stack(FILE *out, const tpa_paths_t *p, const char *title, const tpa_frames_t *fr);
 
 #endif

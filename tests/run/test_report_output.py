@@ -177,6 +177,79 @@ def test_library_frames_between_user_frames_are_folded(tmp_path):
     assert str(project) not in text and "site-packages" not in text
 
 
+# A framework in site-packages whose policy replaces a layer through torch's
+# Module.apply, three calls below the user's `boost`, as ColossalAI's GPT-2
+# policy resizes the embedding through transformers.
+FRAMEWORK = {
+    "fakefw/__init__.py": "from .booster import boost\n",
+    "fakefw/booster.py": "from .plugin import configure\n\n\ndef boost(model):\n    return configure(model)\n",
+    "fakefw/plugin.py": "from .policies.gpt2 import preprocess\n\n\ndef configure(model):\n    return preprocess(model)\n",
+    "fakefw/policies/__init__.py": "",
+    "fakefw/policies/gpt2.py": """import torch
+from torch import nn
+
+
+def widen(module):
+    if isinstance(module, nn.Linear) and module.out_features == 8:
+        module.weight = nn.Parameter(torch.zeros(8, 4))
+
+
+def preprocess(model):
+    model.apply(widen)
+    return model
+""",
+}
+BOOST_SCRIPT = '''
+import fakefw
+import torch
+from torch import nn
+
+
+def main():
+    model = nn.Sequential(nn.Sequential(nn.Linear(4, 8), nn.ReLU()), nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model = fakefw.boost(model)
+    model(torch.ones(1, 4)).sum().backward()
+    opt.step()
+
+
+main()
+'''
+
+
+def test_the_framework_frame_that_made_the_call_is_shown(tmp_path):
+    """A replacement made inside a framework: the user's lines first, the
+    framework's own stretch folded up to the frame that called into torch
+    (the policy's preprocess, shown in full), then torch's frames folded,
+    and the innermost frame; the HTML shows the same frame with the user's."""
+    site = tmp_path / "venv" / "lib" / "site-packages"
+    for name, text in FRAMEWORK.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "boost_run.py").write_text(BOOST_SCRIPT)
+    out = tmp_path / "out"
+    env = dict(os.environ, TPAUDIT_AUDIT="1", PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    r = tpaudit("run", "-o", out, "--", sys.executable, "boost_run.py", cwd=project, env=env)
+    assert r.returncode == 0, r.stderr
+    policy = FRAMEWORK["fakefw/policies/gpt2.py"].splitlines()
+    at = {t: policy.index(t) + 1 for t in ("    model.apply(widen)", "        module.weight = nn.Parameter(torch.zeros(8, 4))")}
+    script = BOOST_SCRIPT.splitlines()
+    replaced = stacks(tpaudit("report", out).stdout)["replaced at"]
+    assert replaced[:4] == [f"boost_run.py:{script.index('main()') + 1} in <module>",
+                            f"boost_run.py:{script.index('    model = fakefw.boost(model)') + 1} in main",
+                            "... 2 frames in fakefw",
+                            f"fakefw/policies/gpt2.py:{at['    model.apply(widen)']} in preprocess",
+                            ], replaced
+    assert re.fullmatch(r"\.\.\. \d+ frames in torch", replaced[4]), replaced
+    assert replaced[5] == f"fakefw/policies/gpt2.py:{at['        module.weight = nn.Parameter(torch.zeros(8, 4))']} in widen"
+    html = tpaudit("report", "--format", "html", out).stdout
+    shown = html.split('<ol class="frames">', 1)[1].split("</ol>", 1)[0]  # the first stack's unfolded frames
+    assert "fakefw/policies/gpt2.py:%d</code> in <b>preprocess" % at["    model.apply(widen)"] in shown, shown
+    assert "boost_run.py" in shown and "fakefw/booster.py" not in shown and "fakefw/plugin.py" not in shown
+
+
 @pytest.mark.parametrize("argv,rank,suite", [
     (["python", "-X", "dev", "train.py", "--lr", "1"], 0, "tpaudit.train.rank0"),
     (["/usr/bin/python3", "-u", "/srv/jobs/finetune.py"], 3, "tpaudit.finetune.rank3"),
