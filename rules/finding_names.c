@@ -4,7 +4,8 @@
  * lacks the wrapper's prefix.  Its name becomes the first of its names in
  * the model's own order (named_parameters order, which is the order the
  * modules were registered in), the others its aliases, and every name gets
- * the prefix its live successor's path shows. */
+ * the prefix its live successor's path shows, or the one every live param
+ * path starts with when that prefix makes one of its names a live path. */
 #include "finding_names.h"
 #include "owned_text.h"
 
@@ -114,6 +115,48 @@ static char *wrapper_prefix(sqlite3 *db, int64_t audit, const tpa_finding_t *f) 
     return prefix;
 }
 
+/* A wrapper's prefix found from the model as it is at the judged audit:
+ * every live param path starts with the same first part P ("module."), and
+ * P + one of the names is a live param path (the name was recorded before
+ * the wrapper took the model in: ColossalAI's policies replace layers
+ * before its ModelWrapper does).  NULL when there is none. */
+static char *live_prefix(sqlite3 *db, int64_t audit, const names_t *ns) {
+    char *prefix = NULL;
+    sqlite3_stmt *st = prepare_keys(db,
+                                    "SELECT substr(path, 1, instr(path, '.')) p FROM ref WHERE audit_id=?1"
+                                    " AND role='param' AND path IS NOT NULL GROUP BY p LIMIT 2",
+                                    audit, 0, 0);
+    if (st && sqlite3_step(st) == SQLITE_ROW) {
+        prefix = tpa_column_text(st, 0); /* a copy: the next step frees the row's text */
+        if (!prefix || !*prefix || sqlite3_step(st) != SQLITE_DONE) {
+            free(prefix);
+            prefix = NULL;
+        }
+    }
+    if (st) sqlite3_finalize(st);
+    st = prefix ? prepare_keys(db, "SELECT 1 FROM ref WHERE audit_id=?1 AND role='param' AND path=?2", audit, 0, 0)
+                : NULL;
+    size_t plen = prefix ? strlen(prefix) : 0;
+    int found = 0;
+    for (size_t i = 0; st && i < ns->n && !found; i++) {
+        if (!strncmp(ns->v[i], prefix, plen)) continue;
+        char *full = malloc(plen + strlen(ns->v[i]) + 1);
+        if (!full) break;
+        memcpy(full, prefix, plen);
+        strcpy(full + plen, ns->v[i]);
+        sqlite3_bind_text(st, 2, full, -1, SQLITE_TRANSIENT);
+        found = sqlite3_step(st) == SQLITE_ROW;
+        sqlite3_reset(st);
+        free(full);
+    }
+    if (st) sqlite3_finalize(st);
+    if (!found) {
+        free(prefix);
+        prefix = NULL;
+    }
+    return prefix;
+}
+
 /* Puts `prefix` before each name that does not start with it. */
 static void apply_prefix(names_t *ns, const char *prefix) {
     size_t plen = strlen(prefix);
@@ -165,7 +208,10 @@ static void order_by_model(sqlite3 *db, int64_t audit, names_t *ns) {
 void tpa_attach_names(sqlite3 *db, int64_t audit, tpa_finding_t *f) {
     names_t ns = {NULL, NULL, 0};
     collect_names(db, audit, f, &ns);
+    /* one naming throughout: every name (and every later replacement's) with
+     * the wrapper's prefix, when the model is under a wrapper now */
     char *prefix = wrapper_prefix(db, audit, f);
+    if (!prefix) prefix = live_prefix(db, audit, &ns);
     if (prefix) {
         apply_prefix(&ns, prefix);
         for (size_t i = 0; i < f->n_later_replacements; i++) {

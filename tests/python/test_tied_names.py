@@ -118,6 +118,27 @@ def assert_baseline_matches_by_alias(tmp_path, out, doc, head):
     assert gate_against("transformer.h.0.attn.c_attn.weight") == 1
 
 
+def test_names_recorded_before_a_wrapper_take_its_prefix_throughout(tmp_path):
+    """The table replaced twice (padded, then sharded) before a wrapper took
+    the model in: no replacement leads straight to a live successor, so the
+    prefix comes from the model as it is now; every name of every finding,
+    in JSON and in the text's "also named", is `module.`-prefixed."""
+    out = audited(tmp_path, "wrapped_late")
+    doc = report(out, "json")
+    names = []
+    for f in doc["findings"]:
+        names += [f["tensor"]["name"], *f["tensor"]["aliases"]]
+        names += [r["name"] for r in f.get("later_replacements", [])]
+        if f.get("successor"):
+            names.append(f["successor"]["name"])
+    assert names and all(n.startswith("module.") for n in names), names
+    stale = [f for f in doc["findings"] if f["kind"] == "stale_param" and f["tensor"]["shape"] == [50257, 32]]
+    assert stale and stale[0]["tensor"]["name"] == "module.transformer.wte.weight", stale
+    assert stale[0]["tensor"]["aliases"] == ["module.lm_head.weight"], stale
+    also = [l.split(": ", 1)[1] for l in report(out, "text").splitlines() if l.strip().startswith("also named:")]
+    assert also and all(n.startswith("module.") for line in also for n in line.split(", ")), also
+
+
 def test_untied_table_has_no_alias(tmp_path):
     doc = report(audited(tmp_path, "untied"), "json")
     f = the_stale(doc)
@@ -127,7 +148,7 @@ def test_untied_table_has_no_alias(tmp_path):
     assert_every_audit(doc, stale_from(doc, 1), steps=[1, 2])
 
 
-@pytest.mark.parametrize("case", ["tied", "untied", "ddp", "deepspeed"])
+@pytest.mark.parametrize("case", ["tied", "untied", "ddp", "deepspeed", "wrapped_late"])
 def test_padding_before_the_optimizer_reports_nothing(tmp_path, case):
     doc = report(audited(tmp_path, case, twin=True), "json")
     assert doc["findings"] == [], [f["message"] for f in doc["findings"]]

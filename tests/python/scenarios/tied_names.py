@@ -5,7 +5,10 @@ way a vocabulary-padding helper does it, for the naming tests.
 
 CASE: tied (tie_word_embeddings=True), untied, ddp (one gloo process, the
 model under DistributedDataParallel), deepspeed (a DeepSpeed engine on its
-CPU accelerator, ZeRO stage 1, bf16).  The buggy order pads the vocabulary
+CPU accelerator, ZeRO stage 1, bf16), wrapped_late (as ColossalAI's
+HybridParallelPlugin does it: a policy pads the table and replaces it once
+more, as a shard, and only then does a wrapper take the model in, as
+`module`).  The buggy order pads the vocabulary
 after the optimizer was built; --twin pads it first.  The lines that replace
 the embedding carry the markers SET_EMBEDDINGS and TIE_WEIGHTS, which the
 tests look up.  Nothing here calls tpaudit.
@@ -32,7 +35,7 @@ def pad_vocab(model):
     old = model.get_input_embeddings()
     new = nn.Embedding(PADDED, WIDTH, dtype=old.weight.dtype, device=old.weight.device)
     with torch.no_grad():
-        new.weight[:VOCAB].copy_(old.weight)
+        new.weight[:old.num_embeddings].copy_(old.weight)
     model.set_input_embeddings(new)  # SET_EMBEDDINGS
     model.tie_weights()  # TIE_WEIGHTS
     model.config.vocab_size = model.get_output_embeddings().weight.shape[0]  # the loss's width
@@ -117,8 +120,36 @@ def deepspeed_engine(twin):
     train(step)
 
 
+class Wrapper(nn.Module):
+    """A framework's model wrapper (ColossalAI's ModelWrapper keeps it as `module`)."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+
+def wrapped_late(twin):
+    model = gpt2(True)
+    if twin:
+        pad_vocab(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    if not twin:
+        pad_vocab(model)
+        pad_vocab(model)  # the shard that replaces the padded table in turn
+    wrapped = Wrapper(model)
+
+    def step(ids):
+        opt.zero_grad()
+        wrapped(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+    train(step)
+
+
 CASES = {"tied": lambda twin: plain(twin, True), "untied": lambda twin: plain(twin, False),
-         "ddp": ddp, "deepspeed": deepspeed_engine}
+         "ddp": ddp, "deepspeed": deepspeed_engine, "wrapped_late": wrapped_late}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]]("--twin" in sys.argv)
