@@ -48,17 +48,20 @@ def train(step_fn, steps=2):
         step_fn(ids)
 
 
-def plain(twin, tied):
+def plain(twin, tied, pads=1, wrap=lambda model: model):
+    """The table padded `pads` times (after the optimizer, unless twin), then
+    the model given to `wrap` and trained through what it returns."""
     model = gpt2(tied)
     if twin:
         pad_vocab(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    if not twin:
+    for _ in range(0 if twin else pads):
         pad_vocab(model)
+    outer = wrap(model)
 
     def step(ids):
         opt.zero_grad()
-        model(input_ids=ids, labels=ids).loss.backward()
+        outer(input_ids=ids, labels=ids).loss.backward()
         opt.step()
     train(step)
 
@@ -132,20 +135,8 @@ class Wrapper(nn.Module):
 
 
 def wrapped_late(twin):
-    model = gpt2(True)
-    if twin:
-        pad_vocab(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    if not twin:
-        pad_vocab(model)
-        pad_vocab(model)  # the shard that replaces the padded table in turn
-    wrapped = Wrapper(model)
-
-    def step(ids):
-        opt.zero_grad()
-        wrapped(input_ids=ids, labels=ids).loss.backward()
-        opt.step()
-    train(step)
+    """Padded, then replaced once more (the shard), then wrapped."""
+    plain(twin, True, pads=2, wrap=Wrapper)
 
 
 CASES = {"tied": lambda twin: plain(twin, True), "untied": lambda twin: plain(twin, False),
