@@ -322,7 +322,8 @@ static void step_text(const tpa_owner_point_t *p, char *buf, size_t len) {
 static void audit_point(mv_ctx_t *c, const tpa_owner_point_t *p) {
     char step[48], meta[1024], bytes[32];
     step_text(p, step, sizeof step);
-    for (size_t i = 1; i < c->n_groups; i++) c->groups[i].target = 0;
+    /* an audit without a ledger (an OOM's, a version-1 file's) is a mark: the owners stay */
+    for (size_t i = 1; p->n_groups && i < c->n_groups; i++) c->groups[i].target = 0;
     for (size_t j = 0; j < p->n_groups; j++) {
         const tpa_owner_group_t *og = &p->groups[j];
         size_t gi = group_of(c, og->owner_kind, og->owner);

@@ -72,6 +72,7 @@ def build(path, steps=12, rank=0):
             ts += 1
         live = need(min(step, steps)) - 40 * MIB + (step % 3) * MIB
         c.execute("UPDATE sample SET live_bytes=?, reserved_bytes=? WHERE step=?", (live, reserved, step))
+    c.execute("DELETE FROM sample WHERE step > ?", (steps + 1,))
     # an out-of-memory audit just before exit
     c.execute("INSERT INTO audit VALUES(?,'oom',?,?,?,?,2)", (steps + 10, steps, 10_000 * steps + 5000,
                                                                10_000 * steps + 5100, rank))
