@@ -69,8 +69,34 @@ static int parse_steps(const char *text, tpa_memviz_options_t *o) {
     return o->first_step > o->last_step ? -1 : 0;
 }
 
+/* The renderer of a format; NULL for memory-viz (cmd_memviz.c) and unknown ones. */
+static int (*renderer_of(const char *format))(const tpa_report_t *, FILE *) {
+    static const struct {
+        const char *name;
+        int (*render)(const tpa_report_t *, FILE *);
+    } formats[] = {{"text", tpa_render_text}, {"json", tpa_render_json}, {"html", tpa_render_html},
+                   {"junit", tpa_render_junit}};
+    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+        if (!strcmp(format, formats[i].name)) return formats[i].render;
+    return NULL;
+}
+
+enum { OPT_RANK = 256, OPT_STEPS, OPT_MAX_EVENTS };
+
+/* --rank, --steps, --max-events into viz and *rank; 0, or -1 after saying why. */
+static int viz_option(int c, const char *value, tpa_memviz_options_t *viz, int64_t *rank) {
+    int64_t max_events = 0;
+    int bad = c == OPT_RANK    ? parse_count(value, rank)
+              : c == OPT_STEPS ? parse_steps(value, viz)
+                               : parse_count(value, &max_events);
+    if (c == OPT_MAX_EVENTS) viz->max_events = (size_t)max_events;
+    if (bad)
+        fprintf(stderr, "tpaudit: report: bad value '%s' for %s (see tpaudit report --help)\n", tpa_term(value),
+                c == OPT_RANK ? "--rank" : c == OPT_STEPS ? "--steps" : "--max-events");
+    return bad ? -1 : 0;
+}
+
 int tpa_cmd_report(int argc, char **argv) {
-    enum { OPT_RANK = 256, OPT_STEPS, OPT_MAX_EVENTS };
     static const struct option opts[] = {{"format", required_argument, 0, 'f'},
                                          {"output", required_argument, 0, 'o'},
                                          {"rank", required_argument, 0, OPT_RANK},
@@ -80,7 +106,7 @@ int tpa_cmd_report(int argc, char **argv) {
                                          {0, 0, 0, 0}};
     const char *format = NULL, *output = NULL, *viz_only = NULL;
     tpa_memviz_options_t viz = {INT64_MIN, INT64_MAX, 100000};
-    int64_t rank = -1, max_events = 0;
+    int64_t rank = -1;
     int c;
     optind = 1;
     opterr = 0;
@@ -91,47 +117,25 @@ int tpa_cmd_report(int argc, char **argv) {
             output = optarg;
         else if (c == OPT_RANK || c == OPT_STEPS || c == OPT_MAX_EVENTS) {
             viz_only = argv[optind - 1];
-            int bad = c == OPT_RANK    ? parse_count(optarg, &rank)
-                      : c == OPT_STEPS ? parse_steps(optarg, &viz)
-                                       : parse_count(optarg, &max_events);
-            if (c == OPT_MAX_EVENTS) viz.max_events = (size_t)max_events;
-            if (bad) {
-                fprintf(stderr, "tpaudit: report: bad value '%s' for %s (see tpaudit report --help)\n", tpa_term(optarg),
-                        c == OPT_RANK ? "--rank" : c == OPT_STEPS ? "--steps" : "--max-events");
-                return TPA_EXIT_USAGE;
-            }
+            if (viz_option(c, optarg, &viz, &rank)) return TPA_EXIT_USAGE;
         } else
             return tpa_option_help_or_error("report", c, argv, usage);
     }
     if (!format) format = format_of_name(output);
-    if (!strcmp(format, "memory-viz")) {
-        if (optind >= argc) {
-            fputs("tpaudit: report: no PATH given (see tpaudit report --help)\n", stderr);
-            return TPA_EXIT_USAGE;
-        }
-        return tpa_report_memviz(argc - optind, argv + optind, output, &viz, rank >= 0, rank);
-    }
-    if (viz_only) {
-        fprintf(stderr, "tpaudit: report: %s is an option of --format memory-viz only\n", tpa_term(viz_only));
+    int (*render)(const tpa_report_t *, FILE *) = renderer_of(format);
+    if (!render && strcmp(format, "memory-viz")) {
+        fprintf(stderr, "tpaudit: unknown format '%s' (text, json, html, junit or memory-viz)\n", tpa_term(format));
         return TPA_EXIT_USAGE;
     }
-    int (*render)(const tpa_report_t *, FILE *) = NULL;
-    if (!strcmp(format, "text"))
-        render = tpa_render_text;
-    else if (!strcmp(format, "json"))
-        render = tpa_render_json;
-    else if (!strcmp(format, "html"))
-        render = tpa_render_html;
-    else if (!strcmp(format, "junit"))
-        render = tpa_render_junit;
-    else {
-        fprintf(stderr, "tpaudit: unknown format '%s' (text, json, html, junit or memory-viz)\n", tpa_term(format));
+    if (viz_only && render) {
+        fprintf(stderr, "tpaudit: report: %s is an option of --format memory-viz only\n", tpa_term(viz_only));
         return TPA_EXIT_USAGE;
     }
     if (optind >= argc) {
         fputs("tpaudit: report: no PATH given (see tpaudit report --help)\n", stderr);
         return TPA_EXIT_USAGE;
     }
+    if (!render) return tpa_report_memviz(argc - optind, argv + optind, output, &viz, rank >= 0, rank);
     char why[8400] = "";
     tpa_report_t report;
     /* The text shows the details of one finding per group of the same finding on several

@@ -92,6 +92,53 @@ static void put_finding_lines(FILE *out, const tpa_report_t *r, size_t run_index
     }
 }
 
+/* The bands, stacked in BANDS' order; below[i] ends as column i's total. */
+static void put_bands(FILE *out, int64_t (*v)[N_BANDS], size_t n, const int *used, double top, double *below) {
+    for (size_t b = 0; b < N_BANDS; b++) {
+        if (!used[b]) continue;
+        fprintf(out, "<path class=\"band\" fill=\"%s\" d=\"M%.1f %.1f", BANDS[b].color, px(0, n),
+                py(below[0] + (double)v[0][b], top));
+        for (size_t i = 0; i < n; i++) { /* the top edge, a step per column */
+            double y = py(below[i] + (double)v[i][b], top);
+            fprintf(out, " L%.1f %.1f L%.1f %.1f", px(i, n), y, px(i + 1, n), y);
+        }
+        for (size_t i = n; i-- > 0;) /* the bottom edge back */
+            fprintf(out, " L%.1f %.1f L%.1f %.1f", px(i + 1, n), py(below[i], top), px(i, n), py(below[i], top));
+        html_fmt(out, " Z\"><title>%s</title></path>\n", BANDS[b].label);
+        for (size_t i = 0; i < n; i++) below[i] += (double)v[i][b];
+    }
+}
+
+/* Audit ticks, finding lines, the byte scale and the first and last step. */
+static void put_marks(FILE *out, const tpa_report_t *r, size_t run_index, const tpa_owner_point_t **at, size_t n,
+                      const double *below, double top) {
+    for (size_t i = 0; i < n; i++) {
+        if (!at[i]->label) continue;
+        double x = (px(i, n) + px(i + 1, n)) / 2;
+        char bytes[32];
+        tpa_format_bytes((int64_t)below[i], bytes, sizeof bytes);
+        html_fmt(out, "<g class=\"owner-audit\"><title>audit %s", at[i]->label);
+        fprintf(out, " at step %" PRId64 ": %s</title><line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/></g>\n",
+                at[i]->step, bytes, x, x, H - PAD_B, H - PAD_B + 5);
+    }
+    put_finding_lines(out, r, run_index, at, n);
+    char label[32];
+    tpa_format_bytes((int64_t)top, label, sizeof label);
+    fprintf(out, "<text class=\"tick y\" x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", PAD_L - 6, PAD_T + 4, label);
+    fprintf(out, "<text class=\"tick y\" x=\"%d\" y=\"%d\" text-anchor=\"end\">0</text>", PAD_L - 6, H - PAD_B + 4);
+    fprintf(out, "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>", PAD_L, W - PAD_R, H - PAD_B, H - PAD_B);
+    for (int end = 0; end < 2; end++) {
+        const tpa_owner_point_t *p = at[end ? n - 1 : 0];
+        if (end && n == 1) break;
+        if (p->step >= 0)
+            snprintf(label, sizeof label, "step %" PRId64, p->step);
+        else
+            snprintf(label, sizeof label, "exit");
+        fprintf(out, "<text class=\"tick x\" x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">%s</text>",
+                end ? px(n, n) : px(0, n), H - PAD_B + 18, end ? "end" : "start", label);
+    }
+}
+
 void html_put_owner_timeline(FILE *out, const tpa_report_t *r, size_t run_index) {
     const tpa_run_t *run = &r->runs[run_index];
     if (!run->n_owners) return;
@@ -125,44 +172,8 @@ void html_put_owner_timeline(FILE *out, const tpa_report_t *r, size_t run_index)
     fprintf(out, "<svg class=\"owner-timeline\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
                  "height=\"%d\" role=\"img\" aria-label=\"memory by owner over time\">\n", W, H, W, H);
     double below[MAX_COLUMNS + 1] = {0};
-    for (size_t b = 0; b < N_BANDS; b++) {
-        if (!used[b]) continue;
-        fprintf(out, "<path class=\"band\" fill=\"%s\" d=\"M%.1f %.1f", BANDS[b].color, px(0, n),
-                py(below[0] + (double)v[0][b], top));
-        for (size_t i = 0; i < n; i++) { /* the top edge, a step per column */
-            double y = py(below[i] + (double)v[i][b], top);
-            fprintf(out, " L%.1f %.1f L%.1f %.1f", px(i, n), y, px(i + 1, n), y);
-        }
-        for (size_t i = n; i-- > 0;) /* the bottom edge back */
-            fprintf(out, " L%.1f %.1f L%.1f %.1f", px(i + 1, n), py(below[i], top), px(i, n), py(below[i], top));
-        html_fmt(out, " Z\"><title>%s</title></path>\n", BANDS[b].label);
-        for (size_t i = 0; i < n; i++) below[i] += (double)v[i][b];
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!at[i]->label) continue;
-        double x = (px(i, n) + px(i + 1, n)) / 2;
-        char bytes[32];
-        tpa_format_bytes((int64_t)below[i], bytes, sizeof bytes);
-        html_fmt(out, "<g class=\"owner-audit\"><title>audit %s", at[i]->label);
-        fprintf(out, " at step %" PRId64 ": %s</title><line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/></g>\n",
-                at[i]->step, bytes, x, x, H - PAD_B, H - PAD_B + 5);
-    }
-    put_finding_lines(out, r, run_index, at, n);
-    char label[32];
-    tpa_format_bytes((int64_t)top, label, sizeof label);
-    fprintf(out, "<text class=\"tick y\" x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", PAD_L - 6, PAD_T + 4, label);
-    fprintf(out, "<text class=\"tick y\" x=\"%d\" y=\"%d\" text-anchor=\"end\">0</text>", PAD_L - 6, H - PAD_B + 4);
-    fprintf(out, "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>", PAD_L, W - PAD_R, H - PAD_B, H - PAD_B);
-    for (int end = 0; end < 2; end++) {
-        const tpa_owner_point_t *p = at[end ? n - 1 : 0];
-        if (end && n == 1) break;
-        if (p->step >= 0)
-            snprintf(label, sizeof label, "step %" PRId64, p->step);
-        else
-            snprintf(label, sizeof label, "exit");
-        fprintf(out, "<text class=\"tick x\" x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">%s</text>",
-                end ? px(n, n) : px(0, n), H - PAD_B + 18, end ? "end" : "start", label);
-    }
+    put_bands(out, v, n, used, top, below);
+    put_marks(out, r, run_index, at, n, below, top);
     fputs("</svg>\n<p class=\"owner-legend\">", out);
     for (size_t b = 0; b < N_BANDS; b++)
         if (used[b]) fprintf(out, "<span><i style=\"background:%s\"></i>%s</span> ", BANDS[b].color, BANDS[b].label);
