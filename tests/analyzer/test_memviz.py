@@ -8,8 +8,6 @@ Bad input: no device records, a rank filter matching nothing, a version-1
 database, several runs to stdout; nothing written on an error.
 Needs TPAUDIT_BUILD (the build tree) in the environment."""
 import os
-import pickle
-import pickletools
 import subprocess
 import sys
 from pathlib import Path
@@ -21,16 +19,12 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "html"))
 import growth_db  # noqa: E402
 import memviz_db  # noqa: E402
+from memviz_checks import load_checked  # noqa: E402
 
 BUILD = Path(os.environ["TPAUDIT_BUILD"])
 TPAUDIT = str(BUILD / "bin" / "tpaudit")
 MIB = 1 << 20
 GPU_FIXTURES = sorted((HERE / "fixtures" / "gpu").glob("*.db"))
-# the opcodes MemoryViz.js's unpickler reads
-VIEWER_OPCODES = {"PROTO", "FRAME", "MEMOIZE", "BINPUT", "LONG_BINPUT", "BINGET", "LONG_BINGET", "EMPTY_DICT",
-                  "EMPTY_LIST", "MARK", "SETITEMS", "SETITEM", "APPENDS", "APPEND", "SHORT_BINUNICODE", "BINUNICODE",
-                  "BININT", "BININT1", "BININT2", "LONG1", "NONE", "NEWTRUE", "NEWFALSE", "BINFLOAT", "STOP",
-                  "EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "DICT", "LIST"}
 OWNER_KINDS = {"parameter", "gradient", "optimizer_state", "stale", "held", "autograd", "allocator_cache",
                "unattributed", "unknown"}
 
@@ -43,63 +37,6 @@ def export(out, *paths, extra=()):
     r = tpaudit("report", "--format", "memory-viz", "-o", out, *extra, *paths)
     assert r.returncode == 0, r.stderr
     return r
-
-
-def load_checked(path):
-    """The snapshot at path, after the checks that hold for every export."""
-    raw = Path(path).read_bytes()
-    assert raw[:2] == b"\x80\x04", "protocol 4"
-    for op, arg, _ in pickletools.genops(raw):
-        assert op.name in VIEWER_OPCODES, op.name
-        if op.name == "LONG1":
-            assert -(1 << 63) <= arg < (1 << 63), "integers up to 8 bytes"
-    snap = pickle.loads(raw)
-    assert isinstance(snap["segments"], list) and isinstance(snap["device_traces"], list)
-    for seg in snap["segments"]:  # blocks tile each segment in order
-        at = seg["address"]
-        for b in seg["blocks"]:
-            assert b["address"] == at and b["size"] > 0
-            if b["state"] == "active_allocated":
-                assert "requested_size" in b and "frames" in b
-            at += b["size"]
-        assert at == seg["address"] + seg["total_size"]
-    categories = {e["category"] for t in snap["device_traces"] for e in t if "category" in e}
-    if categories:
-        assert "unknown" in categories, "the viewer fails without the category 'unknown'"
-    for device, trace in enumerate(snap["device_traces"]):
-        replay(snap, device, trace)
-    import torch.cuda._memory_viz as mv
-    same = lambda lines: lines  # noqa: E731  (no flamegraph.pl: the folded lines themselves)
-    mv.segments(snap, format_flamegraph=same)
-    mv.memory(snap, format_flamegraph=same)
-    assert "Active Memory Timeline" in mv.trace_plot(snap)
-    mv.segsum(snap)
-    mv.trace(snap)
-    return snap
-
-
-def replay(snap, device, trace):
-    """Every block lies inside a segment live at its entry, as the viewer's
-    segment view needs: it starts from the segments at the end and undoes
-    the trace backwards (a windowed export starts with segments made before)."""
-    live = {s["address"]: s["total_size"] for s in snap["segments"] if s["device"] == device}
-    for e in reversed(trace):
-        a = e["action"]
-        if a == "alloc":
-            assert "frames" in e
-            assert any(s <= e["addr"] and e["addr"] + e["size"] <= s + n for s, n in live.items()), e
-        elif a == "segment_alloc":
-            assert live.pop(e["addr"]) == e["size"]
-        elif a == "segment_free":
-            live[e["addr"]] = e["size"]
-    blocks = set()
-    for e in trace:
-        if e["action"] == "alloc":
-            blocks.add(e["addr"])
-        elif e["action"] == "free_completed":
-            blocks.discard(e["addr"])
-        elif e["action"] == "segment_free":
-            assert not [b for b in blocks if e["addr"] <= b < e["addr"] + e["size"]], "blocks left in a freed segment"
 
 
 @pytest.fixture(scope="module")
