@@ -12,15 +12,15 @@
 # databases as <case>-<n>.db (candidates for tests/analyzer/fixtures/gpu/),
 # and $OUT/memviz.md, the table.  Exits 1 when a check failed.  About 2 minutes.
 set -uo pipefail
-build="${TPAUDIT_GPU_BUILD:?}"
-tpaudit="$build/bin/tpaudit"
-out="${OUT:?}/memviz"
+tpaudit="${TPAUDIT_GPU_BUILD:?}/bin/tpaudit" out="${OUT:?}/memviz" table="${OUT:?}/memviz.md"
 mkdir -p "$out"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONWARNINGS=ignore
-table="$OUT/memviz.md"
-{ echo "memory-viz on $(nvidia-smi -L 2>/dev/null | head -1), $(date -u +%F), torch $(python3 -c 'import torch; print(torch.__version__)')"
-  echo; echo "| case | file | size | export | entries | audits | segments | alloc entries by category |"
-  echo "|---|---|---|---|---|---|---|---|"; } > "$table"
+cat > "$table" <<TABLE
+memory-viz on $(nvidia-smi -L 2>/dev/null | head -1), $(date -u +%F), torch $(python3 -c 'import torch; print(torch.__version__)')
+
+| case | file | size | export | entries | audits | segments | alloc entries by category |
+|---|---|---|---|---|---|---|---|
+TABLE
 status=0
 exported() {  # case, script and its arguments...
   local case=$1; shift
