@@ -98,8 +98,9 @@ int tpa_read_ledger(sqlite3 *db, int64_t audit, tpa_run_t *run);
 
 /* The owner timeline of the run's main device (the CUDA device its ledger
  * measured most, else its one device) into run->owners: each closed audit
- * with its ledger groups and each step sample, in time order; nothing for
- * a database without a ledger (version 1).  owner_timeline.c.  0, or -1. */
+ * with its ledger groups and each step sample, in time order; the audits
+ * alone (owner_device NULL) for a database without a ledger (version 1).
+ * owner_timeline.c.  0, or -1. */
 int tpa_read_owner_timeline(sqlite3 *db, tpa_run_t *run);
 /* Every device allocation and free CUPTI recorded, with each allocation's
  * native stack symbolized once per stack and the library that asked for it

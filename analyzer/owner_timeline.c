@@ -65,14 +65,14 @@ static int add_group(tpa_owner_point_t *p, sqlite3_stmt *st) {
     return 0;
 }
 
-/* The audits, each with its ledger groups on `device`. */
+/* The audits, each with its ledger groups on `device` (none when NULL). */
 static int read_audits(sqlite3 *db, const char *device, tpa_run_t *run, size_t *cap) {
-    sqlite3_stmt *audits, *groups;
+    sqlite3_stmt *audits, *groups = NULL;
     if (sqlite3_prepare_v2(db,
                            "SELECT id, label, step, begin_ns FROM audit WHERE end_ns IS NOT NULL ORDER BY begin_ns, id",
                            -1, &audits, NULL) != SQLITE_OK)
         return -1;
-    if (sqlite3_prepare_v2(db,
+    if (device && sqlite3_prepare_v2(db,
                            "SELECT audit_id, owner_kind, owner, max(path), max(created_at), sum(bytes), sum(tensors)"
                            " FROM ledger WHERE audit_id=?1 AND device=?2 GROUP BY owner_kind, owner"
                            " ORDER BY owner_kind, owner",
@@ -90,6 +90,7 @@ static int read_audits(sqlite3 *db, const char *device, tpa_run_t *run, size_t *
         p->ts_ns = tpa_clamp_ts(sqlite3_column_int64(audits, 3));
         p->step = sqlite3_column_int64(audits, 2);
         p->label = tpa_strdup(text(audits, 1) ? text(audits, 1) : "?");
+        if (!groups) continue;
         sqlite3_reset(groups);
         sqlite3_bind_int64(groups, 1, sqlite3_column_int64(audits, 0));
         sqlite3_bind_text(groups, 2, device, -1, SQLITE_STATIC);
@@ -135,12 +136,11 @@ static int by_time(const void *a, const void *b) {
 }
 
 int tpa_read_owner_timeline(sqlite3 *db, tpa_run_t *run) {
-    if (!has_table(db, "ledger")) return 0; /* version 1: no ledger, no samples */
-    char *device = main_device(db);
-    if (!device) return 0;
+    /* version 1 (no ledger, no samples) or no ledger row: the audits alone, on no device */
+    char *device = has_table(db, "ledger") ? main_device(db) : NULL;
     size_t cap = 0;
     int rc = read_audits(db, device, run, &cap);
-    if (!rc && has_table(db, "sample")) rc = read_samples(db, device, run, &cap);
+    if (!rc && device && has_table(db, "sample")) rc = read_samples(db, device, run, &cap);
     if (run->n_owners) qsort(run->owners, run->n_owners, sizeof *run->owners, by_time);
     run->owner_device = device;
     return rc;

@@ -160,11 +160,16 @@ void html_put_owner_timeline(FILE *out, const tpa_report_t *r, size_t run_index)
         }
     n = m;
     double top = 1;
-    int used[N_BANDS] = {0};
+    int used[N_BANDS] = {0}, any = 0;
     for (size_t i = 0; i < n; i++) {
         double sum = 0;
-        for (size_t b = 0; b < N_BANDS; b++) sum += (double)v[i][b], used[b] |= v[i][b] > 0;
+        for (size_t b = 0; b < N_BANDS; b++) sum += (double)v[i][b], used[b] |= v[i][b] > 0, any |= v[i][b] > 0;
         if (sum > top) top = sum;
+    }
+    if (!any) { /* audits without a ledger (version 1): nothing to stack */
+        free(v);
+        free(at);
+        return;
     }
     fputs("<figure class=\"owners\"><figcaption>Memory by owner", out);
     html_fmt(out, " on %s: each audit's ledger%s</figcaption>\n", run->owner_device,

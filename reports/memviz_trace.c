@@ -393,7 +393,8 @@ static int64_t cuda_index(const char *device) {
     return device[4] == ':' ? strtoll(device + 5, NULL, 10) : 0;
 }
 
-/* The device the owners go to: the ledger's, or the one device whose segments are PyTorch's. */
+/* The device the owners go to: the ledger's, or the one device whose
+ * segments are PyTorch's (also for a run without a ledger, whose audits go there). */
 static int64_t owner_device(const tpa_run_t *run) {
     int64_t d = cuda_index(run->owner_device), only = -1;
     const tpa_device_memory_t *dm = run->device_memory;
@@ -404,7 +405,7 @@ static int64_t owner_device(const tpa_run_t *run) {
         if (only < 0) only = e->device;
         if (only != e->device) return d;
     }
-    return only >= 0 && d >= 0 ? only : d;
+    return only >= 0 && (d >= 0 || !run->owner_device) ? only : d;
 }
 
 int mv_trace_build(const tpa_report_t *r, size_t run, const tpa_memviz_options_t *o, mv_trace_t *t) {

@@ -141,7 +141,9 @@ def test_version_1_database_exports_segments_without_owners(tmp_path):
     assert r.stderr.count("version-1 database") == 2 and r.stderr.startswith("tpaudit: note: ")
     for rank in (0, 1):
         snap = load_checked(tmp_path / f"v1.rank{rank}.pickle")
-        assert snap["segments"] and not [e for e in snap["device_traces"][0] if e.get("category") in OWNER_KINDS - {"unknown"}]
+        trace = snap["device_traces"][0]
+        assert snap["segments"] and not [e for e in trace if e.get("category") in OWNER_KINDS - {"unknown"}]
+        assert len([e for e in trace if e["action"] == "snapshot" and "(no ledger)" in e.get("user_metadata", "")]) == 3
 
 
 @pytest.mark.skipif(not GPU_FIXTURES, reason="no GPU-recorded fixture committed under tests/analyzer/fixtures/gpu/")
