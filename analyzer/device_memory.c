@@ -77,7 +77,7 @@ int tpa_read_device_memory(sqlite3 *db, tpa_device_memory_t **out) {
             e->stack = stack_index(db, m, &ids, sqlite3_column_int64(st, 6));
             if (e->stack == -2) rc = -1;
         }
-        if (e->address > 0) m->n_events++;
+        if (e->address > 0 && e->address <= INT64_MAX - TPA_MAX_BYTES) m->n_events++; /* addr + bytes fits */
     }
     sqlite3_finalize(st);
     free(ids);
