@@ -45,7 +45,11 @@ enum tpa_need {
     TPA_NEED_MEMORY = 2,
     TPA_NEED_LEAD_DETAILS = 4,
     TPA_NEED_MARKS = 8,
-    TPA_NEED_ALL = TPA_NEED_DETAILS | TPA_NEED_MEMORY | TPA_NEED_MARKS
+    TPA_NEED_ALL = TPA_NEED_DETAILS | TPA_NEED_MEMORY | TPA_NEED_MARKS,
+    /* the owner timeline (the HTML report, the memory viewer's export) */
+    TPA_NEED_OWNERS = 16,
+    /* every device allocation with its stack (the memory viewer's export) */
+    TPA_NEED_DEVICE_MEMORY = 32
 };
 /* Loads every database into one report (runs + findings), read in
  * parallel, merged in the order given. 0, or -1 with why. */
@@ -92,6 +96,17 @@ int tpa_library_growth(sqlite3 *db, int64_t audit, size_t run_index, int details
  * scanned; nothing for a database without a ledger. 0, or -1. */
 int tpa_read_ledger(sqlite3 *db, int64_t audit, tpa_run_t *run);
 
+/* The owner timeline of the run's main device (the CUDA device its ledger
+ * measured most, else its one device) into run->owners: each closed audit
+ * with its ledger groups and each step sample, in time order; the audits
+ * alone (owner_device NULL) for a database without a ledger (version 1).
+ * owner_timeline.c.  0, or -1. */
+int tpa_read_owner_timeline(sqlite3 *db, tpa_run_t *run);
+/* Every device allocation and free CUPTI recorded, with each allocation's
+ * native stack symbolized once per stack and the library that asked for it
+ * (device_memory.c).  0, or -1. */
+int tpa_read_device_memory(sqlite3 *db, tpa_device_memory_t **out);
+
 /* SIZE: a number and a unit in any case (B, KiB/K, MiB/M, GiB/G, TiB/T
  * binary; KB, MB, GB, TB decimal). 0, -1 malformed, -2 beyond int64. */
 int tpa_parse_size(const char *text, int64_t *bytes);
@@ -105,5 +120,8 @@ int tpa_option_help_or_error(const char *verb, int c, char **argv, void (*usage)
  * device, a FIFO) opened with O_TRUNC.  0, or -1 with why. */
 int tpa_write_output(const char *path, int (*render)(const tpa_report_t *, FILE *), const tpa_report_t *report,
                      char *why, size_t why_len);
+/* The same for any writer of `ctx`. */
+int tpa_write_output_with(const char *path, int (*render)(const void *ctx, FILE *out), const void *ctx, char *why,
+                          size_t why_len);
 
 #endif

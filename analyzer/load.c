@@ -129,6 +129,12 @@ static int load_one(const char *file, int needs, tpa_report_t *r, char *why, siz
         tpa_db_close(db);
         return -1;
     }
+    if (((needs & TPA_NEED_OWNERS) && tpa_read_owner_timeline(db, run)) ||
+        ((needs & TPA_NEED_DEVICE_MEMORY) && tpa_read_device_memory(db, &run->device_memory))) {
+        snprintf(why, why_len, "%s: cannot query the owner timeline: %s", file, sqlite3_errmsg(db));
+        tpa_db_close(db);
+        return -1;
+    }
     int rc = tpa_judge_headline(db, &audit, (needs & TPA_NEED_DETAILS) ? TPA_DETAILS_ALL : TPA_DETAILS_NONE, 0, r);
     if (!rc) rc = tpa_library_growth(db, audit.id, 0, needs & TPA_NEED_DETAILS, r);
     if (!rc) tpa_judge_parts_off(run, r);

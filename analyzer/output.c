@@ -20,7 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int render_to_fd(int fd, int (*render)(const tpa_report_t *, FILE *), const tpa_report_t *report) {
+typedef int (*write_fn)(const void *ctx, FILE *out);
+
+static int render_to_fd(int fd, write_fn render, const void *report) {
     FILE *f = fdopen(fd, "w");
     if (!f) {
         close(fd);
@@ -31,8 +33,25 @@ static int render_to_fd(int fd, int (*render)(const tpa_report_t *, FILE *), con
     return rc;
 }
 
+/* A renderer of a report as a writer of anything. */
+typedef struct report_writer {
+    int (*render)(const tpa_report_t *, FILE *);
+    const tpa_report_t *report;
+} report_writer_t;
+
+static int write_report(const void *ctx, FILE *out) {
+    const report_writer_t *w = ctx;
+    return w->render(w->report, out);
+}
+
 int tpa_write_output(const char *path, int (*render)(const tpa_report_t *, FILE *), const tpa_report_t *report,
                      char *why, size_t why_len) {
+    report_writer_t w = {render, report};
+    return tpa_write_output_with(path, write_report, &w, why, why_len);
+}
+
+int tpa_write_output_with(const char *path, int (*render)(const void *ctx, FILE *out), const void *report, char *why,
+                          size_t why_len) {
     if (!path || !strcmp(path, "-")) {
         if (render(report, stdout) || fflush(stdout)) {
             snprintf(why, why_len, "cannot write to stdout: %s", strerror(errno));

@@ -4,9 +4,15 @@
 #ifndef TPA_VERBS_H
 #define TPA_VERBS_H
 
+#include <stdint.h>
+
 int tpa_cmd_report(int argc, char **argv);
 int tpa_cmd_gate(int argc, char **argv);
 int tpa_cmd_diff(int argc, char **argv);
 int tpa_cmd_kinds(int argc, char **argv);
+/* `report --format memory-viz` (cmd_memviz.c): the exit status. */
+struct tpa_memviz_options;
+int tpa_report_memviz(int n_paths, char **paths, const char *output, const struct tpa_memviz_options *options,
+                      int has_rank, int64_t rank);
 
 #endif

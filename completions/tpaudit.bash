@@ -62,10 +62,11 @@ _tpaudit() {
     run) _tpaudit_run "$at" ;;
     report)
         case $prev in
-        -f | --format) COMPREPLY=($(compgen -W "text json html junit" -- "$cur")) ;;
+        -f | --format) COMPREPLY=($(compgen -W "text json html junit memory-viz" -- "$cur")) ;;
         -o | --output) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
+        --rank | --steps | --max-events) COMPREPLY=() ;;
         *) if [[ $cur == -* ]]; then
-               COMPREPLY=($(compgen -W "-f --format -o --output --help" -- "$cur"))
+               COMPREPLY=($(compgen -W "-f --format -o --output --rank --steps --max-events --help" -- "$cur"))
            else
                _tpaudit_paths "$cur"
            fi ;;

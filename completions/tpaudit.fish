@@ -21,8 +21,11 @@ complete -c tpaudit -n "__fish_seen_subcommand_from run" -x -a '(__fish_complete
 
 # report, gate, diff take databases, directories and JSON reports
 complete -c tpaudit -n "__fish_seen_subcommand_from report gate diff" -F
-complete -c tpaudit -n "__fish_seen_subcommand_from report" -s f -l format -x -a 'text json html junit' -d 'Output format'
+complete -c tpaudit -n "__fish_seen_subcommand_from report" -s f -l format -x -a 'text json html junit memory-viz' -d 'Output format'
 complete -c tpaudit -n "__fish_seen_subcommand_from report" -s o -l output -r -F -d 'Write to this file'
+complete -c tpaudit -n "__fish_seen_subcommand_from report" -l rank -x -d 'memory-viz: only this rank'
+complete -c tpaudit -n "__fish_seen_subcommand_from report" -l steps -x -d 'memory-viz: only the steps A:B'
+complete -c tpaudit -n "__fish_seen_subcommand_from report" -l max-events -x -d 'memory-viz: the newest N trace entries per device'
 complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l max-retained -x -d 'Retained bytes allowed on any one rank (0, 512KiB, 64MiB)'
 complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l max-growth -x -d 'Bytes per step one holder may grow on any one rank (0, 512KiB, 64MiB)'
 complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l max-findings -x -d 'Findings at or above --fail-on allowed'

@@ -65,6 +65,11 @@ void html_put_stale_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run)
  * r->runs, in the page's order; html_libraries.c): 0, or -1 out of memory. */
 int html_put_memory_by_library(FILE *out, const tpa_report_t *r, const size_t *runs, size_t n_runs);
 
+/* Run run_index's owner timeline: memory by owner kind, stacked, over its
+ * audits and step samples, findings marked (nothing without one;
+ * html_owners.c). */
+void html_put_owner_timeline(FILE *out, const tpa_report_t *r, size_t run_index);
+
 /* A run's memory ledger as a table (nothing when it has none; html_ledger.c). */
 void html_put_ledger(FILE *out, const tpa_run_t *run);
 

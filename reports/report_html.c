@@ -409,6 +409,7 @@ static void put_ranks(FILE *out, const page_t *pg) {
         html_put_memory_plot(out, &pg->scale, run);
         html_put_stale_plot(out, &pg->scale, run);
         fputs("</div>\n", out);
+        html_put_owner_timeline(out, pg->r, pg->runs[i]);
         html_put_ledger(out, run);
         if (!run->n_points) {
             fputs("<p class=\"note\">No device memory over time: no allocation records (CUPTI ", out);

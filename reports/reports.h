@@ -14,6 +14,14 @@ int tpa_render_text(const tpa_report_t *r, FILE *out);
 int tpa_render_json(const tpa_report_t *r, FILE *out);
 int tpa_render_html(const tpa_report_t *r, FILE *out);
 int tpa_render_junit(const tpa_report_t *r, FILE *out);
+/* PyTorch's memory snapshot of run `run` (its device_memory and owners
+ * loaded), for memory_viz and torch.cuda._memory_viz (report_memviz.c,
+ * docs/MEMVIZ.md): a pickle, protocol 4.  0, or -1 on a write error. */
+typedef struct tpa_memviz_options {
+    int64_t first_step, last_step; /* the steps exported: INT64_MIN, INT64_MAX for all */
+    size_t max_events;             /* the newest entries kept per device, 0: all */
+} tpa_memviz_options_t;
+int tpa_render_memviz(const tpa_report_t *r, size_t run, const tpa_memviz_options_t *o, FILE *out);
 /* The gate's rules and verdict as text (report_text.c). */
 int tpa_render_gate_text(const tpa_report_t *r, FILE *out);
 

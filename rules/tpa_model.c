@@ -82,6 +82,32 @@ void tpa_finding_free(tpa_finding_t *f) {
     f->n_later_replacements = 0;
 }
 
+void tpa_owner_points_free(tpa_owner_point_t *v, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < v[i].n_groups; j++) {
+            tpa_owner_group_t *g = &v[i].groups[j];
+            free(g->owner_kind);
+            free(g->owner);
+            free(g->path);
+            free(g->created_at);
+        }
+        free(v[i].groups);
+        free(v[i].label);
+    }
+    free(v);
+}
+
+void tpa_device_memory_free(tpa_device_memory_t *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->n_stacks; i++) {
+        tpa_frames_free(&m->stacks[i].frames);
+        free(m->stacks[i].library);
+    }
+    free(m->stacks);
+    free(m->events);
+    free(m);
+}
+
 void tpa_report_free(tpa_report_t *r) {
     for (size_t i = 0; i < r->n_runs; i++) {
         tpa_run_t *run = &r->runs[i];
@@ -98,6 +124,9 @@ void tpa_report_free(tpa_report_t *r) {
             free(run->ledger[j].example);
         }
         free(run->ledger);
+        free(run->owner_device);
+        tpa_owner_points_free(run->owners, run->n_owners);
+        tpa_device_memory_free(run->device_memory);
     }
     free(r->runs);
     for (size_t i = 0; i < r->n_findings; i++) tpa_finding_free(&r->findings[i]);

@@ -117,6 +117,54 @@ typedef struct tpa_ledger_row {
     char *example; /* one element, "[4,256,50257] float32 cuda:0, with grad_fn"; NULL when none */
 } tpa_ledger_row_t;
 
+/* The owner timeline (owner_timeline.c): memory by owner at each audit
+ * (its ledger's groups) and, between audits, the probe's step samples. */
+typedef struct tpa_owner_group {
+    char *owner_kind; /* parameter, gradient, optimizer_state, stale, held, autograd, allocator_cache, unattributed */
+    char *owner;      /* module path, optimizer class, holder path; NULL when none */
+    char *path;       /* held, autograd: the newest tensor's reference chain; NULL when none */
+    char *created_at; /* "file:line:function" lines, innermost first; NULL when not recorded */
+    int64_t bytes;
+    int64_t tensors;
+} tpa_owner_group_t;
+
+typedef struct tpa_owner_point {
+    int64_t ts_ns;
+    int64_t step;  /* -1 when none */
+    char *label;   /* an audit's label ('step', 'growth', 'exit', 'oom', a user's); NULL for a sample */
+    tpa_owner_group_t *groups; /* an audit's ledger on the timeline's device (measured left out) */
+    size_t n_groups;
+    int64_t measured;       /* an audit's measured total, -1 when none */
+    int64_t live_bytes;     /* a sample's live bytes, -1 for an audit */
+    int64_t reserved_bytes; /* a sample's reserved bytes, -1 when unknown */
+} tpa_owner_point_t;
+
+/* Device memory as CUPTI saw it (device_memory.c, for the memory viewer's
+ * export): each device allocation and free in time order, with the native
+ * stack and library of each allocation. */
+typedef struct tpa_alloc_stack {
+    tpa_frames_t frames;
+    char *library; /* NULL: PyTorch's caching allocator (libc10_cuda, libtorch, or no stack) */
+} tpa_alloc_stack_t;
+
+typedef struct tpa_segment_event {
+    int64_t ts_ns;
+    int is_free;
+    int64_t address;
+    int64_t bytes; /* 0 for a free (its allocation's size) */
+    int64_t device;
+    int64_t stream;
+    int64_t stack; /* index into stacks, -1 when none */
+} tpa_segment_event_t;
+
+typedef struct tpa_device_memory {
+    int schema_version;
+    tpa_segment_event_t *events;
+    size_t n_events;
+    tpa_alloc_stack_t *stacks;
+    size_t n_stacks;
+} tpa_device_memory_t;
+
 typedef struct tpa_run {
     char *file; /* base name of the database */
     char *host;
@@ -153,6 +201,12 @@ typedef struct tpa_run {
     size_t n_ledger;
     int64_t ledger_total;
     int64_t ledger_step;
+    /* The owner timeline of one device (owner_device: "cuda:0", "cpu"), in
+     * time order; none unless asked for (TPA_NEED_OWNERS). */
+    char *owner_device;
+    tpa_owner_point_t *owners;
+    size_t n_owners;
+    tpa_device_memory_t *device_memory; /* only when asked for (TPA_NEED_DEVICE_MEMORY) */
 } tpa_run_t;
 
 typedef struct tpa_gate_rule {
@@ -196,5 +250,7 @@ void tpa_format_bytes(int64_t bytes, char *buf, size_t len);
 void tpa_report_free(tpa_report_t *r);
 void tpa_finding_free(tpa_finding_t *f);
 void tpa_frames_free(tpa_frames_t *fr);
+void tpa_owner_points_free(tpa_owner_point_t *v, size_t n);
+void tpa_device_memory_free(tpa_device_memory_t *m);
 
 #endif

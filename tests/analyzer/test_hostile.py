@@ -4,12 +4,13 @@ databases or named as modules, databases written while they are read,
 locked, in read-only directories, and outputs that are not regular files.
 Every case must end with exit 0/1/2/3, no sanitizer report and no hang
 (a 30 s limit per command); outputs must be valid (JSON with valid UTF-8
-against docs/report.schema.json, XML) and no control byte may reach the
-terminal.  Needs TPAUDIT_BUILD; TPAUDIT_SANITIZED=ON (the ASan/UBSan build)
+against docs/report.schema.json, XML, a memory-viz pickle that loads) and
+no control byte may reach the terminal.  Needs TPAUDIT_BUILD; TPAUDIT_SANITIZED=ON (the ASan/UBSan build)
 runs the 1000-read concurrent case, other builds 100 reads."""
 import concurrent.futures
 import json
 import os
+import pickle
 import shutil
 import sqlite3
 import stat
@@ -79,6 +80,10 @@ def check_all_outputs(db, old=None):
     if r.returncode == 0:
         ET.fromstring(r.stdout)
     run("report", "--format", "html", db)
+    r = run("report", "--format", "memory-viz", db)
+    check_terminal(r.stderr)
+    if r.returncode == 0:
+        assert isinstance(pickle.loads(r.stdout)["device_traces"], list)
     r = run("gate", db)
     check_terminal(r.stdout)
     check_terminal(r.stderr)

@@ -24,6 +24,7 @@ FINETUNE = SRC / "examples" / "finetune.py"
 OWNERSHIP = SRC / "tests" / "python" / "scenarios" / "ownership.py"
 KINDS = SRC / "tests" / "analyzer" / "scenarios" / "kinds.py"
 FIXTURE = Path(__file__).resolve().parent / "cupti_fixture.py"
+MEMVIZ_DB = Path(__file__).resolve().parents[1] / "analyzer" / "memviz_db.py"
 CHROMIUM = shutil.which("chromium")
 VOID = {"meta", "br", "col", "img", "input", "link", "hr", "wbr", "source"}
 
@@ -274,3 +275,55 @@ def test_hostile_parameter_name_from_a_real_run(tmp_path):
     assert "<script>alert(1)</script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
     assert not root.find_all("script")
     assert "<script>alert(1)</script>" in root.by_id("findings-table").text()  # shown as text
+
+
+def owner_figure_shot(text, name, tmp):
+    """A page of the report's stylesheet and its first owner timeline, shot
+    at 700x330 (the figure alone, for docs/HTML.md)."""
+    style = text[text.index("<style>"):text.index("</style>") + 8]
+    figure = text[text.index('<figure class="owners">'):text.index("</figure>") + 9]
+    page = tmp / (name + ".html")
+    page.write_text(f"<!DOCTYPE html><html><head><meta charset=utf-8>{style}</head><body>{figure}</body></html>")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / name
+    shot.unlink(missing_ok=True)
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp / 'chromium'}",
+                    "--window-size=700,330", "--hide-scrollbars", f"--screenshot={shot}", page.as_uri()],
+                   capture_output=True, timeout=180)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return shot
+
+
+def test_owner_timeline_of_a_growth_run(tmp_path):
+    """memviz_db.py's leak on a GPU fixture: each audit's ledger stacked, the
+    samples between them, the held band, the findings' audits marked."""
+    subprocess.run([sys.executable, MEMVIZ_DB, tmp_path / "db", "12", "1"], check=True)
+    html = ARTIFACTS / "report-owners-growth.html"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    text, root = render(tmp_path / "db", html)
+    (section,) = rank_sections(root)
+    (figure,) = section.find_all("figure", "owners")
+    assert "cuda:0" in figure.find("figcaption").text() and "not yet attributed" in figure.find("figcaption").text()
+    bands = [p.find("title").text() for p in figure.find_all("path", "band")]
+    assert bands == ["parameters", "optimizer state", "stale tensors", "held by other objects",
+                     "not yet attributed (between audits)", "allocator cache"]
+    audits = [g.find("title").text() for g in figure.find_all("g", "owner-audit")]
+    assert len(audits) == 14 and audits[0].startswith("audit step at step 1") and audits[-1].startswith("audit exit")
+    assert figure.find_all("g", "owner-finding") and "audit of a finding" in figure.find("p", "owner-legend").text()
+    assert text.index('class="owners"') < text.index("Memory ledger at")
+    if CHROMIUM:
+        owner_figure_shot(text, "owners-growth.png", tmp_path)
+
+
+def test_owner_timeline_of_the_seed_bug(seed, tmp_path):
+    """The seed bug on the CPU: audits only (a CPU sample is malloc's bytes),
+    the stale embedding its own band, its audit marked."""
+    text, root = render(seed["buggy"], tmp_path / "buggy.html")
+    (figure,) = rank_sections(root)[0].find_all("figure", "owners")
+    bands = [p.find("title").text() for p in figure.find_all("path", "band")]
+    assert "stale tensors" in bands and "parameters" in bands and "not yet attributed (between audits)" not in bands
+    assert len(figure.find_all("g", "owner-audit")) == 2 and figure.find_all("g", "owner-finding")
+    fixed, _ = render(seed["fixed"], tmp_path / "fixed.html")
+    assert 'class="owners"' in fixed and "stale tensors" not in fixed[fixed.index('class="owners"'):]
+    if CHROMIUM:
+        owner_figure_shot(text, "owners-seed.png", tmp_path)

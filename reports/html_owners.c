@@ -1,0 +1,189 @@
+/*
+ * html_owners.c - a rank's owner timeline in the HTML report: memory by
+ * owner kind, stacked, at each audit (its ledger) and, on a GPU, at each
+ * step sample between audits, where the live bytes no audit has attributed
+ * yet are their own grey band and the allocator's cache is what is
+ * reserved beyond them.  One column per point, in time order (a run's
+ * steps are what its reader counts in; a long pause before the exit audit
+ * would squeeze a time axis).  Audits are ticks under their column, the
+ * audits of error findings red lines.  Inline SVG, no script; at most
+ * MAX_COLUMNS points are drawn (evenly chosen, the first and last kept).
+ */
+#include "finding_kinds.h"
+#include "html_page.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { W = 640, H = 200, PAD_L = 70, PAD_R = 14, PAD_T = 14, PAD_B = 30, MAX_COLUMNS = 600 };
+
+static const struct owner_band {
+    const char *kind, *label, *color;
+} BANDS[] = {
+    {"parameter", "parameters", "#4e79a7"},     {"gradient", "gradients", "#59a14f"},
+    {"optimizer_state", "optimizer state", "#f28e2c"}, {"stale", "stale tensors", "#e15759"},
+    {"held", "held by other objects", "#b07aa1"}, {"autograd", "autograd graphs", "#edc948"},
+    {"unattributed", "unattributed", "#9c755f"}, {"unknown", "not yet attributed (between audits)", "#d0d0d0"},
+    {"allocator_cache", "allocator cache", "#e7e1dc"},
+};
+#define N_BANDS (sizeof BANDS / sizeof BANDS[0])
+enum { BAND_UNATTRIBUTED = 6, BAND_UNKNOWN = 7, BAND_CACHE = 8 };
+
+static size_t band_of(const char *kind) {
+    for (size_t b = 0; b < N_BANDS; b++)
+        if (!strcmp(BANDS[b].kind, kind)) return b;
+    return BAND_UNATTRIBUTED;
+}
+
+/* Each point's bytes by band: an audit's ledger; a sample keeps the last
+ * audit's owners, and splits its live and reserved bytes into what they
+ * did not attribute and the cache. */
+static void fill_bands(const tpa_run_t *run, int use_samples, int64_t (*v)[N_BANDS], size_t *n_out,
+                       const tpa_owner_point_t **at) {
+    int64_t last[N_BANDS] = {0};
+    size_t n = 0;
+    for (size_t i = 0; i < run->n_owners; i++) {
+        const tpa_owner_point_t *p = &run->owners[i];
+        if (p->label && p->n_groups) {
+            memset(last, 0, sizeof last);
+            for (size_t g = 0; g < p->n_groups; g++) {
+                size_t b = band_of(p->groups[g].owner_kind);
+                last[b] = tpa_add_bytes(last[b], p->groups[g].bytes);
+            }
+            memcpy(v[n], last, sizeof last);
+        } else if (p->label) { /* an audit without a ledger: a mark, its owners as before */
+            memcpy(v[n], last, sizeof last);
+        } else if (use_samples && p->live_bytes >= 0) {
+            int64_t owned = 0;
+            for (size_t b = 0; b < N_BANDS; b++)
+                if (b != BAND_UNKNOWN && b != BAND_CACHE) owned = tpa_add_bytes(owned, last[b]);
+            memcpy(v[n], last, sizeof last);
+            v[n][BAND_UNKNOWN] = p->live_bytes > owned ? p->live_bytes - owned : 0;
+            if (p->reserved_bytes >= 0)
+                v[n][BAND_CACHE] = p->reserved_bytes > p->live_bytes ? p->reserved_bytes - p->live_bytes : 0;
+        } else {
+            continue;
+        }
+        at[n++] = p;
+    }
+    *n_out = n;
+}
+
+/* The left edge of column i of n. */
+static double px(size_t i, size_t n) { return PAD_L + (double)(W - PAD_L - PAD_R) * (double)i / (double)n; }
+static double py(double bytes, double top) { return PAD_T + (H - PAD_T - PAD_B) * (1 - bytes / top); }
+
+/* The audits of the run's error findings: a red line each (one per audit). */
+static void put_finding_lines(FILE *out, const tpa_report_t *r, size_t run_index, const tpa_owner_point_t *const *at,
+                              size_t n) {
+    size_t drawn = n;
+    for (size_t i = 0; i < r->n_findings; i++) {
+        const tpa_finding_t *f = &r->findings[i];
+        if (f->run_index != run_index || !f->is_error) continue;
+        size_t k = 0;
+        while (k < n && !(at[k]->label && at[k]->step == f->step)) k++;
+        if (k == n || k == drawn) continue;
+        drawn = k;
+        double x = (px(k, n) + px(k + 1, n)) / 2;
+        html_fmt(out, "<g class=\"owner-finding\"><title>%s: %s</title>", tpa_kind_label(f->kind),
+                 f->name ? f->name : f->holder_path ? f->holder_path : "");
+        fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/></g>\n", x, x, PAD_T, H - PAD_B);
+    }
+}
+
+/* The bands, stacked in BANDS' order; below[i] ends as column i's total. */
+static void put_bands(FILE *out, int64_t (*v)[N_BANDS], size_t n, const int *used, double top, double *below) {
+    for (size_t b = 0; b < N_BANDS; b++) {
+        if (!used[b]) continue;
+        fprintf(out, "<path class=\"band\" fill=\"%s\" d=\"M%.1f %.1f", BANDS[b].color, px(0, n),
+                py(below[0] + (double)v[0][b], top));
+        for (size_t i = 0; i < n; i++) { /* the top edge, a step per column */
+            double y = py(below[i] + (double)v[i][b], top);
+            fprintf(out, " L%.1f %.1f L%.1f %.1f", px(i, n), y, px(i + 1, n), y);
+        }
+        for (size_t i = n; i-- > 0;) /* the bottom edge back */
+            fprintf(out, " L%.1f %.1f L%.1f %.1f", px(i + 1, n), py(below[i], top), px(i, n), py(below[i], top));
+        html_fmt(out, " Z\"><title>%s</title></path>\n", BANDS[b].label);
+        for (size_t i = 0; i < n; i++) below[i] += (double)v[i][b];
+    }
+}
+
+/* Audit ticks, finding lines, the byte scale and the first and last step. */
+static void put_marks(FILE *out, const tpa_report_t *r, size_t run_index, const tpa_owner_point_t **at, size_t n,
+                      const double *below, double top) {
+    for (size_t i = 0; i < n; i++) {
+        if (!at[i]->label) continue;
+        double x = (px(i, n) + px(i + 1, n)) / 2;
+        char bytes[32];
+        tpa_format_bytes((int64_t)below[i], bytes, sizeof bytes);
+        html_fmt(out, "<g class=\"owner-audit\"><title>audit %s", at[i]->label);
+        fprintf(out, " at step %" PRId64 ": %s</title><line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/></g>\n",
+                at[i]->step, bytes, x, x, H - PAD_B, H - PAD_B + 5);
+    }
+    put_finding_lines(out, r, run_index, at, n);
+    char label[32];
+    tpa_format_bytes((int64_t)top, label, sizeof label);
+    fprintf(out, "<text class=\"tick y\" x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", PAD_L - 6, PAD_T + 4, label);
+    fprintf(out, "<text class=\"tick y\" x=\"%d\" y=\"%d\" text-anchor=\"end\">0</text>", PAD_L - 6, H - PAD_B + 4);
+    fprintf(out, "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>", PAD_L, W - PAD_R, H - PAD_B, H - PAD_B);
+    for (int end = 0; end < 2; end++) {
+        const tpa_owner_point_t *p = at[end ? n - 1 : 0];
+        if (end && n == 1) break;
+        if (p->step >= 0)
+            snprintf(label, sizeof label, "step %" PRId64, p->step);
+        else
+            snprintf(label, sizeof label, "exit");
+        fprintf(out, "<text class=\"tick x\" x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">%s</text>",
+                end ? px(n, n) : px(0, n), H - PAD_B + 18, end ? "end" : "start", label);
+    }
+}
+
+void html_put_owner_timeline(FILE *out, const tpa_report_t *r, size_t run_index) {
+    const tpa_run_t *run = &r->runs[run_index];
+    if (!run->n_owners) return;
+    int64_t(*v)[N_BANDS] = calloc(run->n_owners, sizeof *v);
+    const tpa_owner_point_t **at = calloc(run->n_owners, sizeof *at);
+    size_t n = 0;
+    /* on the CPU a sample is malloc's bytes, not tensors': audits only */
+    if (v && at) fill_bands(run, run->owner_device && !strncmp(run->owner_device, "cuda", 4), v, &n, at);
+    if (n < 1) {
+        free(v);
+        free(at);
+        return;
+    }
+    size_t stride = (n + MAX_COLUMNS - 1) / MAX_COLUMNS, m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (i % stride == 0 || i + 1 == n) {
+            memmove(v[m], v[i], sizeof v[i]);
+            at[m++] = at[i];
+        }
+    n = m;
+    double top = 1;
+    int used[N_BANDS] = {0}, any = 0;
+    for (size_t i = 0; i < n; i++) {
+        double sum = 0;
+        for (size_t b = 0; b < N_BANDS; b++) sum += (double)v[i][b], used[b] |= v[i][b] > 0, any |= v[i][b] > 0;
+        if (sum > top) top = sum;
+    }
+    if (!any) { /* audits without a ledger (version 1): nothing to stack */
+        free(v);
+        free(at);
+        return;
+    }
+    fputs("<figure class=\"owners\"><figcaption>Memory by owner", out);
+    html_fmt(out, " on %s: each audit's ledger%s</figcaption>\n", run->owner_device,
+             used[BAND_UNKNOWN] ? "; between audits the step samples (grey: live, not yet attributed)" : "");
+    fprintf(out, "<svg class=\"owner-timeline\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
+                 "height=\"%d\" role=\"img\" aria-label=\"memory by owner over time\">\n", W, H, W, H);
+    double below[MAX_COLUMNS + 1] = {0};
+    put_bands(out, v, n, used, top, below);
+    put_marks(out, r, run_index, at, n, below, top);
+    fputs("</svg>\n<p class=\"owner-legend\">", out);
+    for (size_t b = 0; b < N_BANDS; b++)
+        if (used[b]) fprintf(out, "<span><i style=\"background:%s\"></i>%s</span> ", BANDS[b].color, BANDS[b].label);
+    if (r->n_findings) fputs("<span><b class=\"finding-key\">&#x250A;</b> audit of a finding</span>", out);
+    fputs("</p></figure>\n", out);
+    free(v);
+    free(at);
+}
