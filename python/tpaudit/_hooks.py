@@ -17,6 +17,7 @@ from . import _config
 from . import _facts
 from . import _forward
 from . import _growth
+from . import _oom
 from . import _native as N
 from . import _track
 from .frameworks import fsdp2, holders
@@ -315,6 +316,7 @@ def install(recorder):
         _growth.leaks.install(recorder)
         import torch
         _patch(torch)
+        _oom.install(torch, recorder, fail, lambda: state.enabled, _set_rank)
         recorder.set_run_info("python", "on")
     except Exception as exc:
         fail(exc)
