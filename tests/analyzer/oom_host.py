@@ -11,8 +11,10 @@ cases: growth (a list keeps each step's logits until the OOM), peak (one
 step's batch is too large), fragmentation (the allocator's free bytes are in
 no one block), other (another process holds the device), caught (a
 batch-size finder halves the batch and goes on), clean (no OOM), ranks (two
-ranks, rank 1 dies of a growth OOM)."""
+ranks, rank 1 dies of a growth OOM), killed (SIGKILL after its steps, as the
+kernel's OOM killer ends a process out of host memory)."""
 import os
+import signal
 import subprocess
 import sys
 
@@ -76,6 +78,11 @@ def train(case, steps):
         out_of_memory(1 * GIB, **CAP, allocator=(3 * GIB, 512 * MIB))
     if case == "other":
         out_of_memory(1 * GIB, total=80 * GIB, free=512 * MIB)
+    if case == "killed":
+        mod = observer()
+        if mod is not None:  # the samples so far on disk, as a process killed much later would have them
+            mod.watch.recorder.lib.tpaudit_v1_flush()
+        os.kill(os.getpid(), signal.SIGKILL)
     return model, opt, kept
 
 
