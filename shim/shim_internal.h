@@ -278,6 +278,7 @@ TPA_HIDDEN int tpa_writer_live(void);
 TPA_HIDDEN int tpa_dbfd_install(void); /* private SQLite: single-threaded, syscalls hooked */
 TPA_HIDDEN int tpa_dbfd_floor(void);   /* lowest fd number for the shim, -1: limit too low */
 TPA_HIDDEN int tpa_dbfd_lost(void);    /* 1 once a descriptor was found closed or replaced */
+TPA_HIDDEN int tpa_dbfd_lowest(void);  /* the lowest number the database holds, -1 none (any thread) */
 TPA_HIDDEN int tpa_dbfd_check(void);   /* checks every descriptor now; 0 all ours */
 TPA_HIDDEN int tpa_dbfd_identity(const char *path, uint64_t *dev, uint64_t *ino); /* lstat, regular only */
 TPA_HIDDEN void tpa_dbfd_note_created(uint64_t dev, uint64_t ino);
