@@ -137,6 +137,7 @@ static int load_one(const char *file, int needs, tpa_report_t *r, char *why, siz
     if (!rc) rc = tpa_oom_findings(db, run, (needs & TPA_NEED_DETAILS) ? r->symbolize : NULL, r);
     if (rc) snprintf(why, why_len, "%s: cannot query: %s", file, sqlite3_errmsg(db));
     if (!rc && (needs & TPA_NEED_MARKS)) tpa_judge_marks(db, run, audit.id, headline_stale_bytes(r));
+    if (!rc && (needs & TPA_NEED_MARKS)) tpa_oom_marks(db, run);
     tpa_db_close(db);
     return rc;
 }

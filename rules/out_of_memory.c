@@ -459,3 +459,16 @@ void tpa_oom_last_samples(sqlite3 *db, tpa_run_t *run) {
     free(run->why_inconclusive);
     run->why_inconclusive = tpa_strdup(t.v);
 }
+
+void tpa_oom_marks(sqlite3 *db, tpa_run_t *run) {
+    sqlite3_stmt *st;
+    if (!run->n_marks || sqlite3_prepare_v2(db, "SELECT begin_ns FROM audit WHERE label='oom' AND end_ns IS NOT NULL", -1,
+                                            &st, NULL) != SQLITE_OK)
+        return;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t ts = tpa_clamp_ts(sqlite3_column_int64(st, 0));
+        for (size_t i = 0; i < run->n_marks; i++)
+            if (run->marks[i].ts_ns == ts) run->marks[i].oom = 1;
+    }
+    sqlite3_finalize(st);
+}

@@ -20,6 +20,9 @@ int tpa_oom_findings(sqlite3 *db, const tpa_run_t *run, tpa_symbolize_fn symboli
  * the run's headline step and label move there.  1 when moved. */
 int tpa_oom_judge_at(sqlite3 *db, tpa_run_t *run, tpa_judged_audit_t *audit);
 
+/* Marks the run's audit marks taken at an OOM (the HTML plot shows where it happened). */
+void tpa_oom_marks(sqlite3 *db, tpa_run_t *run);
+
 /* An inconclusive run that did not end (killed: the kernel's OOM killer
  * among the causes): its reason gets the last samples of live memory. */
 void tpa_oom_last_samples(sqlite3 *db, tpa_run_t *run);
