@@ -80,23 +80,6 @@ static void put_key_string(FILE *out, const char *key, const char *s) {
     put_opt_string(out, s);
 }
 
-void tpa_put_json_frames(FILE *out, const tpa_frames_t *fr, int native) {
-    fputc('[', out);
-    for (size_t i = 0; i < fr->n; i++) {
-        const tpa_frame_t *f = &fr->v[i];
-        if (i) fputc(',', out);
-        put_key_string(out, "{\"file\":", f->file);
-        fprintf(out, ",\"line\":%ld,\"function\":", f->line);
-        put_opt_string(out, f->function);
-        if (native) {
-            fprintf(out, ",\"address\":%" PRIu64 ",\"module\":", f->address);
-            put_opt_string(out, f->module);
-        }
-        fputc('}', out);
-    }
-    fputc(']', out);
-}
-
 static void put_run(FILE *out, const tpa_run_t *run) {
     fputs("{\"file\":", out);
     tpa_put_json_string(out, run->file);

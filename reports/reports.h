@@ -120,7 +120,7 @@ void tpa_format_growth_bytes(const tpa_finding_t *f, char *buf, size_t len);
 struct tpa_paths;
 void tpa_put_growth_text(FILE *out, const struct tpa_paths *paths, const tpa_finding_t *f);
 
-/* A stack as a JSON array of frames (report_json.c); native frames with their address and module. */
+/* A stack as a JSON array of frames (report_util.c); native frames with their address and module. */
 void tpa_put_json_frames(FILE *out, const tpa_frames_t *fr, int native);
 
 /* Out of memory (report_oom.c). */
