@@ -12,8 +12,9 @@
 #include "reports.h"
 
 /* The newest database version this analyzer reads; it reads every one since
- * 1 (a version-1 file has no ledger and no samples: no growth is judged). */
-#define TPA_SCHEMA_VERSION 2
+ * 1 (a version-1 file has no ledger and no samples: no growth is judged; one
+ * before version 3 has no oom table: no OOM is judged). */
+#define TPA_SCHEMA_VERSION 3
 
 enum tpa_exit { TPA_EXIT_OK = 0, TPA_EXIT_GATE = 1, TPA_EXIT_USAGE = 2, TPA_EXIT_INCONCLUSIVE = 3 };
 

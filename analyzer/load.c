@@ -9,6 +9,7 @@
  * what the caller needs is read (tpa_need): the gate reads no stacks and no
  * allocations.  On a failure, the first file in order that failed says why. */
 #include "analyzer.h"
+#include "out_of_memory.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -117,8 +118,10 @@ static int load_one(const char *file, int needs, tpa_report_t *r, char *why, siz
         return -1;
     }
     tpa_judged_audit_t audit = tpa_judge_audit(db, run);
+    tpa_oom_judge_at(db, run, &audit);
     run->audited_model = audit.id != 0 || built_model(db);
     tpa_judge_inconclusive(db, run, r);
+    tpa_oom_last_samples(db, run);
     if ((needs & TPA_NEED_MEMORY) && tpa_scan_allocations(db, audit.id ? audit.begin_ns : INT64_MAX, run)) {
         snprintf(why, why_len, "%s: cannot query allocations: %s", file, sqlite3_errmsg(db));
         tpa_db_close(db);
@@ -137,9 +140,11 @@ static int load_one(const char *file, int needs, tpa_report_t *r, char *why, siz
     }
     int rc = tpa_judge_headline(db, &audit, (needs & TPA_NEED_DETAILS) ? TPA_DETAILS_ALL : TPA_DETAILS_NONE, 0, r);
     if (!rc) rc = tpa_library_growth(db, audit.id, 0, needs & TPA_NEED_DETAILS, r);
+    if (!rc) rc = tpa_oom_findings(db, run, (needs & TPA_NEED_DETAILS) ? r->symbolize : NULL, r);
     if (!rc) tpa_judge_parts_off(run, r);
     if (rc) snprintf(why, why_len, "%s: cannot query: %s", file, sqlite3_errmsg(db));
     if (!rc && (needs & TPA_NEED_MARKS)) tpa_judge_marks(db, run, audit.id, headline_stale_bytes(r));
+    if (!rc && (needs & TPA_NEED_MARKS)) tpa_oom_marks(db, run);
     tpa_db_close(db);
     return rc;
 }

@@ -178,6 +178,26 @@ typedef struct tpaudit_sample {
     int64_t py_blocks;      /* sys.getallocatedblocks(); -1 when unknown */
 } tpaudit_sample_t;
 
+/* An allocation that failed for want of device memory (docs/schema.md,
+ * table oom): recorded by the probe from PyTorch's caching allocator, by the
+ * shim from a CUDA allocation call that returned out-of-memory, or by a
+ * runtime that carves its own memory.  Any time, audit open or not. */
+typedef struct tpaudit_oom {
+    size_t struct_size;
+    const char *source;    /* "torch" (the caching allocator), "cuda" (a failed CUDA call), or the runtime's name */
+    const char *api;       /* the call that failed: "cudaMalloc", "torch.cuda caching allocator"; NULL */
+    int device;            /* CUDA ordinal, -1 when unknown */
+    uint64_t requested;    /* bytes asked for */
+    int64_t free_bytes;    /* the device's free bytes at the failure, -1 when unknown */
+    int64_t total_bytes;   /* the device's total bytes (or the process's cap), -1 when unknown */
+    int64_t reserved_free; /* the allocator's reserved but unallocated bytes, -1 when unknown */
+    int64_t largest_free;  /* the allocator's largest free block, -1 when unknown */
+    int64_t audit_id;      /* the audit taken at the failure (label "oom"), 0 when none */
+    int64_t step;          /* the optimizer step in flight, -1 when unknown */
+    const char *py_stack;  /* the failing allocation's Python stack, "file:line:function" lines,
+                              the user's innermost first; NULL */
+    int capture_native;    /* nonzero: the shim records the caller's native stack */
+} tpaudit_oom_t;
 /* The analyzer's verdict on one ended audit (tpaudit_audit_verdict). */
 typedef struct tpaudit_verdict {
     size_t struct_size;
@@ -211,6 +231,8 @@ typedef struct tpaudit_verdict {
     { sizeof(tpaudit_ledger_t), NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL }
 #define TPAUDIT_INIT_SAMPLE \
     { sizeof(tpaudit_sample_t), 0, NULL, 0, -1, -1 }
+#define TPAUDIT_INIT_OOM \
+    { sizeof(tpaudit_oom_t), NULL, NULL, -1, 0, -1, -1, -1, -1, 0, -1, NULL, 0 }
 #define TPAUDIT_INIT_VERDICT \
     { sizeof(tpaudit_verdict_t), 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0 }
 
@@ -230,6 +252,7 @@ typedef int64_t (*tpaudit_v1_audit_next_fn)(int64_t after);
 typedef int (*tpaudit_v1_audit_verdict_fn)(tpaudit_verdict_t *verdict);
 typedef int (*tpaudit_v1_record_ledger_fn)(const tpaudit_ledger_t *row);
 typedef int (*tpaudit_v1_record_sample_fn)(const tpaudit_sample_t *sample);
+typedef int64_t (*tpaudit_v1_record_oom_fn)(const tpaudit_oom_t *oom);
 
 /*
  * The lazy binding: each entry point is looked up once in the process's
@@ -317,6 +340,14 @@ static inline int tpaudit_record_sample(const tpaudit_sample_t *sample) {
     return fn ? fn(sample) : TPAUDIT_ENOTLOADED;
 }
 
+/* Records an allocation that failed for want of device memory (any time).
+ * Returns the process's count of them so far, this one included (the first
+ * TPAUDIT_OOM_STACKS keep a native stack; every one gets its row). */
+#define TPAUDIT_OOM_STACKS 8
+static inline int64_t tpaudit_record_oom(const tpaudit_oom_t *oom) {
+    TPAUDIT__BIND(record_oom)
+    return fn ? fn(oom) : TPAUDIT_ENOTLOADED;
+}
 /* Records a lifecycle event (any time, audit open or not). */
 static inline int tpaudit_record_event(const tpaudit_event_t *event) {
     TPAUDIT__BIND(record_event)

@@ -211,7 +211,10 @@ static void print_verdict(const char *shown_dir, const char *abs_dir) {
     char growth[320]; /* "MEMORY GROWTH: `kept` +196 MiB/step" */
     tpa_format_growth_verdict(&r, growth, sizeof growth);
     size_t stale = tpa_count_stale_errors(&r);
-    if (stale)
+    const tpa_finding_t *oom = tpa_top_oom(&r);
+    if (oom)
+        fprintf(stderr, "tpaudit: verdict: %s (%s)", tpa_term(oom->message), runs);
+    else if (stale)
         fprintf(stderr, "tpaudit: verdict: STALE TENSORS: %zu error%s, %s retained by stale tensors%s%s (%s)", stale,
                 stale == 1 ? "" : "s", bytes, growth[0] ? "; " : "", tpa_term(growth), runs);
     else if (growth[0])

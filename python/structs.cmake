@@ -1,6 +1,6 @@
 # structs.cmake - the probe's ctypes structs, generated from the public
 # header: reads the typedefs tpaudit_tensor_t, tpaudit_ref_t,
-# tpaudit_event_t, tpaudit_verdict_t, tpaudit_ledger_t and tpaudit_sample_t of include/tpaudit.h and writes tpaudit/_structs.py (one
+# tpaudit_event_t, tpaudit_verdict_t, tpaudit_ledger_t, tpaudit_sample_t and tpaudit_oom_t of include/tpaudit.h and writes tpaudit/_structs.py (one
 # ctypes.Structure per typedef, fields in the header's order), so a field
 # added to the header reaches the probe with no second copy.  With LAYOUT set
 # it also writes a C file that prints each field's offset and size as the
@@ -9,7 +9,7 @@
 #
 #   cmake -DHEADER=include/tpaudit.h -DOUT=_structs.py [-DLAYOUT=layout.c] -P structs.cmake
 
-set(structs tensor ref event verdict ledger sample)
+set(structs tensor ref event verdict ledger sample oom)
 set(ctype_size_t "ctypes.c_size_t")
 set(ctype_uint64_t "ctypes.c_uint64")
 set(ctype_int64_t "ctypes.c_int64")

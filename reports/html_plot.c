@@ -206,8 +206,9 @@ static void put_audit_marks(FILE *out, const axis_t *a, const html_scale_t *s, d
         char label[40], bytes[32];
         mark_label(m, label, sizeof label);
         tpa_format_bytes(m->stale_bytes, bytes, sizeof bytes);
-        fprintf(out, "<g class=\"mark%s\"><title>audit %s at %.3f s: %s stale</title>",
-                m->stale_bytes > 0 ? " stale" : "", label, ((double)m->ts_ns - (double)s->t0_ns) / 1e9, bytes);
+        fprintf(out, "<g class=\"mark%s%s\"><title>%saudit %s at %.3f s: %s stale</title>",
+                m->stale_bytes > 0 ? " stale" : "", m->oom ? " oom" : "", m->oom ? "OUT OF MEMORY here: " : "", label,
+                ((double)m->ts_ns - (double)s->t0_ns) / 1e9, bytes);
         fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>", x, x, TOP, PLOT_H - BOTTOM);
         fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\"/>", x, y_of(a, (double)m->stale_bytes));
         if (i + 1 == run->n_marks)

@@ -124,7 +124,10 @@ static void put_verdict(FILE *out, const page_t *pg) {
     fprintf(out, "<header class=\"banner %s\" id=\"verdict\"><div class=\"verdict\">%s</div><div>\n<h1>", cls, word);
     char growth[320]; /* "MEMORY GROWTH: `kept` +196 MiB/step" */
     tpa_format_growth_verdict(r, growth, sizeof growth);
-    if (growth[0] && !tpa_count_stale_errors(r)) {
+    const tpa_finding_t *oom = tpa_top_oom(r);
+    if (oom) {
+        html_fmt(out, "OUT OF MEMORY: %s</h1>\n", oom->oom->cause_text ? oom->oom->cause_text : "?");
+    } else if (growth[0] && !tpa_count_stale_errors(r)) {
         html_fmt(out, "%s</h1>\n", growth);
     } else if (r->n_findings) {
         fprintf(out, "%zu finding%s: ", r->n_findings, r->n_findings == 1 ? "" : "s");
@@ -138,7 +141,7 @@ static void put_verdict(FILE *out, const page_t *pg) {
         fputs("No process made an audit: nothing was checked</h1>\n", out);
     }
     if (!r->n_findings) return;
-    const tpa_finding_t *top = &r->findings[pg->groups[pg->order[0]].first];
+    const tpa_finding_t *top = oom ? oom : &r->findings[pg->groups[pg->order[0]].first];
     fputs("<p id=\"headline\">", out);
     html_put(out, top->message);
     const tpa_frame_t *at = html_first_user_frame(top->replaced_at.n ? &top->replaced_at : &top->created_at);

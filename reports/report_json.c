@@ -80,23 +80,6 @@ static void put_key_string(FILE *out, const char *key, const char *s) {
     put_opt_string(out, s);
 }
 
-static void put_frames(FILE *out, const tpa_frames_t *fr, int native) {
-    fputc('[', out);
-    for (size_t i = 0; i < fr->n; i++) {
-        const tpa_frame_t *f = &fr->v[i];
-        if (i) fputc(',', out);
-        put_key_string(out, "{\"file\":", f->file);
-        fprintf(out, ",\"line\":%ld,\"function\":", f->line);
-        put_opt_string(out, f->function);
-        if (native) {
-            fprintf(out, ",\"address\":%" PRIu64 ",\"module\":", f->address);
-            put_opt_string(out, f->module);
-        }
-        fputc('}', out);
-    }
-    fputc(']', out);
-}
-
 static void put_run(FILE *out, const tpa_run_t *run) {
     fputs("{\"file\":", out);
     tpa_put_json_string(out, run->file);
@@ -140,7 +123,7 @@ static void put_key_shape(FILE *out, const char *key, const char *shape) {
 
 static void put_key_frames(FILE *out, const char *key, const tpa_frames_t *fr, int native) {
     fputs(key, out);
-    put_frames(out, fr, native);
+    tpa_put_json_frames(out, fr, native);
 }
 
 static void put_finding(FILE *out, const tpa_finding_t *f) {
@@ -191,12 +174,13 @@ static void put_finding(FILE *out, const tpa_finding_t *f) {
     fputs(",\"allocation\":", out);
     if (f->has_allocation) {
         fprintf(out, "{\"address\":%" PRIu64 ",\"bytes\":%" PRId64 ",\"stack\":", f->alloc_address, f->alloc_bytes);
-        put_frames(out, &f->alloc_stack, 1);
+        tpa_put_json_frames(out, &f->alloc_stack, 1);
         fputc('}', out);
     } else {
         fputs("null", out);
     }
     tpa_put_growth_json(out, f);
+    tpa_put_oom_json(out, f);
     put_key_string(out, ",\"message\":", f->message);
     fputc('}', out);
 }

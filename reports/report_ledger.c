@@ -36,7 +36,7 @@ const tpa_finding_t *tpa_top_growth(const tpa_report_t *r, size_t *n_growing) {
 
 size_t tpa_count_stale_errors(const tpa_report_t *r) {
     size_t n = 0;
-    for (size_t i = 0; i < r->n_findings; i++) n += r->findings[i].is_error && !grows(&r->findings[i]);
+    for (size_t i = 0; i < r->n_findings; i++) n += r->findings[i].is_error && !grows(&r->findings[i]) && !r->findings[i].oom;
     return n;
 }
 

@@ -64,11 +64,16 @@ static void put_summary(const tpa_report_t *r, FILE *out) {
     const char *why = NULL;
     for (size_t i = 0; i < r->n_runs && r->inconclusive && !why; i++)
         if (r->runs[i].inconclusive) why = T(r->runs[i].why_inconclusive, "?");
+    const tpa_finding_t *oom = tpa_top_oom(r);
+    if (oom) /* the one-screen answer; stale tensors or growth follow on their own line */
+        fprintf(out, "verdict: %s\n", T(oom->message, ""));
     if (stale)
         fprintf(out, "verdict: STALE TENSORS - optimizers hold tensors the model replaced%s%s\n", growth[0] ? "; " : "",
                 T(growth, ""));
     else if (growth[0])
         fprintf(out, "verdict: %s\n", T(growth, ""));
+    else if (oom)
+        return;
     else if (r->inconclusive)
         fprintf(out, "verdict: INCONCLUSIVE - %s (gate exits 3)\n", why ? why : "a run cannot be judged");
     else if (warnings)
@@ -127,6 +132,10 @@ static void put_details(const tpa_finding_t *f, size_t number, const char *ranks
             where, T(f->message, ""));
     if (tpa_finding_grows(f)) {
         tpa_put_growth_text(out, paths, f);
+        return;
+    }
+    if (f->oom) {
+        tpa_put_oom_text(out, paths, f);
         return;
     }
     fprintf(out, "      tensor: %s %s local %s %s on %s (%s), grad %s; held at %s %s\n", T(f->name, "(unnamed)"),

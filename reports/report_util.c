@@ -147,3 +147,24 @@ int64_t tpa_rank_retained(const tpa_report_t *r, int64_t rank) {
             sum = tpa_add_bytes(sum, r->findings[i].retained_bytes);
     return sum;
 }
+
+void tpa_put_json_frames(FILE *out, const tpa_frames_t *fr, int native) {
+    fputc('[', out);
+    for (size_t i = 0; i < fr->n; i++) {
+        const tpa_frame_t *f = &fr->v[i];
+        const char *texts[] = {f->file, f->function, f->module};
+        const char *keys[] = {"{\"file\":", ",\"function\":", ",\"module\":"};
+        if (i) fputc(',', out);
+        for (int k = 0; k < (native ? 3 : 2); k++) {
+            fputs(keys[k], out);
+            if (texts[k])
+                tpa_put_json_string(out, texts[k]);
+            else
+                fputs("null", out);
+            if (k == 0) fprintf(out, ",\"line\":%ld", f->line);
+            if (k == 1 && native) fprintf(out, ",\"address\":%" PRIu64, f->address);
+        }
+        fputc('}', out);
+    }
+    fputc(']', out);
+}

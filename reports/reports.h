@@ -110,7 +110,7 @@ int64_t tpa_finding_measure(const tpa_finding_t *f);
 /* The fastest-growing error finding of such a kind, NULL when none; their
  * number into *n_growing (may be NULL). */
 const tpa_finding_t *tpa_top_growth(const tpa_report_t *r, size_t *n_growing);
-/* Error findings of the other kinds (stale tensors). */
+/* Error findings of the other kinds (stale tensors), out of memory aside. */
 size_t tpa_count_stale_errors(const tpa_report_t *r);
 /* "MEMORY GROWTH: `kept` +196 MiB/step" (and how many more holders grow),
  * "" when nothing grows. */
@@ -128,5 +128,15 @@ void tpa_format_growth_bytes(const tpa_finding_t *f, char *buf, size_t len);
 struct tpa_paths;
 void tpa_put_growth_text(FILE *out, const struct tpa_paths *paths, const tpa_finding_t *f);
 
+/* A stack as a JSON array of frames (report_util.c); native frames with their address and module. */
+void tpa_put_json_frames(FILE *out, const tpa_frames_t *fr, int native);
+
+/* Out of memory (report_oom.c). */
+/* The error finding of the OOM that ended a run (the first), NULL when none. */
+const tpa_finding_t *tpa_top_oom(const tpa_report_t *r);
+/* ,"oom":{...} of an out-of-memory finding (nothing for others). */
+void tpa_put_oom_json(FILE *out, const tpa_finding_t *f);
+/* Its facts, cause and stacks in the text report's details. */
+void tpa_put_oom_text(FILE *out, const struct tpa_paths *paths, const tpa_finding_t *f);
 
 #endif

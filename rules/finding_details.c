@@ -54,8 +54,8 @@ static char *describe_relation(const char *old_shape, const char *new_shape, con
     return tpa_strdup(buf);
 }
 
-/* Parses "file:line:function" lines into frames. */
-static void parse_py_stack(const char *text, tpa_frames_t *out) {
+/* Parses "file:line:function" lines into frames (finding_details.h). */
+void tpa_parse_py_stack(const char *text, tpa_frames_t *out) {
     out->v = NULL;
     out->n = 0;
     if (!text) return;
@@ -98,7 +98,7 @@ static void parse_py_stack(const char *text, tpa_frames_t *out) {
  * when it is NULL). */
 static void row_stack(tpa_symbolize_fn symbolize, sqlite3 *db, sqlite3_stmt *st, int col, tpa_frames_t *out) {
     if (sqlite3_column_type(st, col) != SQLITE_NULL)
-        parse_py_stack((const char *)sqlite3_column_text(st, col), out);
+        tpa_parse_py_stack((const char *)sqlite3_column_text(st, col), out);
     else if (symbolize)
         symbolize(db, sqlite3_column_int64(st, col + 1), out);
 }
@@ -159,7 +159,7 @@ static void attach_events(tpa_symbolize_fn symbolize, sqlite3 *db, int64_t audit
             "ORDER BY id DESC LIMIT 1",
             -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, f->name ? f->name : "", -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW) parse_py_stack((const char *)sqlite3_column_text(st, 0), &f->replaced_at);
+        if (sqlite3_step(st) == SQLITE_ROW) tpa_parse_py_stack((const char *)sqlite3_column_text(st, 0), &f->replaced_at);
         sqlite3_finalize(st);
     }
 }

@@ -16,4 +16,7 @@ void tpa_find_successor(sqlite3 *db, int64_t audit, tpa_finding_t *f);
 void tpa_attach_details(tpa_symbolize_fn symbolize, sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t ptr,
                         tpa_finding_t *f);
 
+/* Parses "file:line:function" lines (a Python stack as the probe records it) into frames. */
+void tpa_parse_py_stack(const char *text, tpa_frames_t *out);
+
 #endif

@@ -38,6 +38,12 @@ const tpa_kind_t tpa_kinds[] = {
     {NAMED("memory_growth"), .severity = TPA_SEVERITY_ERROR, .grows = 1, .verdict = "MEMORY GROWTH",
      .holder_fallback = "object", .message = "`{name}`{created} keeps {kept} every step: {rate}/step",
      .summary = "the bytes one holder (or one library) keeps grow from audit to audit in the steady state"},
+    {NAMED("out_of_memory"), .severity = TPA_SEVERITY_ERROR, .oom = 1, .verdict = "OUT OF MEMORY",
+     .holder_fallback = "device", .message = "{oom}",
+     .summary = "the run died of an allocation the device had no memory for; names who held the memory and why"},
+    {NAMED("caught_out_of_memory"), .severity = TPA_SEVERITY_WARNING, .oom = 1,
+     .holder_fallback = "device", .message = "{oom}",
+     .summary = "an allocation ran out of device memory and the program caught it and went on (a batch-size finder)"},
 };
 // clang-format on
 const size_t tpa_n_kinds = sizeof tpa_kinds / sizeof tpa_kinds[0];
@@ -52,6 +58,7 @@ const char *tpa_kind_severity_text(const tpa_kind_t *k) {
     switch (k->severity) { /* no default: a new rule must get its words here */
     case TPA_SEVERITY_ERROR: return "error";
     case TPA_SEVERITY_WARNING_UNLESS_SUCCESSOR: return "warning (error when it succeeds a stale tensor)";
+    case TPA_SEVERITY_WARNING: return "warning";
     }
     return "error";
 }

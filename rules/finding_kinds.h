@@ -12,7 +12,8 @@
 /* How a kind's severity is decided. */
 enum tpa_severity_rule {
     TPA_SEVERITY_ERROR,                   /* always an error */
-    TPA_SEVERITY_WARNING_UNLESS_SUCCESSOR /* a warning, an error when it is the live successor of a stale finding */
+    TPA_SEVERITY_WARNING_UNLESS_SUCCESSOR, /* a warning, an error when it is the live successor of a stale finding */
+    TPA_SEVERITY_WARNING                   /* always a warning */
 };
 
 /* Which optimizer state a finding's state_bytes counts. */
@@ -36,6 +37,9 @@ typedef struct tpa_kind {
     /* Judged across audits, from the ledger (rules/memory_growth.c), not by
      * one audit's query: its bytes are a holder's and grow per step. */
     int grows;
+    /* Judged once per process from its oom rows (rules/out_of_memory.c),
+     * not at an audit: an allocation that failed for want of device memory. */
+    int oom;
     /* The run's verdict when a finding of this kind is among its errors
      * ("MEMORY GROWTH"); NULL: the verdict of stale tensors. */
     const char *verdict;

@@ -302,6 +302,7 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
     size_t first = r->n_findings;
     int rc = 0;
     for (size_t k = 0; k < tpa_n_kinds && !rc; k++) {
+        if (tpa_kinds[k].oom) continue; /* judged once per process (tpa_oom_findings), not at an audit */
         if (tpa_kinds[k].grows) { /* judged across audits, from the ledger */
             rc = tpa_growth_findings(db, &tpa_kinds[k], audit, rank, step, r);
             continue;

@@ -80,6 +80,20 @@ void tpa_finding_free(tpa_finding_t *f) {
     free(f->later_replacements);
     f->later_replacements = NULL;
     f->n_later_replacements = 0;
+    tpa_oom_free(f->oom);
+    f->oom = NULL;
+}
+
+void tpa_oom_free(tpa_oom_t *o) {
+    if (!o) return;
+    free(o->source);
+    free(o->api);
+    free(o->cause);
+    free(o->cause_text);
+    free(o->held);
+    tpa_frames_free(&o->py_stack);
+    tpa_frames_free(&o->native_stack);
+    free(o);
 }
 
 void tpa_owner_points_free(tpa_owner_point_t *v, size_t n) {

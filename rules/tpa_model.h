@@ -38,6 +38,26 @@ typedef struct tpa_replacement {
     tpa_frames_t at;
 } tpa_replacement_t;
 
+/* An allocation that failed for want of device memory (out_of_memory,
+ * caught_out_of_memory; rules/out_of_memory.c): what was asked and what the
+ * device and the allocator had, who held the memory, and why it ran out.
+ * Bytes are -1 when unknown. */
+typedef struct tpa_oom {
+    char *source;  /* "torch" (the caching allocator), "cuda" (a failed CUDA call), a runtime's name */
+    char *api;     /* the call that failed */
+    int64_t device; /* CUDA ordinal, -1 when unknown */
+    int64_t requested, free_bytes, total_bytes, reserved_free, largest_free;
+    int64_t outside_bytes; /* in use on the device outside this process's allocator (total - free - reserved), -1 */
+    int64_t count;         /* the process's OOMs in all (this one and those caught) */
+    int64_t caught;        /* of them caught (the run went on) */
+    int64_t audit_id;      /* the audit taken at it, 0 when none */
+    char *cause;      /* "growth", "step_peak", "fragmentation", "other_memory", "allocation" */
+    char *cause_text; /* the cause in one sentence */
+    char *held;       /* who held the device: "__main__.kept 61.3 GiB (...) · optimizer state 1.0 GiB · ..." */
+    tpa_frames_t py_stack;     /* the failing allocation's Python stack, the user's line first */
+    tpa_frames_t native_stack; /* its native stack (a failed CUDA call, a runtime) */
+} tpa_oom_t;
+
 typedef struct tpa_finding {
     char *kind;       /* stale_param, orphan_state, ... */
     int is_error;     /* severity: 1 error, 0 warning */
@@ -75,6 +95,7 @@ typedef struct tpa_finding {
     int64_t growth_per_step;
     int64_t growth_since_step;
     char *example;
+    tpa_oom_t *oom; /* out_of_memory kinds: the failed allocation; NULL for the others */
     int is_new;  /* gate with --baseline: new or grown vs the baseline */
     /* 1 + index of the first finding of its group, the same finding on
      * other ranks (tpa_group_findings); 0 when it stands alone. */
@@ -92,6 +113,7 @@ typedef struct tpa_audit_mark {
     int64_t step;
     int64_t stale_bytes;
     int blind; /* saw an optimizer but no model parameter: judged nothing (stale_bytes 0) */
+    int oom;   /* taken at an allocation that ran out of device memory (label 'oom') */
 } tpa_audit_mark_t;
 
 /* Device memory live at the judged audit, grouped by the library that
@@ -252,5 +274,6 @@ void tpa_finding_free(tpa_finding_t *f);
 void tpa_frames_free(tpa_frames_t *fr);
 void tpa_owner_points_free(tpa_owner_point_t *v, size_t n);
 void tpa_device_memory_free(tpa_device_memory_t *m);
+void tpa_oom_free(tpa_oom_t *o);
 
 #endif

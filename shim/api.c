@@ -162,6 +162,14 @@ TPA_API int tpaudit_v1_record_sample(const tpaudit_sample_t *sample) {
     return tpa_enqueue(TPA_REC_SAMPLE, &f, sizeof f, strs, &one_short_cap, 1, NULL, 0, 0);
 }
 
+TPA_API int64_t tpaudit_v1_record_oom(const tpaudit_oom_t *oom) {
+    tpaudit_oom_t o;
+    if (take(&o, sizeof o, oom)) return TPAUDIT_EINVAL;
+    if (o.device < -1 || o.step < -1 || o.audit_id < 0) return TPAUDIT_EINVAL;
+    if (live()) return TPAUDIT_EDISABLED;
+    return tpa_emit_oom(&o, o.capture_native, 1, TPA_CONTROL_WAIT_MS); /* the record that says why a run died waits for room */
+}
+
 TPA_API int tpaudit_v1_record_event(const tpaudit_event_t *event) {
     tpaudit_event_t e;
     if (take(&e, sizeof e, event)) return TPAUDIT_EINVAL;

@@ -74,6 +74,13 @@ TPA_HIDDEN int tpa_emit_alloc(const struct tpa_alloc_rec *rec);
 /* Queues one api_call row: `api` a static string, ips/n_ips the stack. */
 TPA_HIDDEN int tpa_emit_api_call(uint32_t correlation, const char *api, int64_t ts_ns, const uint64_t *ips, int n_ips);
 
+/* Queues one oom row (api.c's tpaudit_v1_record_oom and the CUPTI
+ * callbacks): numbers it in the process's count of them and, with capture
+ * and among the first TPAUDIT_OOM_STACKS, captures the native stack below
+ * `skip` frames; waits up to wait_ms for room in the ring.  The count, or
+ * a negative TPAUDIT_E*. */
+TPA_HIDDEN int64_t tpa_emit_oom(const tpaudit_oom_t *oom, int capture, int skip, int wait_ms);
+
 /* Run-row fields the CUPTI part owns. */
 TPA_HIDDEN void tpa_run_set_cupti_status(const char *status); /* "on" / "off: <why>" */
 TPA_HIDDEN void tpa_run_add_cupti_dropped(uint64_t n);        /* makes the run incomplete */

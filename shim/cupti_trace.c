@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "cupti_api.h"
+#include "cupti_oom.h"
 #include "cupti_policy.h"
 #include "cupti_translate.h"
 
@@ -81,9 +82,13 @@ static uint64_t timestamp_now(void) { return (uint64_t)tpa_now_ns(); }
 
 static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
     (void)userdata;
-    (void)domain;
-    (void)cbid;
     const CUpti_CallbackData *info = data;
+    if (info->callbackSite == CUPTI_API_EXIT && !t_in_callback) {
+        t_in_callback = 1;
+        tpa_cupti_oom_check(domain, cbid, info);
+        t_in_callback = 0;
+        return;
+    }
     if (info->callbackSite != CUPTI_API_ENTER || t_in_callback) return;
     t_in_callback = 1;
     uint64_t ips[TPA_MAX_STACK];

@@ -86,6 +86,15 @@ int tpa_dbfd_floor(void) {
 
 int tpa_dbfd_lost(void) { return atomic_load(&g_lost); }
 
+int tpa_dbfd_lowest(void) {
+    int low = -1;
+    for (int i = 0; i < TPA_MAX_DB_FDS; i++) {
+        int fd = __atomic_load_n(&g_owned[i].fd, __ATOMIC_RELAXED); /* read from host threads */
+        if (fd >= 0 && (low < 0 || fd < low)) low = fd;
+    }
+    return low;
+}
+
 static int owned(int fd);
 
 /* Before each transaction: 0 when every open descriptor is still ours. */

@@ -9,6 +9,13 @@
  *     socket, accept, dup, pipe) gets the shim's back: the shim turns off
  *     (process_life.c closes the database, kept and marked incomplete, and
  *     the pipe) and the call is made again.
+ *   - a host whose lowest-free search reached the shim's numbers (a call of
+ *     those returned a number above one the shim holds, which the host would
+ *     have got without the shim) gets them back the same way, and the number
+ *     it got is moved down to the lowest free one (the same open file, its
+ *     close-on-exec flag kept): the numbers a host gets are those it gets
+ *     without the shim (a host near RLIMIT_NOFILE, or one with more than
+ *     about 1000 open descriptors, turns the shim off there).
  * Calls that glibc makes internally (fopen's open) do not pass here. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -53,11 +60,12 @@ void tpa_fds_resolve(void) {
 }
 
 /* The call again after the shim gave its descriptors back, when it failed
- * for want of one. */
+ * for want of one; a number it got above the shim's, moved down (settle). */
 #define RETRYING(call)                                               \
     do {                                                             \
         int rc_ = (call);                                            \
         if (rc_ < 0 && errno == EMFILE && give_back()) rc_ = (call); \
+        if (rc_ >= 0) settle(&rc_, 1);                               \
         return rc_;                                                  \
     } while (0)
 
@@ -69,6 +77,37 @@ static int give_back(void) {
         if (fd >= 0) close(fd);
     }
     return 1;
+}
+
+/* The lowest number the shim holds (database or pipe), -1 when none. */
+static int shim_lowest(void) {
+    int low = tpa_dbfd_lowest();
+    for (int i = 0; i < 2; i++) {
+        int fd = atomic_load(&g_pipe[i]);
+        if (fd >= 0 && (low < 0 || fd < low)) low = fd;
+    }
+    return low;
+}
+
+/* The n numbers a lowest-free call gave the host: when one lies above a
+ * number the shim holds, the shim gives its own back and each is moved to
+ * the lowest free number, as the host would have got them without it. */
+static void settle(int *fds, int n) {
+    int low = shim_lowest(), above = 0;
+    for (int i = 0; i < n && low >= 0; i++) above |= fds[i] > low;
+    if (!above || !give_back()) return;
+    int saved = errno;
+    for (int i = 0; i < n; i++) {
+        int flags = fcntl(fds[i], F_GETFD);
+        int moved = flags < 0 ? -1 : fcntl(fds[i], (flags & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+        if (moved >= 0 && moved < fds[i]) {
+            close(fds[i]);
+            fds[i] = moved;
+        } else if (moved >= 0) {
+            close(moved);
+        }
+    }
+    errno = saved;
 }
 
 /* The pair made during a capture, moved to the shim's numbers; both
@@ -95,7 +134,10 @@ static int move_up(int fds[2]) {
 TPA_API int pipe2(int fds[2], int flags) {
 #define PIPE2(fds, flags) (r.pipe2 ? r.pipe2(fds, flags) : (int)syscall(SYS_pipe2, fds, flags))
     if (tpa_stack_capturing()) return PIPE2(fds, flags) == 0 ? move_up(fds) : -1;
-    RETRYING(PIPE2(fds, flags));
+    int rc = PIPE2(fds, flags);
+    if (rc < 0 && errno == EMFILE && give_back()) rc = PIPE2(fds, flags);
+    if (rc == 0) settle(fds, 2);
+    return rc;
 }
 
 TPA_API int pipe(int fds[2]) { return pipe2(fds, 0); }

@@ -27,7 +27,7 @@
 #ifndef TPAUDIT_SHIM_RECORDS_H
 #define TPAUDIT_SHIM_RECORDS_H
 
-#define TPA_SCHEMA_VERSION 2
+#define TPA_SCHEMA_VERSION 3
 
 /* ---- run: one row, inserted at start, its state updated at every commit ---- */
 #define TPA_RUN_START_COLUMNS(X)                                      \
@@ -170,6 +170,25 @@
     X(reserved_bytes, "INTEGER", OPT, f.reserved_bytes)      \
     X(py_blocks, "INTEGER", OPT, f.py_blocks)
 
+/* oom: an allocation that failed for want of device memory (the probe, the
+ * CUPTI callbacks, a runtime); f is struct tpa_fx_oom */
+#define TPA_OOM_COLUMNS(X)                                                       \
+    X(id, "INTEGER PRIMARY KEY", NONE, 0)                                        \
+    X(ts_ns, "INTEGER NOT NULL", I64, f.ts)                                      \
+    X(seq, "INTEGER NOT NULL", I64, f.seq)                                       \
+    X(source, "TEXT NOT NULL", TEXT, view_text_or(v, TPA_OOM_S_SOURCE, "?"))     \
+    X(api, "TEXT", TEXT, view_text(v, TPA_OOM_S_API))                            \
+    X(device, "INTEGER", OPT, f.device)                                          \
+    X(requested, "INTEGER NOT NULL", I64, (int64_t)f.requested)                  \
+    X(free_bytes, "INTEGER", OPT, f.free_bytes)                                  \
+    X(total_bytes, "INTEGER", OPT, f.total_bytes)                                \
+    X(reserved_free, "INTEGER", OPT, f.reserved_free)                            \
+    X(largest_free, "INTEGER", OPT, f.largest_free)                              \
+    X(audit_id, "INTEGER", KEY, (uint64_t)f.audit_id)                            \
+    X(step, "INTEGER", OPT, f.step)                                              \
+    X(py_stack, "TEXT", TEXT, view_text(v, TPA_OOM_S_PY_STACK))                  \
+    X(stack_id, "INTEGER", KEY, (uint64_t)stack_id)
+
 #define TPA_NO_COLUMNS(X)
 
 /* T(table, insert verb, inserted columns, columns only an UPDATE sets,
@@ -186,6 +205,7 @@
     T(alloc, "INSERT", TPA_ALLOC_COLUMNS, TPA_NO_COLUMNS, "", "CREATE INDEX alloc_by_address ON alloc(address);") \
     T(api_call, "INSERT OR REPLACE", TPA_API_CALL_COLUMNS, TPA_NO_COLUMNS, "", "")                                \
     T(ledger, "INSERT", TPA_LEDGER_COLUMNS, TPA_NO_COLUMNS, "", "CREATE INDEX ledger_by_audit ON ledger(audit_id);") \
-    T(sample, "INSERT", TPA_SAMPLE_COLUMNS, TPA_NO_COLUMNS, "", "")
+    T(sample, "INSERT", TPA_SAMPLE_COLUMNS, TPA_NO_COLUMNS, "", "")                                               \
+    T(oom, "INSERT", TPA_OOM_COLUMNS, TPA_NO_COLUMNS, "", "")
 
 #endif

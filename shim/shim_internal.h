@@ -29,7 +29,8 @@ enum tpa_rec_type {
     TPA_REC_ALLOC,
     TPA_REC_API_CALL,
     TPA_REC_LEDGER,
-    TPA_REC_SAMPLE
+    TPA_REC_SAMPLE,
+    TPA_REC_OOM
 };
 
 struct tpa_rec_hdr {
@@ -72,6 +73,11 @@ struct tpa_fx_sample {
     int64_t ts, step;
     uint64_t live_bytes;
     int64_t reserved_bytes, py_blocks;
+};
+struct tpa_fx_oom {
+    int64_t ts, seq, device;
+    uint64_t requested;
+    int64_t free_bytes, total_bytes, reserved_free, largest_free, audit_id, step;
 };
 struct tpa_fx_event {
     int64_t ts;
@@ -121,12 +127,17 @@ struct tpa_fx_api_call {
     X(TPA_LEDGER_S_SHAPES, TPA_CAP_SHORT)       \
     X(TPA_LEDGER_S_DTYPE, TPA_CAP_SHORT)        \
     X(TPA_LEDGER_S_CREATED_AT, TPA_CAP_PYSTACK)
+#define TPA_OOM_SLOTS(X)               \
+    X(TPA_OOM_S_SOURCE, TPA_CAP_SHORT) \
+    X(TPA_OOM_S_API, TPA_CAP_SHORT)    \
+    X(TPA_OOM_S_PY_STACK, TPA_CAP_PYSTACK)
 #define TPA_SLOT_ENUM(slot, cap) slot,
 #define TPA_SLOT_CAP(slot, cap)  [slot] = cap,
 enum { TPA_TENSOR_SLOTS(TPA_SLOT_ENUM) TPA_TENSOR_NSTR };
 enum { TPA_REF_SLOTS(TPA_SLOT_ENUM) TPA_REF_NSTR };
 enum { TPA_EVENT_SLOTS(TPA_SLOT_ENUM) TPA_EVENT_NSTR };
 enum { TPA_LEDGER_SLOTS(TPA_SLOT_ENUM) TPA_LEDGER_NSTR };
+enum { TPA_OOM_SLOTS(TPA_SLOT_ENUM) TPA_OOM_NSTR };
 
 #define TPA_REC_MAX_STR 8
 struct tpa_rec_view {
@@ -267,6 +278,7 @@ TPA_HIDDEN int tpa_writer_live(void);
 TPA_HIDDEN int tpa_dbfd_install(void); /* private SQLite: single-threaded, syscalls hooked */
 TPA_HIDDEN int tpa_dbfd_floor(void);   /* lowest fd number for the shim, -1: limit too low */
 TPA_HIDDEN int tpa_dbfd_lost(void);    /* 1 once a descriptor was found closed or replaced */
+TPA_HIDDEN int tpa_dbfd_lowest(void);  /* the lowest number the database holds, -1 none (any thread) */
 TPA_HIDDEN int tpa_dbfd_check(void);   /* checks every descriptor now; 0 all ours */
 TPA_HIDDEN int tpa_dbfd_identity(const char *path, uint64_t *dev, uint64_t *ino); /* lstat, regular only */
 TPA_HIDDEN void tpa_dbfd_note_created(uint64_t dev, uint64_t ino);

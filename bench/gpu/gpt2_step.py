@@ -3,7 +3,9 @@ bf16 autocast, AdamW, batch 8 x 1024) on one GPU. --history records
 PyTorch's own memory history with stacks, for comparison.  --compile runs
 the model through torch.compile and prints dynamo's counters (frames,
 graphs, graph breaks, recompiles) too: scripts/gpu_compile_guard.sh
-compares them with and without tpaudit."""
+compares them with and without tpaudit.  --oom-observer attaches an
+out-of-memory observer to the caching allocator, the hook the probe attaches
+(python/tpaudit/_oom.py), for bench/gpu/oom_observer.sh."""
 import argparse
 import json
 import statistics
@@ -16,10 +18,14 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--steps", type=int, default=30)
 ap.add_argument("--history", action="store_true")
 ap.add_argument("--compile", action="store_true")
+ap.add_argument("--oom-observer", action="store_true")
 args = ap.parse_args()
 if args.history:
     torch.cuda.memory._record_memory_history(stacks="all")
 torch.manual_seed(0)
+if args.oom_observer:
+    torch.cuda.init()
+    torch._C._cuda_attach_out_of_memory_observer(lambda device, asked, total, free: None)
 model = GPT2LMHeadModel(GPT2Config()).cuda()
 run = torch.compile(model) if args.compile else model
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)

@@ -12,6 +12,7 @@ audit's ownership facts) turns the probe off.  Each says so in one
 program.
 """
 import atexit
+import functools
 import os
 import sys
 
@@ -19,6 +20,7 @@ from . import _config
 from . import _facts
 from . import _forward
 from . import _growth
+from . import _oom
 from . import _native as N
 from . import _parts
 from . import _track
@@ -325,6 +327,8 @@ def install(recorder):
         import torch
         _versions.check(torch, say)
         _patch(torch)
+        _oom.install(torch, recorder, functools.partial(_parts.fail, _oom.PART),
+                     lambda: state.enabled and _parts.on(_oom.PART), _set_rank)
         recorder.set_run_info("python", _parts.status())
     except Exception as exc:
         fail(exc)

@@ -9,7 +9,7 @@ methods (begin, end, tensor, ref, event, set_rank, set_run_info) instead.
 import ctypes
 import os
 
-from ._structs import EventStruct, LedgerStruct, RefStruct, SampleStruct, TensorStruct, VerdictStruct
+from ._structs import EventStruct, LedgerStruct, OomStruct, RefStruct, SampleStruct, TensorStruct, VerdictStruct
 
 HOLDER_MODULE, HOLDER_OPTIMIZER, HOLDER_WRAPPER = 1, 2, 3
 ROLE_PARAM, ROLE_GROUP_PARAM, ROLE_STATE, ROLE_MAP_ENTRY = 1, 2, 3, 4
@@ -164,6 +164,26 @@ class NativeRecorder:
         s = SampleStruct(ctypes.sizeof(SampleStruct), int(step), self._words(device), int(live_bytes),
                          int(reserved_bytes), int(py_blocks))
         return self._record_sample(ctypes.byref(s))
+
+    def oom(self, row):
+        """Records an allocation that failed for want of device memory: row
+        maps the fields of tpaudit_oom_t to values (one left out is -1 for
+        a number, NULL for a string; audit_id 0).  The process's count of
+        them so far, or a negative status."""
+        fn = getattr(self.lib, "tpaudit_v1_record_oom", None)
+        if fn is None:  # an older shim
+            return -1
+        s = OomStruct()
+        s.struct_size = ctypes.sizeof(OomStruct)
+        for field, kind in OomStruct._fields_[1:]:
+            value = row.get(field)
+            if kind is _str:
+                setattr(s, field, _b(value))
+            else:
+                setattr(s, field, int(value) if value is not None else (0 if field in ("audit_id", "requested", "capture_native") else -1))
+        fn.argtypes = [ctypes.POINTER(OomStruct)]
+        fn.restype = ctypes.c_int64
+        return fn(ctypes.byref(s))
 
     def verdict(self, audit_id, timeout_ms=0):
         """The analyzer's verdict on ended audit audit_id, judged in the shim

@@ -24,6 +24,7 @@ PARTS = {
     "ledger": ("the memory ledger", "growth"),
     "holder_walk": ("holder paths: tensors no model or optimizer owns are unattributed, so growth "
                     "findings cannot name a holder", "growth"),
+    "oom_watch": ("the audit and stack of an out-of-memory moment (the shim still counts it)", None),
     "creation_stacks": ("the creation lines of held tensors", None),
     "wrapper_discovery": ("the framework wrappers above the optimizers: their masters are not paired", "stale"),
     "framework:generic": ("the generic master/working pairing of unknown wrappers", "stale"),

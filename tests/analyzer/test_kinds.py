@@ -28,12 +28,19 @@ def growing_kinds():
     return re.findall(r'^\s*\{NAMED\("(\w+)"\)[^{}]*\.grows = 1', text, re.M)
 
 
+def oom_kinds():
+    """Kinds judged once per process from its oom rows (`.oom = 1`): their rule is rules/out_of_memory.c."""
+    text = (ROOT / "rules" / "finding_kinds.c").read_text()
+    return re.findall(r'^\s*\{NAMED\("(\w+)"\)[^{}]*\.oom = 1', text, re.M)
+
+
 def queried_kinds():
     """Kinds with a query in rules/findings.c, and kinds with a rule in rules/."""
     text = (ROOT / "rules" / "findings.c").read_text()
     block = text[text.index("FINDING_SQL[] = {"):]
     block = block[: block.index("\n};")]
     ruled = [k for k in growing_kinds() if (ROOT / "rules" / f"{k}.c").is_file()]
+    ruled += [k for k in oom_kinds() if (ROOT / "rules" / "out_of_memory.c").is_file()]
     return re.findall(r'^\s*\{"(\w+)",', block, re.M) + ruled
 
 

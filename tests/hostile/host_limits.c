@@ -1,6 +1,8 @@
 /* host_limits.c - under the limits the runner sets, the host records an
  * event, then `files [MAX]` opens /dev/null until it fails (at most MAX, 32
- * by default) and prints how many it got; `threads N` starts N threads that
+ * by default) and prints how many it got; `numbers` opens /dev/null until
+ * it fails and prints each number it got, then a pipe's two after closing
+ * 3 and 4, then closes 3..the last and opens one more; `threads N` starts N threads that
  * wait until all were tried and prints how many started; `memory`
  * allocates and touches 6 MiB. */
 #include <fcntl.h>
@@ -44,6 +46,15 @@ int main(int argc, char **argv) {
         int max = argc > 2 ? atoi(argv[2]) : 32, n = 0;
         while (n < max && open("/dev/null", O_RDONLY) >= 0) n++;
         printf("opened %d files\n", n);
+        return 0;
+    }
+    if (!strcmp(argv[1], "numbers")) {
+        int fd, last = 2, p[2];
+        while ((fd = open("/dev/null", O_RDONLY)) >= 0) printf("%d%c", last = fd, fd % 16 ? ' ' : '\n');
+        close(3), close(4);
+        if (pipe(p) == 0) printf("\npipe %d %d\n", p[0], p[1]);
+        for (fd = 3; fd <= last; fd++) close(fd);
+        printf("after closing 3..%d: %d\n", last, open("/dev/null", O_RDONLY));
         return 0;
     }
     if (!strcmp(argv[1], "threads") && argc > 2) return threads(atoi(argv[2]));

@@ -172,6 +172,16 @@ def case_nofile64(work, shim, bindir, py):
     check(q(db, "select complete from run")[0][0] == 0, "a database given back is marked incomplete")
 
 
+def case_nofile64_numbers(work, shim, bindir, py):
+    # issue 40, item 5: the host opens until EMFILE under RLIMIT_NOFILE 64 and gets 3..63 in order with the shim as
+    # without it (twin_runs compares the printed numbers), then a pipe and a reopen at the same numbers
+    out, lines, _ = twin_runs(work, host(bindir, "host_limits", "numbers"), shim, [(resource.RLIMIT_NOFILE, 64)],
+                              max_lines=1)
+    check(lines and "gives its own back" in lines[0], f"the shim says it gave its descriptors back: {lines}")
+    (db,) = dbs(out)
+    check(q(db, "pragma integrity_check") == [("ok",)], "integrity")
+
+
 def case_nproc(work, shim, bindir, py):
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or not setpriv:

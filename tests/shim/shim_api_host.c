@@ -99,6 +99,11 @@ int main(int argc, char **argv) {
     sample.live_bytes = 1 << 20;
     EXPECT(tpaudit_record_sample(&sample) == want);
 
+    tpaudit_oom_t oom = TPAUDIT_INIT_OOM; /* the first OOM of the process: its count, 1 */
+    oom.source = "shim_api_host";
+    oom.requested = 1 << 30;
+    EXPECT(tpaudit_record_oom(&oom) == (loaded ? 1 : TPAUDIT_ENOTLOADED));
+
     tpaudit_region_t reg = TPAUDIT_INIT_REGION;
     reg.op = TPAUDIT_REGION_ALLOC;
     reg.address = 0x1000;

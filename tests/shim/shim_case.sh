@@ -22,7 +22,7 @@ api)
     n=$(q "$db" "select count(*) from $1"); [ "$n" = "$2" ] || fail "table $1: $n rows, want $2"
   done
   [ "$(q "$db" 'select count(*)>0 from module where build_id is not null')" = 1 ] || fail "module table"
-  [ "$(q "$db" 'pragma user_version')" = 2 ] || fail "user_version"
+  [ "$(q "$db" 'pragma user_version')" = 3 ] || fail "user_version"
   [ "$(q "$db" 'pragma journal_mode')" = wal ] || fail "journal_mode"
   r=$(q "$db" "select complete,exit_status,rank,world_size,note,pid>0,argv from run")
   case $r in '1|0|1|4|api host|1|["'*'","loaded"]') ;; *) fail "run row: $r";; esac

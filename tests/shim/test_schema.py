@@ -23,8 +23,8 @@ import tempfile
 # The seed fixture is a file from before run.ended_by and tensor.storage_offset
 # existed: the analyzer must keep reading such files, so the fixture keeps that
 # shape on purpose (it may lack trailing columns an older file lacks).
-# Tables added in schema version 2: a version 1 file (the seed fixture) has none of them.
-SINCE_V2 = {"ledger", "sample"}
+# Tables added after schema version 1 (ledger and sample in 2, oom in 3): a version 1 file (the seed fixture) has none of them.
+AFTER_V1 = {"ledger", "sample", "oom"}
 # Columns the shim fills itself (not from the caller's struct).
 SHIM_MADE = {"audit_id", "id", "ts_ns", "stack_id"}
 # Struct fields that are no column of their own.
@@ -69,7 +69,7 @@ def live_schema(lib, bindir):
         check(rc == 0, f"shim_api_host exit status {rc}")
         (path,) = glob.glob(os.path.join(out, "*.db"))
         db = sqlite3.connect(path)
-        for t in ("tensor", "ref", "event", "alloc", "audit", "ledger", "sample"):
+        for t in ("tensor", "ref", "event", "alloc", "audit", "ledger", "sample", "oom"):
             check(db.execute(f"select count(*) from {t}").fetchone()[0] > 0, f"the host wrote no {t} row")
         offsets = [r[0] for r in db.execute("select storage_offset from tensor order by key")]
         check(offsets == [0, 7, 14], f"tensor.storage_offset {offsets}, the host recorded [0, 7, 14]")
@@ -136,12 +136,12 @@ def main():
 
     seed_cols, seed_idx, _ = seed_schema(src)
     lacking = 0
-    for t in sorted((set(live_cols) | set(seed_cols)) - (SINCE_V2 - set(seed_cols))):
+    for t in sorted((set(live_cols) | set(seed_cols)) - (AFTER_V1 - set(seed_cols))):
         lacks = seed_may_lack(live_cols.get(t, []), seed_cols.get(t, []))
         lacking += len(lacks)
         want = [c for c in live_cols.get(t, []) if c[0] not in lacks]
         check(seed_cols.get(t) == want, f"seed.sql.in table {t} differs: {differ(seed_cols.get(t), want)}")
-    v1_idx = {i: v for i, v in live_idx.items() if v[0] not in SINCE_V2 or v[0] in seed_cols}
+    v1_idx = {i: v for i, v in live_idx.items() if v[0] not in AFTER_V1 or v[0] in seed_cols}
     check(seed_idx == v1_idx, f"seed.sql.in indexes {seed_idx}, the shim's {v1_idx}")
     check(lacking > 0, "seed.sql.in has every column: it no longer stands for an older file")
 

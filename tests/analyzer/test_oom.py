@@ -1,0 +1,199 @@
+"""out_of_memory and caught_out_of_memory, with databases made by the real
+code paths on the CPU: the probe's allocator observer (tpaudit._oom.on_oom)
+called with the allocator's arguments from inside a training step of real
+torch CPU tensors (oom_host.py, under `tpaudit run`), and a native host that
+records its OOM through the public API (oom_native_host.c).  Each cause is
+chosen where it must be, a caught twin is not judged died-of-OOM (warnings),
+a clean twin reports nothing, and each asserts the audits it took; text,
+JSON (against its schema), HTML, JUnit, the default gate, diff, ranks and a
+killed run.  Needs TPAUDIT_BUILD (the build tree) in the environment."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+BUILD = Path(os.environ["TPAUDIT_BUILD"])
+TPAUDIT = str(BUILD / "bin" / "tpaudit")
+SCHEMA = json.loads((HERE.parents[1] / "docs" / "report.schema.json").read_text())
+HOST = str(HERE / "oom_host.py")
+STEPS = {"growth": "24", "ranks": "24"}  # growth is judged after warm-up; the others need a few steps
+
+
+def tpaudit(*args):
+    return subprocess.run([TPAUDIT, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def run_case(out, *cmd, steps="6"):
+    env = {k: v for k, v in os.environ.items() if k not in ("TPAUDIT_OUT", "TPAUDIT_FAIL_FAST", "LD_PRELOAD")}
+    env["OOM_HOST_STEPS"] = steps
+    return subprocess.run([TPAUDIT, "run", "-o", str(out), "--", *cmd], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """case -> (directory, completed `tpaudit run`), each case run once."""
+    base = tmp_path_factory.mktemp("oom")
+    done = {}
+    for case in ("growth", "peak", "fragmentation", "other", "caught", "clean", "ranks", "killed"):
+        done[case] = (base / case, run_case(base / case, sys.executable, HOST, case, steps=STEPS.get(case, "6")))
+    for case in ("fatal", "caught"):
+        name = "native-" + case
+        done[name] = (base / name, run_case(base / name, str(BUILD / "bin" / "oom_native_host"), case))
+    return done
+
+
+def report(path):
+    r = tpaudit("report", "--format", "json", path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    import jsonschema
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    return doc
+
+
+def labels(path):
+    """The labels of every closed audit, in order (every database of the run)."""
+    out = []
+    for db in sorted(Path(path).glob("*.db")):
+        c = sqlite3.connect(db)
+        out += [r[0] for r in c.execute("SELECT label FROM audit WHERE end_ns IS NOT NULL ORDER BY id")]
+        c.close()
+    return out
+
+
+def ooms(doc, kind=None):
+    return [f for f in doc["findings"] if "oom" in f and (kind is None or f["kind"] == kind)]
+
+
+def died(doc):
+    (f,) = ooms(doc, "out_of_memory")
+    assert f["severity"] == "error"
+    return f
+
+
+def test_the_program_keeps_its_exception_traceback_and_exit_status(runs):
+    out, r = runs["growth"]
+    assert r.returncode == 1
+    assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB." in r.stderr
+    assert "Traceback (most recent call last):" in r.stderr
+    assert runs["caught"][1].returncode == 0 and runs["clean"][1].returncode == 0
+
+
+def test_growth_names_the_list_its_rate_and_line(runs):
+    out, r = runs["growth"]
+    doc = report(out)
+    f = died(doc)
+    assert f["oom"]["cause"] == "growth"
+    assert "`kept` +" in f["oom"]["cause_text"] and "oom_host.py:" in f["oom"]["cause_text"]
+    assert f["message"].startswith("OUT OF MEMORY at step 25: asked 2.0 GiB")
+    assert "kept 24.0 MiB (+" in f["oom"]["held"]
+    (growth,) = [g for g in doc["findings"] if g["kind"] == "memory_growth"]
+    assert growth["tensor"]["name"] == "kept"
+    assert f["oom"]["python_stack"][0]["file"].endswith("oom_host.py")  # the user's line first
+    assert f["oom"]["requested_bytes"] == 2 << 30 and f["oom"]["count"] == 1 and f["oom"]["caught"] == 0
+    # every audit the run took, the oom audit among them, and the report judged there with its ledger
+    seen = labels(out)
+    assert seen[:2] == ["step", "step"] and "growth" in seen and "oom" in seen
+    run = doc["runs"][0]
+    assert run["ledger"] and any(row["owner"] == "__main__.kept" or row["owner"] == "kept" for row in run["ledger"])
+    text = tpaudit("report", out).stdout
+    assert text.splitlines()[1].startswith("verdict: OUT OF MEMORY at step 25")
+    assert 'memory ledger at audit "oom"' in text
+
+
+def test_the_steps_own_peak_names_no_holder(runs):
+    doc = report(runs["peak"][0])
+    f = died(doc)
+    assert f["oom"]["cause"] == "step_peak" and "step's own peak" in f["oom"]["cause_text"]
+    assert not [g for g in doc["findings"] if g["kind"] == "memory_growth"]
+    assert "oom" in labels(runs["peak"][0])
+
+
+def test_fragmentation_names_the_allocator_setting(runs):
+    f = died(report(runs["fragmentation"][0]))
+    assert f["oom"]["cause"] == "fragmentation"
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in f["oom"]["cause_text"]
+    assert f["oom"]["reserved_free_bytes"] == 3 << 30 and f["oom"]["largest_free_block"] == 512 << 20
+
+
+def test_memory_outside_the_allocator_is_named(runs):
+    f = died(report(runs["other"][0]))
+    assert f["oom"]["cause"] == "other_memory"
+    assert f["oom"]["outside_bytes"] > 79 << 30
+    assert "512.0 MiB free of 80.0 GiB" in f["message"]
+
+
+def test_a_caught_oom_is_a_warning_and_the_run_did_not_die_of_it(runs):
+    out, r = runs["caught"]
+    doc = report(out)
+    assert not ooms(doc, "out_of_memory")
+    caught = ooms(doc, "caught_out_of_memory")
+    assert len(caught) == 2 and all(f["severity"] == "warning" for f in caught)  # batch 64 and 32 failed
+    assert caught[0]["oom"]["count"] == 2
+    assert labels(out) == ["oom", "oom", "step", "step"]  # both before step 1, then the default step audits
+    assert "verdict: warnings only" in tpaudit("report", out).stdout
+    assert tpaudit("gate", out).returncode == 0
+
+
+def test_the_clean_twin_reports_nothing(runs):
+    out, r = runs["clean"]
+    doc = report(out)
+    assert doc["findings"] == [] and labels(out)[:2] == ["step", "step"] and "oom" not in labels(out)
+    assert tpaudit("gate", out).returncode == 0
+
+
+def test_the_default_gate_fails_and_diff_shows_the_oom_that_appeared(runs):
+    for case in ("growth", "peak", "fragmentation", "other", "native-fatal"):
+        g = tpaudit("gate", runs[case][0])
+        assert g.returncode == 1, (case, g.stdout)
+    d = tpaudit("diff", runs["clean"][0], runs["peak"][0])
+    assert d.returncode == 1 and "appeared" in d.stdout and "out_of_memory" in d.stdout
+    assert tpaudit("diff", runs["peak"][0], runs["peak"][0]).returncode == 0
+
+
+def test_html_and_junit(runs, tmp_path):
+    out = runs["fragmentation"][0]
+    html = tmp_path / "r.html"
+    assert tpaudit("report", "--format", "html", "-o", html, out).returncode == 0
+    page = html.read_text()
+    assert "OUT OF MEMORY: fragmentation" in page and "expandable_segments:True" in page
+    assert "audit &quot;oom&quot;" in page or "oom" in page
+    junit = tpaudit("report", "--format", "junit", out).stdout
+    assert '<failure type="out_of_memory"' in junit
+    caught = tpaudit("report", "--format", "junit", runs["caught"][0]).stdout
+    assert 'failure type="caught_out_of_memory"' not in caught and "caught_out_of_memory" in caught
+
+
+def test_ranks_name_the_rank_that_died_beside_the_others(runs):
+    out, r = runs["ranks"]
+    doc = report(out)
+    f = died(doc)
+    assert f["rank"] == 1 and "(rank 1)" in f["message"]
+    assert sorted(run["rank"] for run in doc["runs"] if run["rank"] is not None) == [0, 1]  # and the launcher
+    text = tpaudit("report", out).stdout
+    assert "rank 0" in text and "rank 1" in text
+
+
+def test_a_killed_run_is_inconclusive_with_its_last_samples(runs):
+    out, r = runs["killed"]
+    assert r.returncode == 137 or r.returncode < 0
+    doc = report(out)
+    assert doc["runs"][0]["inconclusive"]
+    assert "last samples" in doc["runs"][0]["why_inconclusive"] and "step 6" in doc["runs"][0]["why_inconclusive"]
+    assert tpaudit("gate", out).returncode == 3
+
+
+def test_the_native_path_names_the_runtimes_allocation_stack(runs):
+    out, r = runs["native-fatal"]
+    assert r.returncode == 1 and "oom_native_host: out of memory" in r.stderr
+    f = died(report(out))
+    assert f["oom"]["source"] == "oom_native_host" and f["oom"]["cause"] == "allocation"
+    assert any(fr["function"] and "arena_alloc_activations" in fr["function"] for fr in f["oom"]["native_stack"])
+    caught = report(runs["native-caught"][0])
+    assert not ooms(caught, "out_of_memory") and len(ooms(caught, "caught_out_of_memory")) == 1
