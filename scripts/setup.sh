@@ -2,9 +2,11 @@
 # Installs what tpaudit needs on a fresh Debian/Ubuntu machine: the build and
 # test packages (apt-get) and a Python venv with the pinned torch,
 # transformers, pytest and the training frameworks tested against, cached
-# outside the clone and keyed by the lock file, and the ColossalAI tests'
-# second venv (scripts/setup_colossal.sh). Prints the main venv's python
-# path on its last line. Safe to rerun.
+# outside the clone and keyed by the lock file, the ColossalAI tests'
+# second venv (scripts/setup_colossal.sh) and the venvs of older torch
+# releases (scripts/setup_pinned.sh: the seed's ColossalAI 0.3.6 with torch
+# 2.2.1, and torch 2.6). Prints the main venv's python path on its last line.
+# Safe to rerun.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -48,5 +50,14 @@ fi
 if [ "${TPAUDIT_NO_COLOSSAL:-0}" != 1 ]; then
   bash "$here/scripts/setup_colossal.sh" "$venv/bin/python" >/dev/null ||
     echo "setup: the ColossalAI venv could not be made; the ColossalAI tests will skip" >&2
+fi
+# The optional venvs of older torch releases (requirements-seed.lock,
+# requirements-torch26.lock; docs/CI.md); without one its tests skip and say
+# why. TPAUDIT_NO_OLDER_TORCH=1 leaves them out.
+if [ "${TPAUDIT_NO_OLDER_TORCH:-0}" != 1 ]; then
+  for pinned in seed torch26; do
+    bash "$here/scripts/setup_pinned.sh" "$pinned" "$venv/bin/python" >/dev/null ||
+      echo "setup: the $pinned venv (requirements-$pinned.lock) could not be made; its tests will skip" >&2
+  done
 fi
 echo "$venv/bin/python"

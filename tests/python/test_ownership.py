@@ -2,6 +2,8 @@
 test reads the recorded rows and the analyzer's JSON report.  Every buggy
 order has a twin in the correct order that must report nothing stale.
 Distributed cases run 2 gloo ranks through torchrun on the CPU."""
+import importlib
+import importlib.util
 import json
 import os
 import sqlite3
@@ -17,6 +19,23 @@ HERE = Path(__file__).resolve().parent
 SCEN = HERE / "scenarios" / "ownership.py"
 LIB = os.environ["TPAUDIT_TEST_LIB"]
 TPAUDIT = str(Path(LIB).parents[1] / "bin" / "tpaudit")
+# Scenarios that need a torch newer than the torch matrix's oldest row (docs/CI.md).
+needs_fully_shard = pytest.mark.skipif(importlib.util.find_spec("torch") is None or not hasattr(
+    importlib.import_module("torch.distributed.fsdp"), "fully_shard"),
+    reason="torch.distributed.fsdp.fully_shard is torch 2.6+")
+
+
+def _named_params_accepted():
+    import torch
+    try:
+        torch.optim.SGD([("w", torch.zeros(1, requires_grad=True))], lr=0.1)
+    except TypeError:
+        return False
+    return True
+
+
+needs_named_params = pytest.mark.skipif(not _named_params_accepted(),
+                                        reason="this torch's optimizers take no named parameters")
 RUN_SUMMARY = ("tpaudit: verdict:", "tpaudit: next:")  # the lines `tpaudit run` ends with
 
 
@@ -113,6 +132,7 @@ def test_python_dash_m_module(tmp_path):
     assert_every_audit(doc, stale_from(doc, 1), steps=[1, 2])
 
 
+@needs_fully_shard
 def test_dtensor_parallelize_module_two_ranks(tmp_path):
     doc = scenario(tmp_path, "dtensor_tp", ranks=2)
     for rank in (0, 1):
@@ -132,6 +152,7 @@ def test_dtensor_parallelize_module_two_ranks(tmp_path):
     assert_every_audit(twin, 0, steps=[1, 2])
 
 
+@needs_fully_shard
 def test_fsdp2_fully_shard_two_ranks(tmp_path):
     doc = scenario(tmp_path, "fsdp2", ranks=2)
     for rank in (0, 1):
@@ -146,6 +167,7 @@ def test_fsdp2_fully_shard_two_ranks(tmp_path):
     assert_every_audit(twin, 0, steps=[1, 2])
 
 
+@needs_fully_shard
 def test_adagrad_orphan_state_after_fully_shard(tmp_path):
     doc = scenario(tmp_path, "adagrad_fsdp", ranks=2)
     for rank in (0, 1):
@@ -235,6 +257,7 @@ def test_explicit_audit_without_preload(tmp_path):
     assert doc["runs"][0]["audit_points"] == [{"step": -1, "stale_bytes": (16 * 32 + 16) * 4}]  # its one audit
 
 
+@needs_named_params
 def test_optimizer_built_from_named_parameters(tmp_path):
     out, _ = audited(tmp_path, "named", [sys.executable, str(SCEN), "named_params"])
     (con,) = dbs(out)

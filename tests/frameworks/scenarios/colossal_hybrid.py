@@ -23,6 +23,14 @@ randomizer) take the CPU generator, and torch.cuda.set_device (called by
 gpt2_model_forward on the hidden states' device) ignores a CPU device.  On a
 GPU nothing is changed; when there are fewer GPUs than ranks, the ranks share
 GPU 0 and NCCL is told each rank is its own host (loopback sockets).
+
+With ColossalAI 0.3.x (the seed's own release, tests/frameworks/test_seed_colossal.py)
+the bug needs no --seed: that release's GPT-2 policy is the old one.  Its
+tensor-spec dataclass has a default that Python 3.11's dataclasses refuse
+(an unhashable _DistSpec), so on 3.11 that class is given object's hash
+before ColossalAI is imported.  After boost each rank prints the bytes the
+optimizer holds as trained tensors that are not the model's parameters
+("stale by identity"), which every audit of a seeded run must retain.
 """
 import os
 import sys
@@ -32,6 +40,36 @@ import torch
 PRECISION, TIE = sys.argv[1], sys.argv[2]
 SEED = "--seed" in sys.argv
 VOCAB = 1001  # not a multiple of the TP size: the old policy resized it
+
+
+def old_release_stand_in():
+    """ColossalAI 0.3.x's TensorSpec has `dist_attr: _DistSpec = _DistSpec(...)`;
+    Python 3.11 refuses a dataclass default whose class has no __hash__."""
+    import dataclasses
+    get_field = dataclasses._get_field
+
+    def hashable_dist_spec(cls, name, *args):
+        default = cls.__dict__.get(name)
+        if type(default).__name__ == "_DistSpec" and type(default).__hash__ is None:
+            type(default).__hash__ = object.__hash__
+        return get_field(cls, name, *args)
+
+    dataclasses._get_field = hashable_dist_spec
+
+
+def is_old_release():
+    from importlib.metadata import version
+    return tuple(int(x) for x in version("colossalai").split(".")[:2]) < (0, 4)
+
+
+def stale_by_identity(model, optimizer):
+    """Bytes of the tensors the optimizer trains (its groups' params, or a
+    mixed-precision wrapper's working params) that are not the model's."""
+    live = {id(p) for p in model.unwrap().parameters()}
+    held = list(getattr(optimizer, "working_to_master_map", None) or
+                (p for g in optimizer.param_groups for p in g["params"]))
+    stale = {id(p): p for p in held if id(p) not in live}
+    return sum(p.numel() * p.element_size() for p in stale.values())
 
 
 def cpu_stand_ins():
@@ -68,8 +106,12 @@ def launch():
         set_accelerator("cpu")
         cpu_stand_ins()
         device = torch.device("cpu")
-    colossalai.launch(rank=rank, world_size=world, host=os.environ["MASTER_ADDR"],
-                      port=int(os.environ["MASTER_PORT"]), local_rank=local_rank, verbose=False)
+    host, old = os.environ["MASTER_ADDR"], {}
+    if is_old_release():  # 0.3.x asks for a config and writes tcp://[host]:port, which
+        old = {"config": {}}  # Python 3.11's urlparse takes only for an IPv6 address
+        host = "::1" if host in ("localhost", "127.0.0.1") else host
+    colossalai.launch(**old, rank=rank, world_size=world, host=host, port=int(os.environ["MASTER_PORT"]),
+                      local_rank=local_rank, verbose=False)
     return device
 
 
@@ -112,6 +154,8 @@ def old_gpt2_policy():
 
 
 def main():
+    if is_old_release() and sys.version_info >= (3, 11):
+        old_release_stand_in()
     device = launch()
     from colossalai.booster import Booster
     from colossalai.booster.plugin import HybridParallelPlugin
@@ -129,6 +173,7 @@ def main():
     wte = model.unwrap().transformer.wte.weight
     print("rank %s: optimizer %s, wte %s %s" % (os.environ["RANK"], type(optimizer).__name__,
                                                tuple(wte.shape), wte.dtype), flush=True)
+    print("rank %s: stale by identity %d" % (os.environ["RANK"], stale_by_identity(model, optimizer)), flush=True)
     generator = torch.Generator().manual_seed(1)
     for _ in range(3):
         ids = torch.randint(0, VOCAB, (2, 16), generator=generator).to(device)

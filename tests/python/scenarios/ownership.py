@@ -11,6 +11,7 @@ ddp_after.  Nothing here calls tpaudit: audits come from the optimizer step
 hook (TPAUDIT_AUDIT) and the exit audit, as in an unmodified program.
 """
 import gc
+import inspect
 import os
 import sys
 import weakref
@@ -46,13 +47,19 @@ def train_gpt2(model, opt, steps=2):
         opt.step()
 
 
+def no_mean_resizing(model):
+    """mean_resizing=False where resize_token_embeddings has it (transformers
+    4.46 on; older releases, e.g. the seed's 4.36, copy the rows without it)."""
+    return {"mean_resizing": False} if "mean_resizing" in inspect.signature(model.resize_token_embeddings).parameters else {}
+
+
 def hf_resize(twin):
     model = gpt2(tied=False)
     if twin:
-        model.resize_token_embeddings(50260, mean_resizing=False)
+        model.resize_token_embeddings(50260, **no_mean_resizing(model))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     if not twin:
-        model.resize_token_embeddings(50260, mean_resizing=False)  # RESIZE_BUGGY
+        model.resize_token_embeddings(50260, **no_mean_resizing(model))  # RESIZE_BUGGY
     train_gpt2(model, opt)
 
 
