@@ -19,7 +19,11 @@
  *     made late), a fall is a bound (a cleared cache), flat is a full
  *     deque(maxlen=...).
  * Its rate is the rise per step over the rising audits; below
- * TPA_GROWTH_MIN_RATE it is no finding. */
+ * TPA_GROWTH_MIN_RATE it is no finding.  The audit judged for growth is
+ * the run's judged audit or, when the audits after it saw no optimizer
+ * (its training function returned before the exit audit), the last of
+ * those: what the holder kept at exit is the evidence a short run has.
+ * The creation line is the newest any audit recorded for the holder. */
 #include "memory_growth.h"
 
 #include <stdio.h>
@@ -170,10 +174,28 @@ static int push(tpa_report_t *r, const tpa_finding_t *f) {
     return 0;
 }
 
+/* The newest creation stack any audit up to `audit` recorded for the holder
+ * (malloc'd text), or NULL. */
+static char *created_at_of(sqlite3 *db, int64_t audit, const unsigned char *kind, const unsigned char *owner) {
+    sqlite3_stmt *st;
+    char *text = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT created_at FROM ledger WHERE audit_id <= ?1 AND owner_kind = ?2 AND owner = ?3"
+                           " AND created_at IS NOT NULL AND created_at <> '' ORDER BY audit_id DESC, bytes DESC LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return NULL;
+    sqlite3_bind_int64(st, 1, audit);
+    sqlite3_bind_text(st, 2, (const char *)kind, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, (const char *)owner, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) == SQLITE_ROW) text = tpa_column_text(st, 0);
+    sqlite3_finalize(st);
+    return text;
+}
+
 /* Candidate row `c` (owner_kind, owner, bytes, tensors, shapes, dtype,
  * device, with_graph, created_at) as a finding grown over audits[first..n). */
-static void make_finding(sqlite3_stmt *c, const tpa_kind_t *k, const tpa_steady_audit_t *a, size_t first, size_t n,
-                         int64_t first_bytes, int64_t rank, int64_t step, tpa_finding_t *f) {
+static void make_finding(sqlite3 *db, sqlite3_stmt *c, const tpa_kind_t *k, const tpa_steady_audit_t *a, size_t first,
+                         size_t n, int64_t first_bytes, int64_t rank, int64_t step, tpa_finding_t *f) {
     memset(f, 0, sizeof *f);
     f->kind = tpa_strdup(k->name);
     f->is_error = k->severity == TPA_SEVERITY_ERROR;
@@ -187,14 +209,40 @@ static void make_finding(sqlite3_stmt *c, const tpa_kind_t *k, const tpa_steady_
     f->device = tpa_column_text(c, 6);
     f->example = tpa_ledger_example((const char *)sqlite3_column_text(c, 4), f->dtype, f->device,
                                     sqlite3_column_int(c, 7));
-    parse_created_at((const char *)sqlite3_column_text(c, 8), &f->created_at);
+    const unsigned char *made = sqlite3_column_text(c, 8);
+    if (made && *made) {
+        parse_created_at((const char *)made, &f->created_at);
+    } else { /* recorded by an earlier audit (the judged one, at exit, records none) */
+        char *earlier = created_at_of(db, a[n - 1].id, sqlite3_column_text(c, 0), sqlite3_column_text(c, 1));
+        parse_created_at(earlier, &f->created_at);
+        free(earlier);
+    }
     tpa_growth_rate(f, a, first, n, first_bytes);
+}
+
+/* The audit growth is judged at: `audit`, or the last of the closed audits
+ * with a ledger that follow it while none of them saw an optimizer. */
+static int64_t growth_audit(sqlite3 *db, int64_t audit) {
+    sqlite3_stmt *st;
+    int64_t id = audit;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT max(a.id) FROM audit a WHERE a.id > ?1 AND a.end_ns IS NOT NULL"
+                           " AND EXISTS (SELECT 1 FROM ledger l WHERE l.audit_id = a.id)"
+                           " AND NOT EXISTS (SELECT 1 FROM audit b WHERE b.id > ?1 AND b.id <= a.id"
+                           " AND b.end_ns IS NOT NULL AND " TPA_AUDIT_SAW_OPTIMIZER("b.id") ")",
+                           -1, &st, NULL) != SQLITE_OK)
+        return audit;
+    sqlite3_bind_int64(st, 1, audit);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return id;
 }
 
 int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t rank, int64_t step,
                         tpa_report_t *r) {
     tpa_steady_audit_t *a = NULL;
-    int n = tpa_growth_steady_audits(db, audit, &a);
+    int64_t judged = growth_audit(db, audit);
+    int n = tpa_growth_steady_audits(db, judged, &a);
     if (n < 0) return -1;
     if (n < TPA_GROWTH_MIN_AUDITS) { /* too few to judge */
         free(a);
@@ -211,7 +259,8 @@ int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t
         sqlite3_prepare_v2(db, "SELECT coalesce(sum(bytes), 0) FROM ledger WHERE audit_id=?1 AND owner_kind=?2 AND owner=?3",
                            -1, &q, NULL) != SQLITE_OK)
         rc = -1;
-    if (!rc) sqlite3_bind_int64(c, 1, audit);
+    if (!rc) sqlite3_bind_int64(c, 1, judged);
+    if (judged != audit && n > 0) step = a[n - 1].step; /* judged later than the run: the step that audit saw */
     while (!rc && sqlite3_step(c) == SQLITE_ROW) {
         const unsigned char *kind = sqlite3_column_text(c, 0), *owner = sqlite3_column_text(c, 1);
         int64_t later = tpa_sane_bytes(sqlite3_column_int64(c, 2)), earlier = 0;
@@ -222,7 +271,7 @@ int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t
         }
         if ((size_t)n - first < TPA_GROWTH_MIN_AUDITS) continue;
         tpa_finding_t f;
-        make_finding(c, k, a, first, (size_t)n, later, rank, step, &f);
+        make_finding(db, c, k, a, first, (size_t)n, later, rank, step, &f);
         if (f.growth_per_step < TPA_GROWTH_MIN_RATE || push(r, &f)) tpa_finding_free(&f);
     }
     sqlite3_finalize(c);

@@ -4,17 +4,26 @@ the extra audits (label 'growth') taken once the samples suggest growth.
 The sample (table sample) is torch.cuda.memory_allocated() on a GPU, on
 the CPU the bytes malloc has in use (glibc's mallinfo2, 0.3 us; the
 process's RSS where there is none), with sys.getallocatedblocks() beside it
-every BLOCKS_EVERY steps.  Steps
-1..WARMUP are warm-up (optimizer state, allocator fill, workspaces, compile
-pools) and are not judged.  After them the samples are cut into windows of
-WINDOW steps; growth is suspected when two successive windows' minima each
-rise over the one before by more than MIN_RISE bytes: minima make a sawtooth (a cleared cache, gradient accumulation, a
-periodic eval) flat.  Then the probe takes 'growth' audits at the step of
-the suspicion and GAPS steps after it (at most TPAUDIT_GROWTH_AUDITS), and
-one at exit, each with the full ledger and holder walk, and records the
-creation stack of every storage made in the step before each later growth
-audit (CreationRecorder), so the ledger can say which line made what a
-holder keeps.  docs/PROBE.md describes it; the analyzer judges the audits.
+every BLOCKS_EVERY steps.  Steps 1..WARMUP are warm-up (optimizer state,
+allocator fill, workspaces, compile pools) and are not judged.  Growth is
+suspected, at the earliest at step WARMUP + 2 (so a run of 8 steps has
+room for the three audits the analyzer needs), when either
+  - the samples of three successive steps from step WARMUP on each rose
+    over the one before by more than MIN_RISE (a loop that keeps something
+    every step; a sawtooth, such as a cache cleared every few steps, falls
+    before its third sample), or
+  - two successive windows' minima (WINDOW steps each, after warm-up) each
+    rose over the one before by more than MIN_RISE (growth that skips
+    steps; minima make a sawtooth, gradient accumulation or a periodic
+    eval flat).
+Then the probe takes 'growth' audits at the step of the suspicion and
+GAPS steps after it (at most TPAUDIT_GROWTH_AUDITS), each with the full
+ledger and holder walk, and records the creation stack of every storage
+made in the step before each later growth audit (CreationRecorder), so the
+ledger can say which line made what a holder keeps.  At exit it takes one
+more audit when growth audits were taken or live memory moved by more than
+MIN_RISE since the last audit (exit_audit).  docs/PROBE.md describes it;
+the analyzer judges the audits.
 """
 import ctypes
 import gc
@@ -25,7 +34,7 @@ WARMUP = 3
 WINDOW = 3
 MIN_RISE = 64 << 10
 BLOCKS_EVERY = 32
-GAPS = (4, 8, 16)
+GAPS = (1, 4, 8, 16)
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 _LIBRARY_PARTS = (os.sep + "torch" + os.sep, _OWN_DIR)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -105,6 +114,9 @@ class Watch:
         self.last_step = 0
         self.window = []          # live bytes of the current window's steps
         self.minima = []          # least live bytes of each full window after warm-up
+        self.recent = []          # live bytes of the last three steps from WARMUP on
+        self.live = None          # live bytes of the latest sample
+        self.at_audit = None      # live bytes sampled when the last audit was taken
         self.due = []             # steps at which a growth audit is due
         self.taken = 0
         self.suspected = None
@@ -118,6 +130,7 @@ class Watch:
             return None
         self.last_step = step
         live, reserved, device = _live_bytes()
+        self.live = live
         # sys.getallocatedblocks() walks the allocator's arenas (0.1-0.4 ms on
         # a big heap): read once every BLOCKS_EVERY steps, for the reports only.
         blocks = sys.getallocatedblocks() if step % BLOCKS_EVERY == 0 else -1
@@ -125,26 +138,44 @@ class Watch:
         if self.recorder is not None and step in self.due:
             self.created = self.recorder.stop()
             self.recorder = None
-        if step > WARMUP and self.suspected is None:
-            self.window.append(live)
+        if step >= WARMUP and self.suspected is None:
+            self.recent = (self.recent + [live])[-3:]
+            if step > WARMUP:
+                self.window.append(live)
             if len(self.window) == WINDOW:
                 self.minima.append(min(self.window))
                 self.window = []
-                if _rising(self.minima[-3:]):
-                    self.suspected = step
-                    self.due = [step] + [step + g for g in GAPS]
-                    self.due = self.due[:self.limit]
-        # Record over the two steps before a later growth audit: a tensor a
-        # holder keeps is made in one step and kept after that step's update.
-        if self.due and step + 2 in self.due and step + 2 != self.due[0] and self.recorder is None:
-            self.recorder = CreationRecorder.start()
+            if _rising(self.recent) or (len(self.window) == 0 and _rising(self.minima[-3:])):
+                self.suspected = step
+                self.due = ([step] + [step + g for g in GAPS])[:self.limit]
+        # Record over the step before a later growth audit: a tensor a holder
+        # keeps is made in one step's forward and kept after that step's update.
+        if self.due and step + 1 in self.due and step not in self.due:
+            self.start_recorder()
         if step in self.due:
             self.taken += 1
             return "growth"
         return None
 
+    def start_recorder(self):
+        if self.recorder is None:
+            self.recorder = CreationRecorder.start()
+
+    def audited(self, step):
+        """After an audit at `step`: its live bytes are the exit audit's
+        reference; a growth audit due at the next step records that step."""
+        self.at_audit = self.live
+        if step in self.due and step + 1 in self.due:
+            self.start_recorder()
+
     def wants_exit_audit(self):
         return self.taken > 0
+
+    def moved(self):
+        """Live memory at the last step's sample differs from that at the last
+        audit by more than MIN_RISE (a short run whose default audits came
+        before its growth showed); the teardown after the loop is not looked at."""
+        return self.live is not None and (self.at_audit is None or abs(self.live - self.at_audit) > MIN_RISE)
 
     def take_created(self):
         """The creation stacks recorded for the audit now being taken."""
@@ -321,13 +352,10 @@ class Leaks:
 
     def ledger_for(self, label):
         """The ledger step of an audit labelled `label` (_facts.collect's
-        `ledger`): holders are walked for at growth audits and at every
-        audit after growth was suspected (TPAUDIT_AUDIT=all takes a step
-        audit where a growth audit is due), so a run without growth never
-        pays for the walk."""
-        watch = self.watch
-        walk = label == "growth" or (watch is not None and watch.suspected is not None)
-        return lambda rec, models, optimizers: self.ledger(rec, models, optimizers, walk)
+        `ledger`): every audit walks for holders (docs/PROBE.md gives its
+        cost), so the default audits name what the loop's locals, module
+        globals and other objects hold, as growth audits do."""
+        return lambda rec, models, optimizers: self.ledger(rec, models, optimizers, True)
 
     def ledger(self, rec, models, optimizers, walk=True):
         """Writes the open audit's ledger (with the holder walk when asked and not off)."""
@@ -342,6 +370,15 @@ class Leaks:
             except Exception:
                 pass
 
+    def audited(self, step):
+        """Tells the watch an audit was taken at `step` (any label)."""
+        if self.watch is None:
+            return
+        try:
+            self.watch.audited(step)
+        except Exception as exc:
+            self.off(exc)
+
     def exit_audit(self, run_audit):
         """The last growth audit, at exit, when growth audits were taken.
         Objects kept only by reference cycles (a LightningModule and its
@@ -354,6 +391,15 @@ class Leaks:
         watch.close()
         gc.collect()
         return run_audit("growth", watch.last_step)
+
+    def moved(self):
+        """Whether live memory moved since the last audit (Watch.moved); the
+        exit audit is then taken even when ownership did not change."""
+        try:
+            return self.watch is not None and self.watch.moved()
+        except Exception as exc:
+            self.off(exc)
+            return False
 
 
 leaks = Leaks()

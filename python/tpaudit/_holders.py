@@ -12,7 +12,11 @@ heap in C; a larger one takes one pass over gc.get_objects() in chunks
 whose referents are tested against the level's ids in C, so a level costs
 about one heap scan however many tensors are in it.  The part of the heap
 found is then walked forward from the roots it reached to name each
-target's shortest chain, step by step from the parent's type; its
+target's shortest chain, step by step from the parent's type (a target
+that is itself a frame's local, the loop's `logits`, is also walked up
+LOCAL_CLIMB levels, and a chain from another root wins over the local: a
+list that keeps each step's logits keeps the newest too, so its bytes at a
+step's audit are those of every step so far); its
 container is the chain without its last index (and without the index of
 a tuple holding it, so a cached (logits, loss) pair groups by the cache;
 a dict or tuple that is a list's element groups by the list).  Closure
@@ -38,6 +42,7 @@ MAX_DEPTH = 12      # references from a root to a target, at most
 FEW = 96            # a level this small asks gc.get_referrers; a larger one scans the heap
 CHUNK = 256         # objects per gc.get_referents call of a heap scan
 MAX_LEVEL = 20000   # objects a level keeps, at most (past it the walk gives up on the rest)
+LOCAL_CLIMB = 4     # levels a target that is a frame's local is walked up for a longer-lived holder
 
 _PLAIN_KEYS = (str, int, float, bool, type(None))
 _GETSET = type(types.FunctionType.__dict__["__code__"])
@@ -143,6 +148,9 @@ class _Roots:
                         for var, value in names.items():
                             self.locals.setdefault(id(value), (var, _name(type(value))))
                 frame = frame.f_back
+
+    def is_local(self, obj):
+        return id(obj) in self.locals and id(obj) not in self.modules
 
     def root(self, obj):
         """(text, mode of the next step, suffix of its paths) when obj is a
@@ -258,23 +266,32 @@ class _Walk:
         self.hits = {}       # id(root object) -> (text, mode)
         self.children = {}   # id(parent) -> [ids of its children found]
         self.blocked = set(ignore)
-        self._own(self.objs, self.parents, self.hits, self.children, self.blocked, targets)
+        self.locals = set()  # ids of targets that are frames' locals themselves
+        self._own(self.objs, self.parents, self.hits, self.children, self.blocked, self.locals, targets)
 
     def _own(self, *containers):
         for c in containers:
             self.blocked.add(id(c))
 
-    def _left(self):
-        """Whether a target is not yet below a root reached (a forward pass
-        from the roots reached over the references found so far)."""
-        reached = set(self.hits)
-        todo = list(self.hits)
+    def _reached(self, seeds):
+        """ids below the objects of seeds (ids), over the references found so far."""
+        reached = set(seeds)
+        todo = list(seeds)
         children = self.children
         while todo:
             for c in children.get(todo.pop(), ()):
                 if c not in reached:
                     reached.add(c)
                     todo.append(c)
+        return reached
+
+    def _left(self, climbing):
+        """Whether a target is not yet below a root reached (a forward pass
+        from the roots reached over the references found so far); while
+        climbing, a target that is a local is left until another root
+        reaches it."""
+        seeds = [h for h in self.hits if not (climbing and h in self.locals)]
+        reached = self._reached(seeds)
         return any(id(t) not in reached for t in self.targets)
 
     def run(self):
@@ -287,10 +304,13 @@ class _Walk:
             hit = self.roots.root(t)
             if hit is not None:
                 self.hits[tid] = hit
+                if self.roots.is_local(t):
+                    self.locals.add(tid)
+                    level.append(t)
             else:
                 level.append(t)
         depth = 0
-        while level and depth < MAX_DEPTH and self._left():
+        while level and depth < MAX_DEPTH and self._left(depth < LOCAL_CLIMB):
             depth += 1
             nxt = []
             self._own(level, nxt)
@@ -349,10 +369,42 @@ class _Walk:
         children = self.children
         best = {}  # id(obj) -> (path, mode of its next step, parent id, last step, suffix)
         queue = collections.deque()
+        # Roots other than the targets that are locals first: the locals'
+        # own paths are taken only for those no other root reached.
+        later = [pid for pid in self.hits if pid in self.locals]
         for pid, (text, mode, suffix) in self.hits.items():
-            best[pid] = (text, mode, None, "", suffix)
-            queue.append(pid)
+            if pid not in self.locals:
+                best[pid] = (text, mode, None, "", suffix)
+                queue.append(pid)
         objs = self.objs
+        self._breadth_first(best, queue, children, objs)
+        for pid in later:
+            if pid not in best:
+                text, mode, suffix = self.hits[pid]
+                best[pid] = (text, mode, None, "", suffix)
+                queue.append(pid)
+        self._breadth_first(best, queue, children, objs)
+        out = {}
+        for t in self.targets:
+            entry = best.get(id(t))
+            if entry is None:
+                continue
+            path, _mode, pid, step, suffix = entry
+            cid = id(t)
+            # a tuple reached by index is one element kept whole ((logits, loss)): climb over it
+            while (pid is not None and type(objs.get(pid)) is tuple and step.startswith("[")
+                   and best[pid][2] is not None):
+                cid, step, pid = pid, best[pid][3], best[pid][2]
+            cid, step, pid = _list_element(objs, best, cid, step, pid)
+            holder = objs.get(pid) if pid is not None else None
+            container = best[pid][0] if pid is not None and step.startswith("[") else best[cid][0]
+            out[id(t)] = (path + suffix, container + suffix, _name(type(holder)) if holder is not None else None)
+        best.clear()
+        return out
+
+    @staticmethod
+    def _breadth_first(best, queue, children, objs):
+        """Names each object reached from the queued ones by its shortest chain."""
         while queue:
             oid = queue.popleft()
             path, mode, _pid, _step, suffix = best[oid]
@@ -373,23 +425,6 @@ class _Walk:
                     step = "<closure %s>" % _closure_var(objs.get(best[oid][2]), obj, child)
                 best[cid] = (path + step, next_mode, oid, step, suffix)
                 queue.append(cid)
-        out = {}
-        for t in self.targets:
-            entry = best.get(id(t))
-            if entry is None:
-                continue
-            path, _mode, pid, step, suffix = entry
-            cid = id(t)
-            # a tuple reached by index is one element kept whole ((logits, loss)): climb over it
-            while (pid is not None and type(objs.get(pid)) is tuple and step.startswith("[")
-                   and best[pid][2] is not None):
-                cid, step, pid = pid, best[pid][3], best[pid][2]
-            cid, step, pid = _list_element(objs, best, cid, step, pid)
-            holder = objs.get(pid) if pid is not None else None
-            container = best[pid][0] if pid is not None and step.startswith("[") else best[cid][0]
-            out[id(t)] = (path + suffix, container + suffix, _name(type(holder)) if holder is not None else None)
-        best.clear()
-        return out
 
     def drop(self):
         for c in (self.objs, self.parents, self.hits, self.children, self.blocked):

@@ -198,8 +198,16 @@ def _live_tensors(torch):
 
 
 def _saved_tensors(node, names_by_type):
-    """The tensors autograd node keeps for backward (its _saved_* fields)."""
+    """The tensors autograd node keeps for backward (its _saved_* fields),
+    and an AccumulateGrad node's leaf (a parameter the graph keeps alive
+    after its model is gone)."""
     kind = type(node)
+    if _name_of(kind) == "AccumulateGrad":
+        try:
+            yield node.variable
+        except Exception:
+            pass
+        return
     names = names_by_type.get(kind)
     if names is None:
         names = names_by_type[kind] = [n for n in dir(kind) if n.startswith("_saved_")]
@@ -213,6 +221,10 @@ def _saved_tensors(node, names_by_type):
                 yield v
         else:
             yield value
+
+
+def _name_of(kind):
+    return type.__dict__["__name__"].__get__(kind, type(kind))
 
 
 def _graph_tensors(torch, grad_fn, seen_nodes):

@@ -36,9 +36,10 @@ def _patch(mod, on_replace):
     mod.unsafe_setattr_param = unsafe_setattr_param
 
 
-def watch(on_replace):
-    """Calls on_replace(module, name, old, new, swap) for every FSDP2 parameter swap."""
-    after_import(MODULE, lambda mod: _patch(mod, on_replace))
+def watch(on_replace, on_error):
+    """Calls on_replace(module, name, old, new, swap) for every FSDP2 parameter
+    swap; on_error(exc) when the patch fails as FSDP2 is imported."""
+    after_import(MODULE, lambda mod: _patch(mod, on_replace), on_error)
 
 
 def live_twins(root):
