@@ -230,8 +230,9 @@ def _edge(parent, child, mode):
 
 
 def find(targets, skip_file, ignore=()):
-    """{id(target): (path, container path, holder class name)} for the
-    targets a root reaches within MAX_DEPTH references.  skip_file: frames of
+    """{id(target): (path, container path, holder class name, whether only a
+    target that is a frame's local reaches it)} for the targets a root
+    reaches within MAX_DEPTH references.  skip_file: frames of
     files under it are the walker's own, never roots; ignore: ids of the
     caller's own containers, never followed."""
     was_enabled = gc.isenabled()
@@ -378,6 +379,7 @@ class _Walk:
                 queue.append(pid)
         objs = self.objs
         self._breadth_first(best, queue, children, objs)
+        early = set(best)
         for pid in later:
             if pid not in best:
                 text, mode, suffix = self.hits[pid]
@@ -398,8 +400,10 @@ class _Walk:
             cid, step, pid = _list_element(objs, best, cid, step, pid)
             holder = objs.get(pid) if pid is not None else None
             container = best[pid][0] if pid is not None and step.startswith("[") else best[cid][0]
-            out[id(t)] = (path + suffix, container + suffix, _name(type(holder)) if holder is not None else None)
+            out[id(t)] = (path + suffix, container + suffix, _name(type(holder)) if holder is not None else None,
+                          id(t) not in early)
         best.clear()
+        early.clear()
         return out
 
     @staticmethod
