@@ -26,6 +26,7 @@
  * The creation line is the newest any audit recorded for the holder. */
 #include "memory_growth.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,27 +45,27 @@ static int table_exists(sqlite3 *db, const char *name) {
     return yes;
 }
 
-static int steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) {
-    /* An exit audit (step -1) counts at the last step sampled before it. */
+/* The audits with a ledger up to `judged`, in order, each with the step it
+ * saw (an exit audit, step -1, the step of the last sample before it; -1
+ * when there is none), into *out; their count or -1. */
+static int ledger_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) {
     const char *exit_step = table_exists(db, "sample")
-                                ? "(SELECT max(s.step) FROM sample s WHERE s.ts_ns <= a.begin_ns)"
+                                ? "coalesce((SELECT s.step FROM sample s WHERE s.ts_ns <= a.begin_ns"
+                                  " ORDER BY s.ts_ns DESC, s.rowid DESC LIMIT 1), -1)"
                                 : "-1";
     char sql[1000];
     snprintf(sql, sizeof sql,
-             "WITH A AS (SELECT a.id, a.begin_ns, CASE WHEN a.step >= 0 THEN a.step ELSE %s END AS st FROM audit a"
+             "SELECT a.id, CASE WHEN a.step >= 0 THEN a.step ELSE %s END, a.begin_ns FROM audit a"
              " WHERE a.id <= ?1 AND (a.end_ns IS NOT NULL OR a.id = ?1)"
-             " AND EXISTS (SELECT 1 FROM ledger l WHERE l.audit_id = a.id)),"
-             " B AS (SELECT max(id) AS id FROM A WHERE st > ?2 GROUP BY st)"
-             " SELECT A.id, A.st, A.begin_ns FROM A JOIN B ON A.id = B.id ORDER BY A.st",
+             " AND EXISTS (SELECT 1 FROM ledger l WHERE l.audit_id = a.id) ORDER BY a.id",
              exit_step);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
     sqlite3_bind_int64(st, 1, judged);
-    sqlite3_bind_int64(st, 2, TPA_GROWTH_WARMUP_STEP);
     size_t n = 0, cap = 0;
     tpa_steady_audit_t *v = NULL;
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < 1000000) {
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
             tpa_steady_audit_t *grown = realloc(v, cap * sizeof *grown);
@@ -80,7 +81,35 @@ static int steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) 
         return -1;
     }
     *out = v;
-    return (int)(n > 1000000 ? 1000000 : n);
+    return (int)n;
+}
+
+/* The steady state of the audits that end at `judged`: back from it while
+ * the steps do not fall (a fall is a step count that began again: a new
+ * optimizer, the next test of a pytest session), those after warm-up, one
+ * a step (the later). */
+static int steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) {
+    tpa_steady_audit_t *v = NULL;
+    int n = ledger_audits(db, judged, &v);
+    if (n <= 0) {
+        free(v);
+        return n;
+    }
+    int start = n - 1, floor = INT32_MAX;
+    for (int i = n - 1; i >= 0; i--) {
+        if (v[i].step < 0) continue; /* no sample before it: no step to count at */
+        if (v[i].step > floor) break;
+        floor = (int)(v[i].step < INT32_MAX ? v[i].step : INT32_MAX);
+        start = i;
+    }
+    int m = 0;
+    for (int i = start; i < n; i++) {
+        if (v[i].step <= TPA_GROWTH_WARMUP_STEP) continue;
+        if (m > 0 && v[m - 1].step == v[i].step) m--; /* of two audits at one step the later counts */
+        v[m++] = v[i];
+    }
+    *out = v;
+    return m;
 }
 
 int tpa_growth_steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) {

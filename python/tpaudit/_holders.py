@@ -378,14 +378,16 @@ class _Walk:
                 best[pid] = (text, mode, None, "", suffix)
                 queue.append(pid)
         objs = self.objs
-        self._breadth_first(best, queue, children, objs)
+        targets = {id(t) for t in self.targets}
+        self._breadth_first(best, queue, children, objs, targets)
         early = set(best)
         for pid in later:
             if pid not in best:
                 text, mode, suffix = self.hits[pid]
                 best[pid] = (text, mode, None, "", suffix)
                 queue.append(pid)
-        self._breadth_first(best, queue, children, objs)
+        queue.extend(early)  # the references left for later: a generator's locals
+        self._breadth_first(best, queue, children, objs, ())
         out = {}
         for t in self.targets:
             entry = best.get(id(t))
@@ -404,17 +406,21 @@ class _Walk:
                           id(t) not in early)
         best.clear()
         early.clear()
+        targets.clear()
         return out
 
     @staticmethod
-    def _breadth_first(best, queue, children, objs):
-        """Names each object reached from the queued ones by its shortest chain."""
+    def _breadth_first(best, queue, children, objs, later):
+        """Names each object reached from the queued ones by its shortest
+        chain; a target of `later` is not taken from a generator (the
+        generator's local `logits`, while its list `seen` keeps them all)."""
         while queue:
             oid = queue.popleft()
             path, mode, _pid, _step, suffix = best[oid]
             obj = objs[oid]
+            paused = type(obj) is types.GeneratorType or type(obj) is types.CoroutineType
             for cid in children.get(oid, ()):
-                if cid in best:
+                if cid in best or (paused and cid in later):
                     continue
                 child = objs.get(cid)
                 if child is None:
