@@ -49,16 +49,22 @@ static int table_exists(sqlite3 *db, const char *name) {
  * saw (an exit audit, step -1, the step of the last sample before it; -1
  * when there is none), into *out; their count or -1. */
 static int ledger_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) {
-    const char *exit_step = table_exists(db, "sample")
-                                ? "coalesce((SELECT s.step FROM sample s WHERE s.ts_ns <= a.begin_ns"
-                                  " ORDER BY s.ts_ns DESC, s.rowid DESC LIMIT 1), -1)"
-                                : "-1";
-    char sql[1000];
+    int samples = table_exists(db, "sample");
+    const char *exit_step = samples ? "coalesce((SELECT s.step FROM sample s WHERE s.ts_ns <= a.begin_ns"
+                                      " ORDER BY s.ts_ns DESC, s.rowid DESC LIMIT 1), -1)"
+                                    : "-1";
+    /* the last time the samples' step count began again (the probe's watch restarted: the next test
+     * of a pytest session); the audits before it are another run's */
+    const char *restart = samples ? "coalesce((SELECT max(ts_ns) FROM (SELECT ts_ns, step, lag(step) OVER"
+                                    " (ORDER BY ts_ns, rowid) AS prev FROM sample WHERE ts_ns <= (SELECT begin_ns"
+                                    " FROM audit WHERE id = ?1)) WHERE step <= prev), 0)"
+                                  : "0";
+    char sql[1400];
     snprintf(sql, sizeof sql,
              "SELECT a.id, CASE WHEN a.step >= 0 THEN a.step ELSE %s END, a.begin_ns FROM audit a"
-             " WHERE a.id <= ?1 AND (a.end_ns IS NOT NULL OR a.id = ?1)"
+             " WHERE a.id <= ?1 AND (a.end_ns IS NOT NULL OR a.id = ?1) AND a.begin_ns >= %s"
              " AND EXISTS (SELECT 1 FROM ledger l WHERE l.audit_id = a.id) ORDER BY a.id",
-             exit_step);
+             exit_step, restart);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
     sqlite3_bind_int64(st, 1, judged);

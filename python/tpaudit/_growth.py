@@ -321,6 +321,7 @@ class Leaks:
         self.walk = True
 
     def install(self, recorder):
+        self.rec = recorder
         self.on = enabled()
         self.watch = Watch(recorder) if self.on and hasattr(recorder, "sample") else None
         self.walk = self.on
@@ -339,6 +340,13 @@ class Leaks:
                 watch.close()
             except Exception:
                 pass
+
+    def restart(self):
+        """A new watch, its step count from 1 (the pytest plugin, at each
+        audited test: each test is a run of its own)."""
+        if self.watch is not None:
+            self.watch.close()
+            self.watch = Watch(self.rec)
 
     def on_step(self, step):
         """'growth' when a growth audit is due before this step, else None."""
