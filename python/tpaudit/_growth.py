@@ -121,7 +121,9 @@ class Watch:
         self.taken = 0
         self.suspected = None
         self.recorder = None      # CreationRecorder running for the coming audit
-        self.created = {}         # data_ptr -> (sequence, stack) of the last recording
+        self.created = {}         # data_ptr -> (sequence, stack) of the last two recordings
+        self.last_made = {}       # the last recording's, its sequences counted on from the one before
+        self.sequence = 0
 
     def sample(self, step):
         """Records the sample of `step` (once per step number); returns
@@ -136,7 +138,7 @@ class Watch:
         blocks = sys.getallocatedblocks() if step % BLOCKS_EVERY == 0 else -1
         self.rec.sample(step, device, live, reserved, blocks)
         if self.recorder is not None and step in self.due:
-            self.created = self.recorder.stop()
+            self._keep_created(self.recorder.stop())
             self.recorder = None
         if step >= WARMUP and self.suspected is None:
             self.recent = (self.recent + [live])[-3:]
@@ -177,10 +179,20 @@ class Watch:
         before its growth showed); the teardown after the loop is not looked at."""
         return self.live is not None and (self.at_audit is None or abs(self.live - self.at_audit) > MIN_RISE)
 
+    def _keep_created(self, made):
+        """The last two recordings: a tensor made in the step before one growth
+        audit may join its holder only after that audit (appended after the
+        optimizer step), so the next audit still finds where it was made."""
+        base = self.sequence
+        made = {ptr: (seq + base, stack) for ptr, (seq, stack) in made.items()}
+        self.sequence = base + len(made) + 1
+        self.created = dict(self.last_made)
+        self.created.update(made)
+        self.last_made = made
+
     def take_created(self):
         """The creation stacks recorded for the audit now being taken."""
-        made, self.created = self.created, {}
-        return made
+        return self.created
 
     def close(self):
         if self.recorder is not None:

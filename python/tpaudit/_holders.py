@@ -386,7 +386,8 @@ class _Walk:
                 text, mode, suffix = self.hits[pid]
                 best[pid] = (text, mode, None, "", suffix)
                 queue.append(pid)
-        queue.extend(early)  # the references left for later: a generator's locals
+        # the references left for later: a generator's locals, named from the generator first
+        queue.extend(sorted(early, key=lambda i: type(objs.get(i)) not in (types.GeneratorType, types.CoroutineType)))
         self._breadth_first(best, queue, children, objs, ())
         out = {}
         for t in self.targets:
@@ -412,13 +413,15 @@ class _Walk:
     @staticmethod
     def _breadth_first(best, queue, children, objs, later):
         """Names each object reached from the queued ones by its shortest
-        chain; a target of `later` is not taken from a generator (the
-        generator's local `logits`, while its list `seen` keeps them all)."""
+        chain; a target of `later` is not taken from a generator or its
+        locals' snapshot (the generator's local `logits`, while its list
+        `seen` keeps them all)."""
         while queue:
             oid = queue.popleft()
             path, mode, _pid, _step, suffix = best[oid]
             obj = objs[oid]
-            paused = type(obj) is types.GeneratorType or type(obj) is types.CoroutineType
+            up = objs.get(_pid) if _pid is not None else None
+            paused = any(type(o) is types.GeneratorType or type(o) is types.CoroutineType for o in (obj, up))
             for cid in children.get(oid, ()):
                 if cid in best or (paused and cid in later):
                     continue
