@@ -29,6 +29,7 @@ import ctypes
 import gc
 import os
 import sys
+import weakref
 
 WARMUP = 3
 WINDOW = 3
@@ -184,15 +185,18 @@ class Watch:
         audit may join its holder only after that audit (appended after the
         optimizer step), so the next audit still finds where it was made."""
         base = self.sequence
-        made = {ptr: (seq + base, stack) for ptr, (seq, stack) in made.items()}
+        made = {ptr: (entry[0] + base,) + tuple(entry[1:]) for ptr, entry in made.items()}
         self.sequence = base + len(made) + 1
         self.created = dict(self.last_made)
         self.created.update(made)
         self.last_made = made
 
     def take_created(self):
-        """The creation stacks recorded for the audit now being taken."""
-        return self.created
+        """The creation stacks recorded for the audit now being taken, of the
+        tensors still alive: a storage freed since (a backward's temporary)
+        may have left its address to a tensor made later, unrecorded."""
+        return {ptr: entry[:2] for ptr, entry in self.created.items()
+                if len(entry) < 3 or entry[2] is None or entry[2]() is not None}
 
     def close(self):
         if self.recorder is not None:
@@ -280,7 +284,11 @@ class _DispatchRecorder:
                         continue
                     if ptr and ptr not in inputs:  # a new storage, not an update in place
                         counter[0] += 1
-                        made[ptr] = (counter[0], user_stack(sys._getframe(2)))
+                        try:
+                            alive = weakref.ref(t)
+                        except TypeError:
+                            alive = None
+                        made[ptr] = (counter[0], user_stack(sys._getframe(2)), alive)
 
         self.mode = Mode()
         self.mode.__enter__()

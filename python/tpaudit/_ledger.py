@@ -269,6 +269,20 @@ def _measured(torch, devices):
     return out
 
 
+def _refresh_locals():
+    """Reads every live frame's f_locals once: before Python 3.13 that dict is
+    a snapshot kept on the frame, and the walk's reading of it at the last
+    audit still holds the values its variables had then (the last step's
+    logits), which the walk would then find held by nothing."""
+    for frame in list(sys._current_frames().values()):
+        while frame is not None:
+            try:
+                frame.f_locals
+            except Exception:
+                pass
+            frame = frame.f_back
+
+
 def build(torch, models, optimizers, param_paths, walk=True, created=None):
     """The Ledger of this moment.  models: live root modules; optimizers:
     torch optimizers; param_paths: id(param) -> its path in a live model."""
@@ -301,6 +315,8 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
             for value in state.values():
                 if issubclass(type(value), torch.Tensor):
                     led.add(kind, name, value, holder_class=type(opt).__name__)
+    if walk:
+        _refresh_locals()
     others = {}  # (device, data_ptr) -> [(tensor, storage)]: every tensor object of a storage
     for t in _live_tensors(torch):
         where = led.storage_of(t)
@@ -345,8 +361,14 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
                 led.add("autograd", "autograd graph of " + container, saved)
             else:  # a graph no named holder keeps: measured, owner unknown
                 led.add("unattributed", None, saved)
-    for leaf in leaves:  # a model's parameters a graph still keeps (the model is gone)
+    for leaf in leaves:  # a model's parameters a graph still keeps (the model is gone), and their grads
         led.add("parameter", "(kept by an autograd graph)", leaf)
+        try:
+            grad = leaf.grad
+        except Exception:
+            grad = None
+        if grad is not None:
+            led.add("gradient", "(kept by an autograd graph)", grad)
     leaves.clear()
     graphs.clear()
     seen_nodes.clear()
