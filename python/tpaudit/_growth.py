@@ -177,8 +177,11 @@ class Watch:
     def moved(self):
         """Live memory at the last step's sample differs from that at the last
         audit by more than MIN_RISE (a short run whose default audits came
-        before its growth showed); the teardown after the loop is not looked at."""
-        return self.live is not None and (self.at_audit is None or abs(self.live - self.at_audit) > MIN_RISE)
+        before its growth showed); the teardown after the loop is not looked
+        at, nor a run that ended in warm-up."""
+        if self.live is None or self.last_step <= WARMUP:  # warm-up moves memory by design; never judged
+            return False
+        return self.at_audit is None or abs(self.live - self.at_audit) > MIN_RISE
 
     def _keep_created(self, made):
         """The last two recordings: a tensor made in the step before one growth

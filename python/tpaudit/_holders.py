@@ -52,6 +52,7 @@ _TYPE_QUALNAME = type.__dict__["__qualname__"]
 _TYPE_NAME = type.__dict__["__name__"]
 _TYPE_MRO = type.__dict__["__mro__"]
 _TYPE_DICT = type.__dict__["__dict__"]
+_CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot
 
 
 def _name(kind):
@@ -125,6 +126,7 @@ class _Roots:
     def __init__(self, skip_file):
         self.modules = {}  # id(module dict) -> module name
         self.locals = {}   # id(value) -> (variable name, class name of the value)
+        self.snapshots = []  # the f_locals snapshots read (forget() empties them)
         for name, mod in list(sys.modules.items()):
             if _is(mod, types.ModuleType):
                 try:
@@ -145,9 +147,22 @@ class _Roots:
                     except Exception:
                         names = None
                     if type(names) is dict and names is not frame.f_globals:
+                        if code.co_flags & _CO_OPTIMIZED and frame.f_trace is None:
+                            self.snapshots.append(names)
                         for var, value in names.items():
                             self.locals.setdefault(id(value), (var, _name(type(value))))
                 frame = frame.f_back
+
+    def forget(self):
+        """Empties the f_locals snapshots the walk made: before Python 3.13 a
+        function frame keeps the dict that reading f_locals fills, and it
+        would keep the values its variables had then alive after the program
+        deletes them (a `del model, opt` must free them).  Only a function's
+        own snapshot is emptied (never a class body's or exec's namespace),
+        and not while a tracer runs in that frame (it writes the dict back)."""
+        for names in self.snapshots:
+            names.clear()
+        self.snapshots = []
 
     def is_local(self, obj):
         return id(obj) in self.locals and id(obj) not in self.modules
@@ -440,6 +455,7 @@ class _Walk:
                 queue.append(cid)
 
     def drop(self):
+        self.roots.forget()
         for c in (self.objs, self.parents, self.hits, self.children, self.blocked):
             c.clear()
         self.targets = None

@@ -269,20 +269,6 @@ def _measured(torch, devices):
     return out
 
 
-def _refresh_locals():
-    """Reads every live frame's f_locals once: before Python 3.13 that dict is
-    a snapshot kept on the frame, and the walk's reading of it at the last
-    audit still holds the values its variables had then (the last step's
-    logits), which the walk would then find held by nothing."""
-    for frame in list(sys._current_frames().values()):
-        while frame is not None:
-            try:
-                frame.f_locals
-            except Exception:
-                pass
-            frame = frame.f_back
-
-
 def build(torch, models, optimizers, param_paths, walk=True, created=None):
     """The Ledger of this moment.  models: live root modules; optimizers:
     torch optimizers; param_paths: id(param) -> its path in a live model."""
@@ -315,8 +301,6 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
             for value in state.values():
                 if issubclass(type(value), torch.Tensor):
                     led.add(kind, name, value, holder_class=type(opt).__name__)
-    if walk:
-        _refresh_locals()
     others = {}  # (device, data_ptr) -> [(tensor, storage)]: every tensor object of a storage
     for t in _live_tensors(torch):
         where = led.storage_of(t)
