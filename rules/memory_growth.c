@@ -22,7 +22,8 @@
  * TPA_GROWTH_MIN_RATE it is no finding.  The audit judged for growth is
  * the run's judged audit or, when the audits after it saw no optimizer
  * (its training function returned before the exit audit), the last of
- * those: what the holder kept at exit is the evidence a short run has.
+ * those: what the holder kept at exit is the evidence a short run has
+ * (a holder gone by then is judged at the judged audit).
  * The creation line is the newest any audit recorded for the holder. */
 #include "memory_growth.h"
 
@@ -273,10 +274,18 @@ static int64_t growth_audit(sqlite3 *db, int64_t audit) {
     return id;
 }
 
-int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t rank, int64_t step,
-                        tpa_report_t *r) {
+/* Whether findings[from..] of r name the holder `owner` already. */
+static int named_since(const tpa_report_t *r, size_t from, const unsigned char *owner) {
+    for (size_t i = from; i < r->n_findings; i++)
+        if (r->findings[i].holder_path && strcmp(r->findings[i].holder_path, (const char *)owner) == 0) return 1;
+    return 0;
+}
+
+/* The growth findings of the steady state ending at audit `judged` (holders
+ * named by findings[from..] already left out). */
+static int growth_at(sqlite3 *db, const tpa_kind_t *k, int64_t judged, int later_than_run, int64_t rank,
+                     int64_t step, tpa_report_t *r, size_t from) {
     tpa_steady_audit_t *a = NULL;
-    int64_t judged = growth_audit(db, audit);
     int n = tpa_growth_steady_audits(db, judged, &a);
     if (n < 0) return -1;
     if (n < TPA_GROWTH_MIN_AUDITS) { /* too few to judge */
@@ -295,9 +304,10 @@ int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t
                            -1, &q, NULL) != SQLITE_OK)
         rc = -1;
     if (!rc) sqlite3_bind_int64(c, 1, judged);
-    if (judged != audit && n > 0) step = a[n - 1].step; /* judged later than the run: the step that audit saw */
+    if (later_than_run) step = a[n - 1].step; /* judged later than the run: the step that audit saw */
     while (!rc && sqlite3_step(c) == SQLITE_ROW) {
         const unsigned char *kind = sqlite3_column_text(c, 0), *owner = sqlite3_column_text(c, 1);
+        if (named_since(r, from, owner)) continue;
         int64_t later = tpa_sane_bytes(sqlite3_column_int64(c, 2)), earlier = 0;
         size_t first = (size_t)n - 1;
         while (first > 0 && (earlier = bytes_at(q, a[first - 1].id, kind, owner)) > 0 && earlier < later) {
@@ -313,4 +323,14 @@ int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t
     sqlite3_finalize(q);
     free(a);
     return rc;
+}
+
+int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t rank, int64_t step,
+                        tpa_report_t *r) {
+    /* At the last audit after the run's judged one (a holder kept to exit),
+     * then at the judged one for the holders that died before exit. */
+    size_t from = r->n_findings;
+    int64_t judged = growth_audit(db, audit);
+    int rc = judged != audit ? growth_at(db, k, judged, 1, rank, step, r, from) : 0;
+    return rc ? rc : growth_at(db, k, audit, 0, rank, step, r, from);
 }
