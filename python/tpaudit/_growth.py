@@ -122,8 +122,8 @@ class Watch:
         self.taken = 0
         self.suspected = None
         self.recorder = None      # CreationRecorder running for the coming audit
-        self.created = {}         # data_ptr -> (sequence, stack) of the last two recordings
-        self.last_made = {}       # the last recording's, its sequences counted on from the one before
+        self.fresh = {}           # data_ptr -> (sequence, stack, weakref) of the recording no audit took yet
+        self.previous = {}        # the same of the recording the last audit took
         self.sequence = 0
 
     def sample(self, step):
@@ -184,22 +184,25 @@ class Watch:
         return self.at_audit is None or abs(self.live - self.at_audit) > MIN_RISE
 
     def _keep_created(self, made):
-        """The last two recordings: a tensor made in the step before one growth
-        audit may join its holder only after that audit (appended after the
-        optimizer step), so the next audit still finds where it was made."""
+        """The recording that just stopped, its sequences counted on from the
+        one before."""
         base = self.sequence
-        made = {ptr: (entry[0] + base,) + tuple(entry[1:]) for ptr, entry in made.items()}
+        self.fresh = {ptr: (entry[0] + base,) + tuple(entry[1:]) for ptr, entry in made.items()}
         self.sequence = base + len(made) + 1
-        self.created = dict(self.last_made)
-        self.created.update(made)
-        self.last_made = made
 
     def take_created(self):
-        """The creation stacks recorded for the audit now being taken, of the
-        tensors still alive: a storage freed since (a backward's temporary)
-        may have left its address to a tensor made later, unrecorded."""
-        return {ptr: entry[:2] for ptr, entry in self.created.items()
+        """The creation stacks for the audit now being taken: the recording
+        made for it, and of the one before (a tensor made in the step before
+        one growth audit may join its holder only after that audit, appended
+        after the optimizer step) the tensors still alive: a storage freed
+        since (a backward's temporary) may have left its address to a tensor
+        made later, unrecorded."""
+        made = {ptr: entry[:2] for ptr, entry in self.previous.items()
                 if len(entry) < 3 or entry[2] is None or entry[2]() is not None}
+        made.update((ptr, entry[:2]) for ptr, entry in self.fresh.items())
+        if self.fresh:
+            self.previous, self.fresh = self.fresh, {}
+        return made
 
     def close(self):
         if self.recorder is not None:
