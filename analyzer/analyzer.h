@@ -96,6 +96,8 @@ int tpa_library_growth(sqlite3 *db, int64_t audit, size_t run_index, int details
  * with the rows of other libraries from run->by_library when it was
  * scanned; nothing for a database without a ledger. 0, or -1. */
 int tpa_read_ledger(sqlite3 *db, int64_t audit, tpa_run_t *run);
+/* The growth series of run run_index (growth_series.c), after its findings: 0, or -1 when a query fails. */
+int tpa_read_growth_series(sqlite3 *db, tpa_report_t *r, size_t run_index);
 
 /* The owner timeline of the run's main device (the CUDA device its ledger
  * measured most, else its one device) into run->owners: each closed audit

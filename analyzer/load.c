@@ -145,6 +145,8 @@ static int load_one(const char *file, int needs, tpa_report_t *r, char *why, siz
     if (rc) snprintf(why, why_len, "%s: cannot query: %s", file, sqlite3_errmsg(db));
     if (!rc && (needs & TPA_NEED_MARKS)) tpa_judge_marks(db, run, audit.id, headline_stale_bytes(r));
     if (!rc && (needs & TPA_NEED_MARKS)) tpa_oom_marks(db, run);
+    if (!rc && (needs & TPA_NEED_MEMORY) && tpa_read_growth_series(db, r, 0))
+        snprintf(why, why_len, "%s: cannot query the growth samples: %s", file, sqlite3_errmsg(db)), rc = -1;
     tpa_db_close(db);
     return rc;
 }

@@ -61,7 +61,7 @@ def _start():
             recorder.set_run_info("python", "idle: torch not imported")
         # the package's own function (a closure here would be code of this
         # file, run inside the program and so measured by coverage tools)
-        after_import("torch", functools.partial(tpaudit.enable_after_import, recorder))
+        after_import("torch", functools.partial(tpaudit.enable_after_import, recorder), tpaudit._hooks.fail)
     except Exception as exc:
         if sys.stderr is not None:  # a program started with fd 2 closed has none
             sys.stderr.write("tpaudit: python probe off: %r\n" % (exc,))

@@ -43,6 +43,38 @@ void html_put_frame(FILE *out, const html_paths_t *p, const tpa_frame_t *f);
 /* A titled stack: the user's frames, then the folded rest in <details>. */
 void html_put_stack(FILE *out, const html_paths_t *p, const char *title, const tpa_frames_t *fr);
 
+/* The plots' geometry (html_plot.c draws them; html_growth.c too). */
+enum { PLOT_W = 640, PLOT_H = 230, LEFT = 70, RIGHT = 14, TOP = 26, BOTTOM = 40, CHAR_W = 7 };
+#define INNER_W ((double)(PLOT_W - LEFT - RIGHT))
+#define INNER_H ((double)(PLOT_H - TOP - BOTTOM))
+
+/* A byte axis: its top value, tick spacing and the unit its labels count in. */
+typedef struct html_axis {
+    double top;
+    double step;
+    double unit;
+    const char *unit_name;
+} html_axis_t;
+
+html_axis_t html_bytes_axis(int64_t max);
+double html_y_of(const html_axis_t *a, double v);
+void html_svg_open(FILE *out, const char *cls, const char *label);
+/* The y axis: gridlines and labels in the axis' unit, and its title. */
+void html_put_y_axis(FILE *out, const html_axis_t *a, const char *title);
+/* Where a label of text centred at x goes, kept inside the plot. */
+double html_label_x(double x, const char *text, double *half);
+/* A label centred at x unless it would overlap the previous one (right
+ * edge *right) or pass limit; whether it was drawn. */
+int html_put_x_label(FILE *out, double x, double y, const char *cls, const char *text, double *right, double limit);
+
+/* A growth run's plot (html_growth.c): the per-step samples, the holder's
+ * bytes at each audit over them, warm-up and the step growth was first
+ * suspected marked; nothing when the run has no samples. */
+void html_put_growth_plot(FILE *out, const tpa_run_t *run);
+/* A growth run whose audits found no stale bytes: its growth plot stands
+ * instead of a stale-bytes plot of zeros. */
+int html_growth_without_stale(const tpa_run_t *run);
+
 /* Scales shared by every rank's plots. */
 typedef struct html_scale {
     int64_t t0_ns, t1_ns; /* memory plots' time range, over all ranks */

@@ -11,9 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { PLOT_W = 640, PLOT_H = 230, LEFT = 70, RIGHT = 14, TOP = 26, BOTTOM = 40, CHAR_W = 7 };
-#define INNER_W ((double)(PLOT_W - LEFT - RIGHT))
-#define INNER_H ((double)(PLOT_H - TOP - BOTTOM))
 
 static int cmp_step(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -71,16 +68,9 @@ static double nice_step(double max, double unit_base, int n_units, int ticks, do
     return step * mag * *unit;
 }
 
-typedef struct axis {
-    double top;  /* value at the top of the plot */
-    double step; /* tick spacing */
-    double unit; /* the unit the labels count in */
-    const char *unit_name;
-} axis_t;
-
-static axis_t bytes_axis(int64_t max) {
+html_axis_t html_bytes_axis(int64_t max) {
     static const char *names[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    axis_t a;
+    html_axis_t a;
     double m = max > 1024 ? (double)max : 1024;
     a.step = nice_step(m, 1024, 5, 4, &a.unit);
     int u = 0;
@@ -92,13 +82,13 @@ static axis_t bytes_axis(int64_t max) {
     return a;
 }
 
-static double y_of(const axis_t *a, double v) {
+double html_y_of(const html_axis_t *a, double v) {
     if (v < 0) v = 0;
     if (v > a->top) v = a->top;
     return TOP + INNER_H - INNER_H * v / a->top;
 }
 
-static void svg_open(FILE *out, const char *cls, const char *label) {
+void html_svg_open(FILE *out, const char *cls, const char *label) {
     fprintf(
         out,
         "<svg class=\"plot %s\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
@@ -109,10 +99,10 @@ static void svg_open(FILE *out, const char *cls, const char *label) {
 }
 
 /* The y axis: gridlines and labels in the axis' unit, and its title. */
-static void put_y_axis(FILE *out, const axis_t *a, const char *title) {
+void html_put_y_axis(FILE *out, const html_axis_t *a, const char *title) {
     int n = (int)(a->top / a->step + 0.5);
     for (int i = 0; i <= n; i++) {
-        double v = i * a->step, y = y_of(a, v);
+        double v = i * a->step, y = html_y_of(a, v);
         fprintf(out, "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>", LEFT, PLOT_W - RIGHT, y, y);
         if (i)
             fprintf(out, "<text class=\"tick y\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g %s</text>\n", LEFT - 6,
@@ -128,7 +118,7 @@ static void put_y_axis(FILE *out, const axis_t *a, const char *title) {
 }
 
 /* Where a label of text centred at x goes, kept inside the plot. */
-static double label_x(double x, const char *text, double *half) {
+double html_label_x(double x, const char *text, double *half) {
     *half = CHAR_W * (double)strlen(text) / 2;
     if (x - *half < LEFT - 3) x = LEFT - 3 + *half; /* clear of the y axis' "0" */
     if (x + *half > PLOT_W - 2) x = PLOT_W - 2 - *half;
@@ -138,9 +128,9 @@ static double label_x(double x, const char *text, double *half) {
 /* A label centred at x unless it would overlap the previous one (whose
  * right edge is *right) or pass limit, where a label kept for last
  * begins; returns whether it was drawn. */
-static int put_x_label(FILE *out, double x, double y, const char *cls, const char *text, double *right, double limit) {
+int html_put_x_label(FILE *out, double x, double y, const char *cls, const char *text, double *right, double limit) {
     double half;
-    x = label_x(x, text, &half);
+    x = html_label_x(x, text, &half);
     if (x - half < *right + 6 || x + half > limit - 6) return 0;
     fprintf(out, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>", cls, x, y, text);
     *right = x + half;
@@ -167,7 +157,7 @@ static void put_time_axis(FILE *out, double span) {
         snprintf(label, sizeof label, "%g %s", v, ms ? "ms" : "s");
         fprintf(out, "<line class=\"tickmark\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>", x, x, PLOT_H - BOTTOM,
                 PLOT_H - BOTTOM + 4);
-        put_x_label(out, x, PLOT_H - BOTTOM + 16, "tick x", label, &right, PLOT_W + 6);
+        html_put_x_label(out, x, PLOT_H - BOTTOM + 16, "tick x", label, &right, PLOT_W + 6);
     }
     fprintf(
         out,
@@ -181,11 +171,11 @@ static double time_x(const html_scale_t *s, double span, int64_t ts_ns) {
 }
 
 /* Live bytes as a step function, filled. */
-static void put_memory_area(FILE *out, const axis_t *a, const html_scale_t *s, double span, const tpa_run_t *run) {
-    fprintf(out, "<path class=\"area\" d=\"M%d %.1f", LEFT, y_of(a, 0));
+static void put_memory_area(FILE *out, const html_axis_t *a, const html_scale_t *s, double span, const tpa_run_t *run) {
+    fprintf(out, "<path class=\"area\" d=\"M%d %.1f", LEFT, html_y_of(a, 0));
     for (size_t i = 0; i < run->n_points; i++)
-        fprintf(out, " H%.1f V%.1f", time_x(s, span, run->points[i].ts_ns), y_of(a, (double)run->points[i].bytes));
-    fprintf(out, " H%.1f V%.1f Z\"/>\n", time_x(s, span, run->points[run->n_points - 1].ts_ns), y_of(a, 0));
+        fprintf(out, " H%.1f V%.1f", time_x(s, span, run->points[i].ts_ns), html_y_of(a, (double)run->points[i].bytes));
+    fprintf(out, " H%.1f V%.1f Z\"/>\n", time_x(s, span, run->points[run->n_points - 1].ts_ns), html_y_of(a, 0));
 }
 
 /* "step N", or "exit" for the exit audit. */
@@ -198,7 +188,7 @@ static void mark_label(const tpa_audit_mark_t *m, char *label, size_t len) {
 /* Audit marks: a dashed line each, labelled where there is room (the last
  * mark, often the exit audit, always), and the stale bytes as a dot on the
  * same byte scale. */
-static void put_audit_marks(FILE *out, const axis_t *a, const html_scale_t *s, double span, const tpa_run_t *run) {
+static void put_audit_marks(FILE *out, const html_axis_t *a, const html_scale_t *s, double span, const tpa_run_t *run) {
     double right = -1e9, last_left = PLOT_W + 6;
     for (size_t i = 0; i < run->n_marks; i++) {
         const tpa_audit_mark_t *m = &run->marks[i];
@@ -210,7 +200,7 @@ static void put_audit_marks(FILE *out, const axis_t *a, const html_scale_t *s, d
                 m->stale_bytes > 0 ? " stale" : "", m->oom ? " oom" : "", m->oom ? "OUT OF MEMORY here: " : "", label,
                 ((double)m->ts_ns - (double)s->t0_ns) / 1e9, bytes);
         fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>", x, x, TOP, PLOT_H - BOTTOM);
-        fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\"/>", x, y_of(a, (double)m->stale_bytes));
+        fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\"/>", x, html_y_of(a, (double)m->stale_bytes));
         if (i + 1 == run->n_marks)
             last_left = PLOT_W + 6;
         else if (i == 0) {
@@ -218,20 +208,20 @@ static void put_audit_marks(FILE *out, const axis_t *a, const html_scale_t *s, d
             char llabel[40];
             double half;
             mark_label(l, llabel, sizeof llabel);
-            last_left = label_x(time_x(s, span, l->ts_ns), llabel, &half) - half;
+            last_left = html_label_x(time_x(s, span, l->ts_ns), llabel, &half) - half;
         }
-        put_x_label(out, x, TOP - 2, "mark-label", label, &right, last_left);
+        html_put_x_label(out, x, TOP - 2, "mark-label", label, &right, last_left);
         fputs("</g>\n", out);
     }
 }
 
 void html_put_memory_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run) {
     if (!run->n_points || !s->any_memory) return;
-    axis_t a = bytes_axis(s->mem_max);
+    html_axis_t a = html_bytes_axis(s->mem_max);
     double span = (double)s->t1_ns - (double)s->t0_ns;
     if (span <= 0) span = 1;
-    svg_open(out, "memory", "device memory over time");
-    put_y_axis(out, &a, "live device memory");
+    html_svg_open(out, "memory", "device memory over time");
+    html_put_y_axis(out, &a, "live device memory");
     put_time_axis(out, span);
     put_memory_area(out, &a, s, span, run);
     put_audit_marks(out, &a, s, span, run);
@@ -240,19 +230,19 @@ void html_put_memory_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run
 
 void html_put_stale_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run) {
     if (!run->n_marks || !s->n_steps) return;
-    axis_t a = bytes_axis(s->stale_max);
-    svg_open(out, "stale", "stale bytes at each audit step");
-    put_y_axis(out, &a, "stale bytes held by optimizers");
+    html_axis_t a = html_bytes_axis(s->stale_max);
+    html_svg_open(out, "stale", "stale bytes at each audit step");
+    html_put_y_axis(out, &a, "stale bytes held by optimizers");
     double slot = INNER_W / (double)s->n_steps, bar = slot * 0.6 > 48 ? 48 : slot * 0.6;
     if (bar < 1) bar = 1;
     double right = -1e9, half, last_left;
     char name[32];
     step_name(s->steps[s->n_steps - 1], name, sizeof name); /* the last step (often exit) is always labelled */
-    last_left = label_x(LEFT + slot * ((double)s->n_steps - 0.5), name, &half) - half;
+    last_left = html_label_x(LEFT + slot * ((double)s->n_steps - 0.5), name, &half) - half;
     for (size_t i = 0; i < s->n_steps; i++) {
         double cx = LEFT + slot * ((double)i + 0.5);
         step_name(s->steps[i], name, sizeof name);
-        put_x_label(out, cx, PLOT_H - BOTTOM + 16, "tick x", name, &right,
+        html_put_x_label(out, cx, PLOT_H - BOTTOM + 16, "tick x", name, &right,
                     i + 1 == s->n_steps ? PLOT_W + 6 : last_left);
         const tpa_audit_mark_t *m = NULL;
         for (size_t k = 0; k < run->n_marks; k++)
@@ -260,7 +250,7 @@ void html_put_stale_plot(FILE *out, const html_scale_t *s, const tpa_run_t *run)
         if (!m) continue;
         char bytes[32];
         tpa_format_bytes(m->stale_bytes, bytes, sizeof bytes);
-        double y = y_of(&a, (double)m->stale_bytes), base = y_of(&a, 0);
+        double y = html_y_of(&a, (double)m->stale_bytes), base = html_y_of(&a, 0);
         if (base - y < 2) y = base - 2; /* a clean audit still shows as a sliver */
         fprintf(
             out,

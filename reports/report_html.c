@@ -410,11 +410,12 @@ static void put_ranks(FILE *out, const page_t *pg) {
         put_run_facts(out, pg, pg->runs[i]);
         fputs("<div class=\"plots\">\n", out);
         html_put_memory_plot(out, &pg->scale, run);
-        html_put_stale_plot(out, &pg->scale, run);
+        html_put_growth_plot(out, run);
+        if (!html_growth_without_stale(run)) html_put_stale_plot(out, &pg->scale, run);
         fputs("</div>\n", out);
         html_put_owner_timeline(out, pg->r, pg->runs[i]);
         html_put_ledger(out, run);
-        if (!run->n_points) {
+        if (!run->n_points && !run->growth.n_samples) {
             fputs("<p class=\"note\">No device memory over time: no allocation records (CUPTI ", out);
             html_put(out, run->cupti);
             fputs(").</p>\n", out);

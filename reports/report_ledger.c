@@ -85,6 +85,22 @@ void tpa_put_ledger_text(FILE *out, const tpa_run_t *run) {
     }
 }
 
+/* The growth watch's per-step samples in one line, for a run in which
+ * growth was suspected or found: their first, least and last values. */
+void tpa_put_samples_text(FILE *out, const tpa_run_t *run) {
+    const tpa_growth_series_t *g = &run->growth;
+    if (!g->n_samples || (!g->n_held && g->suspected_step <= 0)) return;
+    char first[32], least[32], last[32];
+    tpa_format_bytes(g->first_bytes, first, sizeof first);
+    tpa_format_bytes(g->least_bytes, least, sizeof least);
+    tpa_format_bytes(g->last_bytes, last, sizeof last);
+    int on_cpu = g->device && strncmp(g->device, "cpu", 3) == 0;
+    fprintf(out, "      memory each step (%s, %s): first %s at step %" PRId64 ", least %s at step %" PRId64
+                 ", last %s at step %" PRId64 "\n",
+            on_cpu ? "malloc in use" : "device bytes allocated", tpa_term(g->device ? g->device : "?"), first,
+            g->first_step, least, g->least_step, last, g->last_step);
+}
+
 /* ---- JSON ---- */
 
 static void put_string_or_null(FILE *out, const char *s) {

@@ -118,6 +118,7 @@ static void put_run(const tpa_report_t *r, size_t i, int64_t retained, int any_h
                 (long long)run->by_library[k].allocations);
     }
     if (run->n_by_library) fputs(run->n_by_library > 6 ? ", ...\n" : "\n", out);
+    tpa_put_samples_text(out, run);
     tpa_put_ledger_text(out, run);
     if (any_helper) put_helpers(r, i, out);
 }

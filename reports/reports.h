@@ -117,6 +117,7 @@ size_t tpa_count_stale_errors(const tpa_report_t *r);
 void tpa_format_growth_verdict(const tpa_report_t *r, char *buf, size_t len);
 /* The run's ledger as a short table under its line (nothing without one). */
 void tpa_put_ledger_text(FILE *out, const tpa_run_t *run);
+void tpa_put_samples_text(FILE *out, const tpa_run_t *run);
 /* ,"ledger":[...],"ledger_total":N of a run (both null without a ledger). */
 void tpa_put_ledger_json(FILE *out, const tpa_run_t *run);
 /* ,"bytes":N,"growth":{...} of a finding that grows (nothing for others). */

@@ -35,6 +35,8 @@ enum tpa_details {
 /* Adds the findings of audit `audit` (begun at `audit_begin`) of one
  * database to `r`, kinds in table order, with_details an enum tpa_details.
  * 0, or -1 when a query fails. */
+/* One row of a query that returns a single integer (0 when it fails; judge.c). */
+int64_t tpa_query_int(sqlite3 *db, const char *sql);
 int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t rank, int64_t step, int with_details,
                         tpa_report_t *r);
 

@@ -17,7 +17,7 @@ static void sanitize_findings(tpa_report_t *r, size_t first) {
 }
 
 /* One row of a query that returns a single integer (0 when it fails). */
-static int64_t query_int(sqlite3 *db, const char *sql) {
+int64_t tpa_query_int(sqlite3 *db, const char *sql) {
     sqlite3_stmt *st;
     int64_t v = 0;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
@@ -91,7 +91,7 @@ int tpa_judge_unvouched(const tpa_run_t *run) {
  * it proves nothing either way). */
 static const char *inconclusive_reason(sqlite3 *db, const tpa_run_t *run, char *buf, size_t len) {
     int off = probe_off(run);
-    int built_optimizer = query_int(db, "SELECT EXISTS (SELECT 1 FROM event WHERE kind='optimizer_created') OR "
+    int built_optimizer = tpa_query_int(db, "SELECT EXISTS (SELECT 1 FROM event WHERE kind='optimizer_created') OR "
                                         "EXISTS (SELECT 1 FROM ref WHERE holder_kind='optimizer')") != 0;
     if (!built_optimizer && !tpa_judge_unvouched(run)) return NULL;
     if (!built_optimizer && !off)
@@ -103,7 +103,7 @@ static const char *inconclusive_reason(sqlite3 *db, const tpa_run_t *run, char *
         return buf;
     }
     if (run->n_audits == 0) return "the run never reached an audit point";
-    if (query_int(db, "SELECT EXISTS (SELECT 1 FROM audit a WHERE a.end_ns IS NOT NULL AND " TPA_AUDIT_SAW_OPTIMIZER(
+    if (tpa_query_int(db, "SELECT EXISTS (SELECT 1 FROM audit a WHERE a.end_ns IS NOT NULL AND " TPA_AUDIT_SAW_OPTIMIZER(
                           "a.id") ") AND NOT EXISTS (SELECT 1 FROM audit a WHERE a.end_ns IS NOT NULL AND " TPA_AUDIT_SAW_OPTIMIZER("a.id") " AND " TPA_AUDIT_SAW_MODEL("a.id") ")"))
         return "no audit that saw an optimizer saw a model parameter";
     return NULL;

@@ -19,9 +19,15 @@
  *     made late), a fall is a bound (a cleared cache), flat is a full
  *     deque(maxlen=...).
  * Its rate is the rise per step over the rising audits; below
- * TPA_GROWTH_MIN_RATE it is no finding. */
+ * TPA_GROWTH_MIN_RATE it is no finding.  The audit judged for growth is
+ * the run's judged audit or, when the audits after it saw no optimizer
+ * (its training function returned before the exit audit), the last of
+ * those: what the holder kept at exit is the evidence a short run has
+ * (a holder gone by then is judged at the judged audit).
+ * The creation line is the newest any audit recorded for the holder. */
 #include "memory_growth.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,27 +46,33 @@ static int table_exists(sqlite3 *db, const char *name) {
     return yes;
 }
 
-static int steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) {
-    /* An exit audit (step -1) counts at the last step sampled before it. */
-    const char *exit_step = table_exists(db, "sample")
-                                ? "(SELECT max(s.step) FROM sample s WHERE s.ts_ns <= a.begin_ns)"
-                                : "-1";
-    char sql[1000];
+/* The audits with a ledger up to `judged`, in order, each with the step it
+ * saw (an exit audit, step -1, the step of the last sample before it; -1
+ * when there is none), into *out; their count or -1. */
+static int ledger_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) {
+    int samples = table_exists(db, "sample");
+    const char *exit_step = samples ? "coalesce((SELECT s.step FROM sample s WHERE s.ts_ns <= a.begin_ns"
+                                      " ORDER BY s.ts_ns DESC, s.rowid DESC LIMIT 1), -1)"
+                                    : "-1";
+    /* the last time the samples' step count began again (the probe's watch restarted: the next test
+     * of a pytest session); the audits before it are another run's */
+    const char *restart = samples ? "coalesce((SELECT max(ts_ns) FROM (SELECT ts_ns, step, lag(step) OVER"
+                                    " (ORDER BY ts_ns, rowid) AS prev FROM sample WHERE ts_ns <= (SELECT begin_ns"
+                                    " FROM audit WHERE id = ?1)) WHERE step <= prev), 0)"
+                                  : "0";
+    char sql[1400];
     snprintf(sql, sizeof sql,
-             "WITH A AS (SELECT a.id, a.begin_ns, CASE WHEN a.step >= 0 THEN a.step ELSE %s END AS st FROM audit a"
-             " WHERE a.id <= ?1 AND (a.end_ns IS NOT NULL OR a.id = ?1)"
-             " AND EXISTS (SELECT 1 FROM ledger l WHERE l.audit_id = a.id)),"
-             " B AS (SELECT max(id) AS id FROM A WHERE st > ?2 GROUP BY st)"
-             " SELECT A.id, A.st, A.begin_ns FROM A JOIN B ON A.id = B.id ORDER BY A.st",
-             exit_step);
+             "SELECT a.id, CASE WHEN a.step >= 0 THEN a.step ELSE %s END, a.begin_ns FROM audit a"
+             " WHERE a.id <= ?1 AND (a.end_ns IS NOT NULL OR a.id = ?1) AND a.begin_ns >= %s"
+             " AND EXISTS (SELECT 1 FROM ledger l WHERE l.audit_id = a.id) ORDER BY a.id",
+             exit_step, restart);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
     sqlite3_bind_int64(st, 1, judged);
-    sqlite3_bind_int64(st, 2, TPA_GROWTH_WARMUP_STEP);
     size_t n = 0, cap = 0;
     tpa_steady_audit_t *v = NULL;
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < 1000000) {
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
             tpa_steady_audit_t *grown = realloc(v, cap * sizeof *grown);
@@ -76,7 +88,35 @@ static int steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) 
         return -1;
     }
     *out = v;
-    return (int)(n > 1000000 ? 1000000 : n);
+    return (int)n;
+}
+
+/* The steady state of the audits that end at `judged`: back from it while
+ * the steps do not fall (a fall is a step count that began again: a new
+ * optimizer, the next test of a pytest session), those after warm-up, one
+ * a step (the later). */
+static int steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) {
+    tpa_steady_audit_t *v = NULL;
+    int n = ledger_audits(db, judged, &v);
+    if (n <= 0) {
+        free(v);
+        return n;
+    }
+    int start = n - 1, floor = INT32_MAX;
+    for (int i = n - 1; i >= 0; i--) {
+        if (v[i].step < 0) continue; /* no sample before it: no step to count at */
+        if (v[i].step > floor) break;
+        floor = (int)(v[i].step < INT32_MAX ? v[i].step : INT32_MAX);
+        start = i;
+    }
+    int m = 0;
+    for (int i = start; i < n; i++) {
+        if (v[i].step <= TPA_GROWTH_WARMUP_STEP) continue;
+        if (m > 0 && v[m - 1].step == v[i].step) m--; /* of two audits at one step the later counts */
+        v[m++] = v[i];
+    }
+    *out = v;
+    return m;
 }
 
 int tpa_growth_steady_audits(sqlite3 *db, int64_t judged, tpa_steady_audit_t **out) {
@@ -170,10 +210,28 @@ static int push(tpa_report_t *r, const tpa_finding_t *f) {
     return 0;
 }
 
+/* The newest creation stack any audit up to `audit` recorded for the holder
+ * (malloc'd text), or NULL. */
+static char *created_at_of(sqlite3 *db, int64_t audit, const unsigned char *kind, const unsigned char *owner) {
+    sqlite3_stmt *st;
+    char *text = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT created_at FROM ledger WHERE audit_id <= ?1 AND owner_kind = ?2 AND owner = ?3"
+                           " AND created_at IS NOT NULL AND created_at <> '' ORDER BY audit_id DESC, bytes DESC LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return NULL;
+    sqlite3_bind_int64(st, 1, audit);
+    sqlite3_bind_text(st, 2, (const char *)kind, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, (const char *)owner, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) == SQLITE_ROW) text = tpa_column_text(st, 0);
+    sqlite3_finalize(st);
+    return text;
+}
+
 /* Candidate row `c` (owner_kind, owner, bytes, tensors, shapes, dtype,
  * device, with_graph, created_at) as a finding grown over audits[first..n). */
-static void make_finding(sqlite3_stmt *c, const tpa_kind_t *k, const tpa_steady_audit_t *a, size_t first, size_t n,
-                         int64_t first_bytes, int64_t rank, int64_t step, tpa_finding_t *f) {
+static void make_finding(sqlite3 *db, sqlite3_stmt *c, const tpa_kind_t *k, const tpa_steady_audit_t *a, size_t first,
+                         size_t n, int64_t first_bytes, int64_t rank, int64_t step, tpa_finding_t *f) {
     memset(f, 0, sizeof *f);
     f->kind = tpa_strdup(k->name);
     f->is_error = k->severity == TPA_SEVERITY_ERROR;
@@ -187,14 +245,48 @@ static void make_finding(sqlite3_stmt *c, const tpa_kind_t *k, const tpa_steady_
     f->device = tpa_column_text(c, 6);
     f->example = tpa_ledger_example((const char *)sqlite3_column_text(c, 4), f->dtype, f->device,
                                     sqlite3_column_int(c, 7));
-    parse_created_at((const char *)sqlite3_column_text(c, 8), &f->created_at);
+    const unsigned char *made = sqlite3_column_text(c, 8);
+    if (made && *made) {
+        parse_created_at((const char *)made, &f->created_at);
+    } else { /* recorded by an earlier audit (the judged one, at exit, records none) */
+        char *earlier = created_at_of(db, a[n - 1].id, sqlite3_column_text(c, 0), sqlite3_column_text(c, 1));
+        parse_created_at(earlier, &f->created_at);
+        free(earlier);
+    }
     tpa_growth_rate(f, a, first, n, first_bytes);
 }
 
-int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t rank, int64_t step,
-                        tpa_report_t *r) {
+/* The audit growth is judged at: `audit`, or the last of the closed audits
+ * with a ledger that follow it while none of them saw an optimizer. */
+static int64_t growth_audit(sqlite3 *db, int64_t audit) {
+    sqlite3_stmt *st;
+    int64_t id = audit;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT max(a.id) FROM audit a WHERE a.id > ?1 AND a.end_ns IS NOT NULL"
+                           " AND EXISTS (SELECT 1 FROM ledger l WHERE l.audit_id = a.id)"
+                           " AND NOT EXISTS (SELECT 1 FROM audit b WHERE b.id > ?1 AND b.id <= a.id"
+                           " AND b.end_ns IS NOT NULL AND " TPA_AUDIT_SAW_OPTIMIZER("b.id") ")",
+                           -1, &st, NULL) != SQLITE_OK)
+        return audit;
+    sqlite3_bind_int64(st, 1, audit);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return id;
+}
+
+/* Whether findings[from..] of r name the holder `owner` already. */
+static int named_since(const tpa_report_t *r, size_t from, const unsigned char *owner) {
+    for (size_t i = from; i < r->n_findings; i++)
+        if (r->findings[i].holder_path && strcmp(r->findings[i].holder_path, (const char *)owner) == 0) return 1;
+    return 0;
+}
+
+/* The growth findings of the steady state ending at audit `judged` (holders
+ * named by findings[from..] already left out). */
+static int growth_at(sqlite3 *db, const tpa_kind_t *k, int64_t judged, int later_than_run, int64_t rank,
+                     int64_t step, tpa_report_t *r, size_t from) {
     tpa_steady_audit_t *a = NULL;
-    int n = tpa_growth_steady_audits(db, audit, &a);
+    int n = tpa_growth_steady_audits(db, judged, &a);
     if (n < 0) return -1;
     if (n < TPA_GROWTH_MIN_AUDITS) { /* too few to judge */
         free(a);
@@ -211,9 +303,11 @@ int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t
         sqlite3_prepare_v2(db, "SELECT coalesce(sum(bytes), 0) FROM ledger WHERE audit_id=?1 AND owner_kind=?2 AND owner=?3",
                            -1, &q, NULL) != SQLITE_OK)
         rc = -1;
-    if (!rc) sqlite3_bind_int64(c, 1, audit);
+    if (!rc) sqlite3_bind_int64(c, 1, judged);
+    if (later_than_run) step = a[n - 1].step; /* judged later than the run: the step that audit saw */
     while (!rc && sqlite3_step(c) == SQLITE_ROW) {
         const unsigned char *kind = sqlite3_column_text(c, 0), *owner = sqlite3_column_text(c, 1);
+        if (named_since(r, from, owner)) continue;
         int64_t later = tpa_sane_bytes(sqlite3_column_int64(c, 2)), earlier = 0;
         size_t first = (size_t)n - 1;
         while (first > 0 && (earlier = bytes_at(q, a[first - 1].id, kind, owner)) > 0 && earlier < later) {
@@ -222,11 +316,21 @@ int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t
         }
         if ((size_t)n - first < TPA_GROWTH_MIN_AUDITS) continue;
         tpa_finding_t f;
-        make_finding(c, k, a, first, (size_t)n, later, rank, step, &f);
+        make_finding(db, c, k, a, first, (size_t)n, later, rank, step, &f);
         if (f.growth_per_step < TPA_GROWTH_MIN_RATE || push(r, &f)) tpa_finding_free(&f);
     }
     sqlite3_finalize(c);
     sqlite3_finalize(q);
     free(a);
     return rc;
+}
+
+int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t rank, int64_t step,
+                        tpa_report_t *r) {
+    /* At the last audit after the run's judged one (a holder kept to exit),
+     * then at the judged one for the holders that died before exit. */
+    size_t from = r->n_findings;
+    int64_t judged = growth_audit(db, audit);
+    int rc = judged != audit ? growth_at(db, k, judged, 1, rank, step, r, from) : 0;
+    return rc ? rc : growth_at(db, k, audit, 0, rank, step, r, from);
 }

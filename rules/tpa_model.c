@@ -127,7 +127,8 @@ void tpa_report_free(tpa_report_t *r) {
         tpa_run_t *run = &r->runs[i];
         void *owned[] = {
             run->file,           run->host, run->argv, run->cupti, run->python, run->points, run->why_inconclusive,
-            run->headline_label, run->marks};
+            run->headline_label, run->marks, run->growth.samples, run->growth.device, run->growth.holder,
+            run->growth.held};
         for (size_t j = 0; j < sizeof owned / sizeof owned[0]; j++) free(owned[j]);
         for (size_t j = 0; j < run->n_by_library; j++) free(run->by_library[j].library);
         free(run->by_library);

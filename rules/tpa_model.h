@@ -108,6 +108,28 @@ typedef struct tpa_point {
     int64_t bytes;
 } tpa_point_t;
 
+/* A value at an optimizer step: a growth sample, a holder's bytes at an audit. */
+typedef struct tpa_step_bytes {
+    int64_t step;
+    int64_t bytes;
+} tpa_step_bytes_t;
+
+/* What a growth run's plot and line show (analyzer/growth_series.c): the
+ * probe's per-step samples (device bytes allocated, or malloc's bytes in
+ * use on the CPU; the series downsampled), the step growth was first
+ * suspected (its first growth audit; 0 when none) and the bytes of the
+ * holder of the run's fastest memory_growth finding at each audit. */
+typedef struct tpa_growth_series {
+    tpa_step_bytes_t *samples;
+    size_t n_samples;
+    char *device; /* "cpu", "cuda:0" */
+    int64_t first_step, first_bytes, least_step, least_bytes, last_step, last_bytes; /* of every sample */
+    int64_t suspected_step;
+    char *holder;
+    tpa_step_bytes_t *held;
+    size_t n_held;
+} tpa_growth_series_t;
+
 typedef struct tpa_audit_mark {
     int64_t ts_ns;
     int64_t step;
@@ -229,6 +251,7 @@ typedef struct tpa_run {
     tpa_owner_point_t *owners;
     size_t n_owners;
     tpa_device_memory_t *device_memory; /* only when asked for (TPA_NEED_DEVICE_MEMORY) */
+    tpa_growth_series_t growth; /* n_samples 0: none recorded (or not read) */
 } tpa_run_t;
 
 typedef struct tpa_gate_rule {

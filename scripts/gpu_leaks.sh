@@ -3,11 +3,15 @@
 # GPU. Three GPT-2 loops that keep device memory every step, each beside its
 # twin (tests/gpu/leaks/gpt2_leaks.py), run unmodified under `tpaudit run`
 # with the default audit plan and judged by tests/gpu/leaks/judge.py:
-#   logits      60 steps keeping out.logits (GPT-2 124M, and the 4-layer loop
-#               that grows 0.45 -> 12 GiB) vs keeping argmax().cpu()
+#   logits      10 and 60 steps keeping out.logits (GPT-2 124M; a CI run's
+#               10 steps must be caught too), and the 4-layer loop that grows
+#               0.45 -> 12 GiB in 60, vs keeping argmax().cpu(); the 4-layer
+#               run's HTML report is kept as $OUT/leaks-logits-4layer.html
+#               (for a screenshot)
 #   hook        a forward hook keeping the last block's activations vs a summary
 #   total_loss  `total_loss += loss` with retain_graph=True vs loss.item()
-# Each: the finding (holder, line, rate), the ledger's held-by row against the
+# Each: the finding (holder, line, rate within 5% of memory_allocated()'s
+# per-step rise), the ledger's held-by row against the
 # device growth memory_allocated() shows (within 5%), the ledger's owners
 # against CUPTI's measured total (within 1%), the twin clean. Then the GPT-2
 # 124M step with leak detection on against the plain step
@@ -43,8 +47,11 @@ case_pair() {  # label, case, args...
   echo "gate --max-growth 1MiB $label: exit $? (1 expected); twin: $("$tpaudit" gate --max-growth 1MiB "$out/$label-twin" \
     > /dev/null 2>&1; echo "exit $?") (0 expected)"
 }
+case_pair logits-124M-10 logits --steps 10 --layers 12
 case_pair logits-124M logits --steps 60 --layers 12
 case_pair logits-4layer logits --steps 60 --layers 4
+"$tpaudit" report --format html -o "$OUT/leaks-logits-4layer.html" "$out/logits-4layer" \
+  && echo "html: $OUT/leaks-logits-4layer.html ($(wc -c < "$OUT/leaks-logits-4layer.html") bytes)"
 case_pair hook-124M hook --steps 60 --layers 12
 case_pair total_loss-4layer total_loss --steps 60 --layers 4
 # --fail-fast: the 124M logits loop stops at the first audit that proves growth

@@ -90,9 +90,6 @@ static inline tp_dims tp_dims_of(const gpt2_model *m) {
     return t;
 }
 
-/* gpt2_cuda_pass.c: the table of the grads that zero_grad zeroes; 0 or -1 */
-int tprt_cuda_zero_table(tprt_cuda_model *d);
-
 /* gpt2_cuda_host.c: the batch in, the loss and grad norm back (0 or -1).  The forward stages the batch,
  * queues its copies and the loss's (stream work only, so a graph can hold them), then marks them queued. */
 void tprt_cuda_host_staging(tprt_cuda_model *d); /* the pinned staging of TP=1 (none: blocking copies) */

@@ -23,27 +23,6 @@
 #include "wgrad_stream.h"
 #include <stdlib.h>
 
-/* The grads the backward's first product writes whole (beta 0, cuda_matmul_grads_fresh): the weight
- * matrices and, through the LM head (before the lookup's grad adds into it), the token embedding. */
-static int written_whole(const gpt2_model *m, int i) {
-    if (i == 0) return 1;
-    if (i < 2 || i >= gpt2_layer_param(m->cfg.n_layer, 0)) return 0;
-    int s = (i - 2) % GPT2_PARAMS_PER_LAYER;
-    return s == P_QKVW || s == P_ATTPW || s == P_FCW || s == P_FCPW;
-}
-
-/* The table of the other grads (those the backward adds into), for tprt_cuda_zero_grad. */
-int tprt_cuda_zero_table(tprt_cuda_model *d) {
-    const gpt2_model *m = d->m;
-    if (!(d->zero_slots = calloc((size_t)m->n_params + 1, sizeof *d->zero_slots))) return -1;
-    for (int i = 0; i < m->n_params; i++) {
-        const dev_tensor *x = tprt_dev_find(d, m->params[i]);
-        if (x && x->grad && !written_whole(m, i))
-            d->zero_slots[d->n_zero++] = (tprt_adamw_slot){.grad = x->grad, .n = x->numel};
-    }
-    return 0;
-}
-
 /* Those grads zeroed in one multi-tensor launch (a memset each should it fail to launch). */
 void tprt_cuda_zero_grad(tprt_cuda_model *d) {
     if (cuda_zero_multi(d->zero_slots, d->n_zero))

@@ -11,6 +11,7 @@ import os
 import sys
 
 from . import _config
+from . import _growth
 from . import _hooks
 from . import _native
 from . import _track
@@ -60,6 +61,7 @@ def audit(label="user", models=None, optimizers=None, step=-1):
     if not _hooks.state.installed:
         _hooks.install(_hooks.state.recorder)
     audit_id = _hooks.run_audit(label, step, models, optimizers)
+    _growth.leaks.audited(step)
     if audit_id is not None:  # like a step audit: an unchanged run takes no exit audit after it
         _track.changes.at_last_step_audit = _track.changes.count
     verdict = _hooks.judge(audit_id)

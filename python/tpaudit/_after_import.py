@@ -1,12 +1,14 @@
 """Run a callback on a module right after it is first imported, without
 importing it: a meta path finder that wraps the module's loader.  Used by
-the bootstrap (torch) and the FSDP2 watcher (FSDP2's parameter module)."""
+the bootstrap (torch) and the FSDP2 watcher (FSDP2's parameter module).
+It imports nothing of the probe: the caller says what an error of its
+callback does (on_error), so no import circle runs through here."""
 import sys
 
 
 class _Finder:
-    def __init__(self, name, callback):
-        self.name, self.callback = name, callback
+    def __init__(self, name, callback, on_error):
+        self.name, self.callback, self.on_error = name, callback, on_error
 
     def find_spec(self, name, path=None, target=None):
         if name != self.name:
@@ -16,7 +18,7 @@ class _Finder:
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
             return spec
-        loader, callback = spec.loader, self.callback
+        loader, callback, on_error = spec.loader, self.callback, self.on_error
 
         class _Loader:
             def create_module(self, spec):
@@ -27,18 +29,18 @@ class _Finder:
                 try:
                     callback(module)
                 except Exception as exc:  # the program's import goes on; the probe goes off
-                    from . import _hooks
-                    _hooks.fail(exc)
+                    on_error(exc)
 
         spec.loader = _Loader()
         return spec
 
 
-def after_import(name, callback):
-    """callback(module) now if `name` is imported, else right after its import
-    (where an error of callback turns the probe off, never the import)."""
+def after_import(name, callback, on_error):
+    """callback(module) now if `name` is imported, else right after its import,
+    where an error of callback goes to on_error(exc) (which turns the probe
+    off), never to the import."""
     module = sys.modules.get(name)
     if module is not None:
         callback(module)
     else:
-        sys.meta_path.insert(0, _Finder(name, callback))
+        sys.meta_path.insert(0, _Finder(name, callback, on_error))

@@ -4,22 +4,32 @@ the extra audits (label 'growth') taken once the samples suggest growth.
 The sample (table sample) is torch.cuda.memory_allocated() on a GPU, on
 the CPU the bytes malloc has in use (glibc's mallinfo2, 0.3 us; the
 process's RSS where there is none), with sys.getallocatedblocks() beside it
-every BLOCKS_EVERY steps.  Steps
-1..WARMUP are warm-up (optimizer state, allocator fill, workspaces, compile
-pools) and are not judged.  After them the samples are cut into windows of
-WINDOW steps; growth is suspected when two successive windows' minima each
-rise over the one before by more than MIN_RISE bytes: minima make a sawtooth (a cleared cache, gradient accumulation, a
-periodic eval) flat.  Then the probe takes 'growth' audits at the step of
-the suspicion and GAPS steps after it (at most TPAUDIT_GROWTH_AUDITS), and
-one at exit, each with the full ledger and holder walk, and records the
-creation stack of every storage made in the step before each later growth
-audit (CreationRecorder), so the ledger can say which line made what a
-holder keeps.  docs/PROBE.md describes it; the analyzer judges the audits.
+every BLOCKS_EVERY steps.  Steps 1..WARMUP are warm-up (optimizer state,
+allocator fill, workspaces, compile pools) and are not judged.  Growth is
+suspected, at the earliest at step WARMUP + 2 (so a run of 8 steps has
+room for the three audits the analyzer needs), when either
+  - the samples of three successive steps from step WARMUP on each rose
+    over the one before by more than MIN_RISE (a loop that keeps something
+    every step; a sawtooth, such as a cache cleared every few steps, falls
+    before its third sample), or
+  - two successive windows' minima (WINDOW steps each, after warm-up) each
+    rose over the one before by more than MIN_RISE (growth that skips
+    steps; minima make a sawtooth, gradient accumulation or a periodic
+    eval flat).
+Then the probe takes 'growth' audits at the step of the suspicion and
+GAPS steps after it (at most TPAUDIT_GROWTH_AUDITS), each with the full
+ledger and holder walk, and records the creation stack of every storage
+made in the step before each later growth audit (CreationRecorder), so the
+ledger can say which line made what a holder keeps.  At exit it takes one
+more audit when growth audits were taken or live memory moved by more than
+MIN_RISE since the last audit (exit_audit).  docs/PROBE.md describes it;
+the analyzer judges the audits.
 """
 import ctypes
 import gc
 import os
 import sys
+import weakref
 
 from . import _parts
 
@@ -27,7 +37,7 @@ WARMUP = 3
 WINDOW = 3
 MIN_RISE = 64 << 10
 BLOCKS_EVERY = 32
-GAPS = (4, 8, 16)
+GAPS = (1, 2, 6, 14)
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 _LIBRARY_PARTS = (os.sep + "torch" + os.sep, _OWN_DIR)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -107,11 +117,16 @@ class Watch:
         self.last_step = 0
         self.window = []          # live bytes of the current window's steps
         self.minima = []          # least live bytes of each full window after warm-up
+        self.recent = []          # live bytes of the last three steps from WARMUP on
+        self.live = None          # live bytes of the latest sample
+        self.at_audit = None      # live bytes sampled when the last audit was taken
         self.due = []             # steps at which a growth audit is due
         self.taken = 0
         self.suspected = None
         self.recorder = None      # CreationRecorder running for the coming audit
-        self.created = {}         # data_ptr -> (sequence, stack) of the last recording
+        self.fresh = {}           # data_ptr -> (sequence, stack, weakref) of the recording no audit took yet
+        self.previous = {}        # the same of the recording the last audit took
+        self.sequence = 0
 
     def sample(self, step):
         """Records the sample of `step` (once per step number); returns
@@ -120,37 +135,75 @@ class Watch:
             return None
         self.last_step = step
         live, reserved, device = _live_bytes()
+        self.live = live
         # sys.getallocatedblocks() walks the allocator's arenas (0.1-0.4 ms on
         # a big heap): read once every BLOCKS_EVERY steps, for the reports only.
         blocks = sys.getallocatedblocks() if step % BLOCKS_EVERY == 0 else -1
         self.rec.sample(step, device, live, reserved, blocks)
         if self.recorder is not None and step in self.due:
             recorder, self.recorder = self.recorder, None
-            self.created = _parts.guard("creation_stacks", recorder.stop, default={})
-        if step > WARMUP and self.suspected is None:
-            self.window.append(live)
+            self._keep_created(_parts.guard("creation_stacks", recorder.stop, default={}))
+        if step >= WARMUP and self.suspected is None:
+            self.recent = (self.recent + [live])[-3:]
+            if step > WARMUP:
+                self.window.append(live)
             if len(self.window) == WINDOW:
                 self.minima.append(min(self.window))
                 self.window = []
-                if _rising(self.minima[-3:]):
-                    self.suspected = step
-                    self.due = [step] + [step + g for g in GAPS]
-                    self.due = self.due[:self.limit]
-        # Record over the two steps before a later growth audit: a tensor a
-        # holder keeps is made in one step and kept after that step's update.
-        if self.due and step + 2 in self.due and step + 2 != self.due[0] and self.recorder is None:
-            self.recorder = _parts.guard("creation_stacks", CreationRecorder.start)
+            if _rising(self.recent) or (len(self.window) == 0 and _rising(self.minima[-3:])):
+                self.suspected = step
+                self.due = ([step] + [step + g for g in GAPS])[:self.limit]
+        # Record over the step before a later growth audit: a tensor a holder
+        # keeps is made in one step's forward and kept after that step's update.
+        if self.due and step + 1 in self.due and step not in self.due:
+            self.start_recorder()
         if step in self.due:
             self.taken += 1
             return "growth"
         return None
 
+    def start_recorder(self):
+        if self.recorder is None:
+            self.recorder = _parts.guard("creation_stacks", CreationRecorder.start)
+
+    def audited(self, step):
+        """After an audit at `step`: its live bytes are the exit audit's
+        reference; a growth audit due at the next step records that step."""
+        self.at_audit = self.live
+        if step in self.due and step + 1 in self.due:
+            self.start_recorder()
+
     def wants_exit_audit(self):
         return self.taken > 0
 
+    def moved(self):
+        """Live memory at the last step's sample differs from that at the last
+        audit by more than MIN_RISE (a short run whose default audits came
+        before its growth showed); the teardown after the loop is not looked
+        at, nor a run that ended in warm-up."""
+        if self.live is None or self.last_step <= WARMUP:  # warm-up moves memory by design; never judged
+            return False
+        return self.at_audit is None or abs(self.live - self.at_audit) > MIN_RISE
+
+    def _keep_created(self, made):
+        """The recording that just stopped, its sequences counted on from the
+        one before."""
+        base = self.sequence
+        self.fresh = {ptr: (entry[0] + base,) + tuple(entry[1:]) for ptr, entry in made.items()}
+        self.sequence = base + len(made) + 1
+
     def take_created(self):
-        """The creation stacks recorded for the audit now being taken."""
-        made, self.created = self.created, {}
+        """The creation stacks for the audit now being taken: the recording
+        made for it, and of the one before (a tensor made in the step before
+        one growth audit may join its holder only after that audit, appended
+        after the optimizer step) the tensors still alive: a storage freed
+        since (a backward's temporary) may have left its address to a tensor
+        made later, unrecorded."""
+        made = {ptr: entry[:2] for ptr, entry in self.previous.items()
+                if len(entry) < 3 or entry[2] is None or entry[2]() is not None}
+        made.update((ptr, entry[:2]) for ptr, entry in self.fresh.items())
+        if self.fresh:
+            self.previous, self.fresh = self.fresh, {}
         return made
 
     def close(self):
@@ -247,7 +300,11 @@ class _DispatchRecorder:
                         continue
                     if ptr and ptr not in inputs:  # a new storage, not an update in place
                         counter[0] += 1
-                        made[ptr] = (counter[0], user_stack(sys._getframe(2)))
+                        try:
+                            alive = weakref.ref(t)
+                        except TypeError:
+                            alive = None
+                        made[ptr] = (counter[0], user_stack(sys._getframe(2)), alive)
 
         self.mode = Mode()
         self.mode.__enter__()
@@ -300,8 +357,16 @@ class Leaks:
         self.watch = None
 
     def install(self, recorder):
+        self.rec = recorder
         self.on = enabled()
         self.watch = Watch(recorder) if self.on and hasattr(recorder, "sample") else None
+
+    def restart(self):
+        """A new watch, its step count from 1 (the pytest plugin, at each
+        audited test: each test is a run of its own)."""
+        if self.watch is not None:
+            self.watch.close()
+            self.watch = Watch(self.rec)
 
     def on_step(self, step):
         """'growth' when a growth audit is due before this step, else None."""
@@ -310,20 +375,22 @@ class Leaks:
         try:
             return self.watch.sample(step)
         except Exception as exc:
-            _parts.fail("growth_watch", exc)
-            watch, self.watch = self.watch, None
-            watch.close()
+            self._watch_failed(exc)
             return None
+
+    def _watch_failed(self, exc):
+        """The growth watch off after exc (one line, _parts.py)."""
+        _parts.fail("growth_watch", exc)
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            watch.close()
 
     def ledger_for(self, label):
         """The ledger step of an audit labelled `label` (_facts.collect's
-        `ledger`): holders are walked for at growth audits and at every
-        audit after growth was suspected (TPAUDIT_AUDIT=all takes a step
-        audit where a growth audit is due), so a run without growth never
-        pays for the walk."""
-        watch = self.watch
-        walk = label == "growth" or (watch is not None and watch.suspected is not None)
-        return lambda rec, models, optimizers: self.ledger(rec, models, optimizers, walk)
+        `ledger`): every audit walks for holders (docs/PROBE.md gives its
+        cost), so the default audits name what the loop's locals, module
+        globals and other objects hold, as growth audits do."""
+        return lambda rec, models, optimizers: self.ledger(rec, models, optimizers, True)
 
     def ledger(self, rec, models, optimizers, walk=True):
         """Writes the open audit's ledger (with the holder walk when asked,
@@ -331,6 +398,15 @@ class Leaks:
         from . import _ledger
         created = self.watch.take_created() if self.watch is not None and walk else None
         _parts.guard("ledger", _ledger.record, rec, models, optimizers, None, walk and self.on, created)
+
+    def audited(self, step):
+        """Tells the watch an audit was taken at `step` (any label)."""
+        if self.watch is None:
+            return
+        try:
+            self.watch.audited(step)
+        except Exception as exc:
+            self._watch_failed(exc)
 
     def exit_audit(self, run_audit):
         """The last growth audit, at exit, when growth audits were taken.
@@ -344,6 +420,15 @@ class Leaks:
         watch.close()
         gc.collect()
         return run_audit("growth", watch.last_step)
+
+    def moved(self):
+        """Whether live memory moved since the last audit (Watch.moved); the
+        exit audit is then taken even when ownership did not change."""
+        try:
+            return self.watch is not None and self.watch.moved()
+        except Exception as exc:
+            self._watch_failed(exc)
+            return False
 
 
 leaks = Leaks()

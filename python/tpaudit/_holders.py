@@ -12,7 +12,11 @@ heap in C; a larger one takes one pass over gc.get_objects() in chunks
 whose referents are tested against the level's ids in C, so a level costs
 about one heap scan however many tensors are in it.  The part of the heap
 found is then walked forward from the roots it reached to name each
-target's shortest chain, step by step from the parent's type; its
+target's shortest chain, step by step from the parent's type (a target
+that is itself a frame's local, the loop's `logits`, is also walked up
+LOCAL_CLIMB levels, and a chain from another root wins over the local: a
+list that keeps each step's logits keeps the newest too, so its bytes at a
+step's audit are those of every step so far); its
 container is the chain without its last index (and without the index of
 a tuple holding it, so a cached (logits, loss) pair groups by the cache;
 a dict or tuple that is a list's element groups by the list).  Closure
@@ -38,6 +42,7 @@ MAX_DEPTH = 12      # references from a root to a target, at most
 FEW = 96            # a level this small asks gc.get_referrers; a larger one scans the heap
 CHUNK = 256         # objects per gc.get_referents call of a heap scan
 MAX_LEVEL = 20000   # objects a level keeps, at most (past it the walk gives up on the rest)
+LOCAL_CLIMB = 4     # levels a target that is a frame's local is walked up for a longer-lived holder
 
 _PLAIN_KEYS = (str, int, float, bool, type(None))
 _GETSET = type(types.FunctionType.__dict__["__code__"])
@@ -47,6 +52,7 @@ _TYPE_QUALNAME = type.__dict__["__qualname__"]
 _TYPE_NAME = type.__dict__["__name__"]
 _TYPE_MRO = type.__dict__["__mro__"]
 _TYPE_DICT = type.__dict__["__dict__"]
+_CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot
 
 
 def _name(kind):
@@ -120,6 +126,7 @@ class _Roots:
     def __init__(self, skip_file):
         self.modules = {}  # id(module dict) -> module name
         self.locals = {}   # id(value) -> (variable name, class name of the value)
+        self.snapshots = []  # the f_locals snapshots read (forget() empties them)
         for name, mod in list(sys.modules.items()):
             if _is(mod, types.ModuleType):
                 try:
@@ -140,9 +147,25 @@ class _Roots:
                     except Exception:
                         names = None
                     if type(names) is dict and names is not frame.f_globals:
+                        if code.co_flags & _CO_OPTIMIZED and frame.f_trace is None:
+                            self.snapshots.append(names)
                         for var, value in names.items():
                             self.locals.setdefault(id(value), (var, _name(type(value))))
                 frame = frame.f_back
+
+    def forget(self):
+        """Empties the f_locals snapshots the walk made: before Python 3.13 a
+        function frame keeps the dict that reading f_locals fills, and it
+        would keep the values its variables had then alive after the program
+        deletes them (a `del model, opt` must free them).  Only a function's
+        own snapshot is emptied (never a class body's or exec's namespace),
+        and not while a tracer runs in that frame (it writes the dict back)."""
+        for names in self.snapshots:
+            names.clear()
+        self.snapshots = []
+
+    def is_local(self, obj):
+        return id(obj) in self.locals and id(obj) not in self.modules
 
     def root(self, obj):
         """(text, mode of the next step, suffix of its paths) when obj is a
@@ -222,8 +245,9 @@ def _edge(parent, child, mode):
 
 
 def find(targets, skip_file, ignore=()):
-    """{id(target): (path, container path, holder class name)} for the
-    targets a root reaches within MAX_DEPTH references.  skip_file: frames of
+    """{id(target): (path, container path, holder class name, whether only a
+    target that is a frame's local reaches it)} for the targets a root
+    reaches within MAX_DEPTH references.  skip_file: frames of
     files under it are the walker's own, never roots; ignore: ids of the
     caller's own containers, never followed."""
     was_enabled = gc.isenabled()
@@ -258,23 +282,32 @@ class _Walk:
         self.hits = {}       # id(root object) -> (text, mode)
         self.children = {}   # id(parent) -> [ids of its children found]
         self.blocked = set(ignore)
-        self._own(self.objs, self.parents, self.hits, self.children, self.blocked, targets)
+        self.locals = set()  # ids of targets that are frames' locals themselves
+        self._own(self.objs, self.parents, self.hits, self.children, self.blocked, self.locals, targets)
 
     def _own(self, *containers):
         for c in containers:
             self.blocked.add(id(c))
 
-    def _left(self):
-        """Whether a target is not yet below a root reached (a forward pass
-        from the roots reached over the references found so far)."""
-        reached = set(self.hits)
-        todo = list(self.hits)
+    def _reached(self, seeds):
+        """ids below the objects of seeds (ids), over the references found so far."""
+        reached = set(seeds)
+        todo = list(seeds)
         children = self.children
         while todo:
             for c in children.get(todo.pop(), ()):
                 if c not in reached:
                     reached.add(c)
                     todo.append(c)
+        return reached
+
+    def _left(self, climbing):
+        """Whether a target is not yet below a root reached (a forward pass
+        from the roots reached over the references found so far); while
+        climbing, a target that is a local is left until another root
+        reaches it."""
+        seeds = [h for h in self.hits if not (climbing and h in self.locals)]
+        reached = self._reached(seeds)
         return any(id(t) not in reached for t in self.targets)
 
     def run(self):
@@ -287,10 +320,13 @@ class _Walk:
             hit = self.roots.root(t)
             if hit is not None:
                 self.hits[tid] = hit
+                if self.roots.is_local(t):
+                    self.locals.add(tid)
+                    level.append(t)
             else:
                 level.append(t)
         depth = 0
-        while level and depth < MAX_DEPTH and self._left():
+        while level and depth < MAX_DEPTH and self._left(depth < LOCAL_CLIMB):
             depth += 1
             nxt = []
             self._own(level, nxt)
@@ -349,30 +385,25 @@ class _Walk:
         children = self.children
         best = {}  # id(obj) -> (path, mode of its next step, parent id, last step, suffix)
         queue = collections.deque()
+        # Roots other than the targets that are locals first: the locals'
+        # own paths are taken only for those no other root reached.
+        later = [pid for pid in self.hits if pid in self.locals]
         for pid, (text, mode, suffix) in self.hits.items():
-            best[pid] = (text, mode, None, "", suffix)
-            queue.append(pid)
+            if pid not in self.locals:
+                best[pid] = (text, mode, None, "", suffix)
+                queue.append(pid)
         objs = self.objs
-        while queue:
-            oid = queue.popleft()
-            path, mode, _pid, _step, suffix = best[oid]
-            obj = objs[oid]
-            for cid in children.get(oid, ()):
-                if cid in best:
-                    continue
-                child = objs.get(cid)
-                if child is None:
-                    continue
-                try:
-                    step, next_mode = _edge(obj, child, mode)
-                except Exception:
-                    step, next_mode = "<%s>" % _name(type(obj)), None
-                if step is GONE:
-                    continue
-                if type(obj) is tuple and mode == _CLOSURE and type(child) is types.CellType:
-                    step = "<closure %s>" % _closure_var(objs.get(best[oid][2]), obj, child)
-                best[cid] = (path + step, next_mode, oid, step, suffix)
-                queue.append(cid)
+        targets = {id(t) for t in self.targets}
+        self._breadth_first(best, queue, children, objs, targets)
+        early = set(best)
+        for pid in later:
+            if pid not in best:
+                text, mode, suffix = self.hits[pid]
+                best[pid] = (text, mode, None, "", suffix)
+                queue.append(pid)
+        # the references left for later: a generator's locals, named from the generator first
+        queue.extend(sorted(early, key=lambda i: type(objs.get(i)) not in (types.GeneratorType, types.CoroutineType)))
+        self._breadth_first(best, queue, children, objs, ())
         out = {}
         for t in self.targets:
             entry = best.get(id(t))
@@ -387,11 +418,44 @@ class _Walk:
             cid, step, pid = _list_element(objs, best, cid, step, pid)
             holder = objs.get(pid) if pid is not None else None
             container = best[pid][0] if pid is not None and step.startswith("[") else best[cid][0]
-            out[id(t)] = (path + suffix, container + suffix, _name(type(holder)) if holder is not None else None)
+            out[id(t)] = (path + suffix, container + suffix, _name(type(holder)) if holder is not None else None,
+                          id(t) not in early)
         best.clear()
+        early.clear()
+        targets.clear()
         return out
 
+    @staticmethod
+    def _breadth_first(best, queue, children, objs, later):
+        """Names each object reached from the queued ones by its shortest
+        chain; a target of `later` is not taken from a generator or its
+        locals' snapshot (the generator's local `logits`, while its list
+        `seen` keeps them all)."""
+        while queue:
+            oid = queue.popleft()
+            path, mode, _pid, _step, suffix = best[oid]
+            obj = objs[oid]
+            up = objs.get(_pid) if _pid is not None else None
+            paused = any(type(o) is types.GeneratorType or type(o) is types.CoroutineType for o in (obj, up))
+            for cid in children.get(oid, ()):
+                if cid in best or (paused and cid in later):
+                    continue
+                child = objs.get(cid)
+                if child is None:
+                    continue
+                try:
+                    step, next_mode = _edge(obj, child, mode)
+                except Exception:
+                    step, next_mode = "<%s>" % _name(type(obj)), None
+                if step is GONE:
+                    continue
+                if type(obj) is tuple and mode == _CLOSURE and type(child) is types.CellType:
+                    step = "<closure %s>" % _closure_var(objs.get(best[oid][2]), obj, child)
+                best[cid] = (path + step, next_mode, oid, step, suffix)
+                queue.append(cid)
+
     def drop(self):
+        self.roots.forget()
         for c in (self.objs, self.parents, self.hits, self.children, self.blocked):
             c.clear()
         self.targets = None

@@ -13,6 +13,7 @@ program.
 """
 import atexit
 import functools
+import gc
 import os
 import sys
 
@@ -199,10 +200,14 @@ def _discover_holders(opt, frame):
 
 def exit_audit():
     """The exit audit, taken only when ownership changed after the last step
-    audit (or none was taken): an unchanged run keeps its step verdicts."""
+    audit (or none was taken), or live memory moved since the last audit
+    (growth the default audits came too early to see; after a growth audit
+    at exit it has not): an unchanged run keeps its step verdicts."""
     grown = _growth.leaks.exit_audit(run_audit)
-    if _track.changes.at_last_step_audit == _track.changes.count:
+    if _track.changes.at_last_step_audit == _track.changes.count and (grown is not None or not _growth.leaks.moved()):
         return grown
+    if grown is None and _growth.leaks.moved():
+        gc.collect()  # as before a growth audit at exit: what only a reference cycle keeps is no holder
     audit_id = run_audit("exit", -1)
     judge(audit_id, may_stop=False)  # its line, if it is the first with an error, before the shim ends
     return audit_id
@@ -289,6 +294,7 @@ def _patch(torch):
         growth = _growth.leaks.on_step(n)
         if n != entry[1] and growth:
             grown = run_audit(growth, n)
+            _growth.leaks.audited(n)
             if grown is not None and state.fail_fast:
                 judge(grown)
         if n != entry[1]:
@@ -301,6 +307,7 @@ def _patch(torch):
         _parts.guard("forward_descriptor", _forward.rearm)
         _parts.guard("wrapper_discovery", _discover_holders, opt, sys._getframe(1))
         audit_id = run_audit("step", n)
+        _growth.leaks.audited(n)
         if audit_id is not None:
             _track.changes.at_last_step_audit = _track.changes.count
             if state.fail_fast:

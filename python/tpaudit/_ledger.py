@@ -216,8 +216,24 @@ def _saved_tensors(node, names_by_type):
             yield value
 
 
-def _graph_tensors(torch, grad_fn, seen_nodes):
-    """Tensors saved in the graph under grad_fn, nodes not walked before."""
+def _name_of(kind):
+    return type.__dict__["__name__"].__get__(kind, type(kind))
+
+
+def _leaf_of(node):
+    """The leaf an AccumulateGrad node keeps (a parameter the graph keeps
+    alive after its model is gone), or None."""
+    if _name_of(type(node)) != "AccumulateGrad":
+        return None
+    try:
+        return node.variable
+    except Exception:
+        return None
+
+
+def _graph_tensors(torch, grad_fn, seen_nodes, leaves):
+    """Tensors saved in the graph under grad_fn, nodes not walked before;
+    the leaves it keeps are appended to `leaves`."""
     base = torch.Tensor
     names = {}
     todo = [grad_fn]
@@ -226,6 +242,9 @@ def _graph_tensors(torch, grad_fn, seen_nodes):
         if node is None or id(node) in seen_nodes:
             continue
         seen_nodes[id(node)] = node
+        leaf = _leaf_of(node)
+        if leaf is not None:
+            leaves.append(leaf)
         for v in _saved_tensors(node, names):
             if issubclass(type(v), base):
                 yield v
@@ -309,21 +328,33 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
     for t, where in others.values():
         found = paths.get(id(t))
         if found is not None:
-            path, container, holder_class = found
+            path, container, holder_class, _late = found
             led.add("held", container, t, holder_class=holder_class, path=path, storage=where)
         try:
             fn = t.grad_fn
         except Exception:
             fn = None
         if fn is not None:
-            graphs.append((found[1] if found is not None else None, fn))
-    graphs.sort(key=lambda g: g[0] is None)  # graphs of named holders first
-    for container, fn in graphs:
-        for saved in _graph_tensors(torch, fn, seen_nodes):
+            graphs.append((found[1] if found is not None else None, found is not None and found[3], fn))
+    # graphs of named holders first, those held only through a frame's local
+    # (this step's loss, also part of a running total's graph) after the others
+    graphs.sort(key=lambda g: (g[0] is None, g[1]))
+    leaves = []
+    for container, _late, fn in graphs:
+        for saved in _graph_tensors(torch, fn, seen_nodes, leaves):
             if container is not None:
                 led.add("autograd", "autograd graph of " + container, saved)
             else:  # a graph no named holder keeps: measured, owner unknown
                 led.add("unattributed", None, saved)
+    for leaf in leaves:  # a model's parameters a graph still keeps (the model is gone), and their grads
+        led.add("parameter", "(kept by an autograd graph)", leaf)
+        try:
+            grad = leaf.grad
+        except Exception:
+            grad = None
+        if grad is not None:
+            led.add("gradient", "(kept by an autograd graph)", grad)
+    leaves.clear()
     graphs.clear()
     seen_nodes.clear()
     for t, where in others.values():

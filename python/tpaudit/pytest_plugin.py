@@ -1,15 +1,20 @@
 """pytest plugin of tpaudit (entry point pytest11 `tpaudit`).
 
 `pytest --tpaudit` audits every test; `@pytest.mark.tpaudit(max_retained="0")`
-audits one test (with or without the option).  An audited test is audited
+audits one test (with or without the option); `max_growth="1MiB"` (or
+--tpaudit-max-growth for every audited test, as pytest-memray's limit_leaks)
+fails a test whose loop keeps more than that per optimizer step.  An audited test is audited
 once more at its end, while its locals and fixtures are still alive: the
 optimizers it created (in the test or its fixtures) and the models they
 train.  The verdict is `tpaudit gate` on the process's database, so it is
 the analyzer's, with the marker's keywords as the gate's options
-(max_retained, max_findings, fail_on); a failing test shows the gate's lines
-and the findings, and the full report as a section.  Follows pytest-memray's
-conventions: --tpaudit / ini `tpaudit`, --hide-tpaudit-summary, a
-"TPAUDIT REPORT" summary, and the status "STALE TENSORS" for tests it failed.
+(max_retained, max_findings, fail_on, max_growth); a failing test shows the
+gate's lines and the findings, and the full report as a section.  Each
+audited test is a run of its own for the growth watch (its step count
+starts again), so a loop's growth is judged over that test's steps.
+Follows pytest-memray's conventions: --tpaudit / ini `tpaudit`,
+--hide-tpaudit-summary, a "TPAUDIT REPORT" summary, and a status naming
+what failed the test: "STALE TENSORS", "MEMORY GROWTH" or both.
 
 The plugin loads nothing until an audited test runs; then it imports torch,
 loads libtpaudit.so into the pytest process (unless `tpaudit run` already
@@ -35,8 +40,14 @@ import weakref
 import pytest
 
 MARKER = "tpaudit"
-GATE_OPTIONS = ("max_retained", "max_findings", "fail_on")
-FAILED_STATUS = ("failed", "T", "STALE TENSORS")
+GATE_OPTIONS = ("max_retained", "max_findings", "fail_on", "max_growth")
+# what failed a test: (its status word, the letter, the heading of its failure text)
+FOUND = {
+    "stale": ("STALE TENSORS", "T", "optimizers hold stale tensors at the end of %s"),
+    "growth": ("MEMORY GROWTH", "G", "memory grows step over step in %s"),
+    "stale+growth": ("STALE TENSORS AND MEMORY GROWTH", "T",
+                     "optimizers hold stale tensors and memory grows step over step in %s"),
+}
 
 
 def pytest_addoption(parser):
@@ -45,6 +56,9 @@ def pytest_addoption(parser):
                     help="Audit every test: fail those whose optimizers hold stale tensors at their end")
     group.addoption("--tpaudit-out", metavar="DIR", default=None,
                     help="Directory of the audit databases (default: a new temporary directory)")
+    group.addoption("--tpaudit-max-growth", metavar="SIZE", default=None,
+                    help="Fail an audited test whose memory grows by more than SIZE per optimizer step "
+                         "(e.g. 1MiB; a test's marker max_growth wins)")
     group.addoption("--hide-tpaudit-summary", action="store_true", default=False,
                     help="Hide the tpaudit summary at the end of the session")
     parser.addini("tpaudit", "Audit every test (as --tpaudit)", type="bool", default=False)
@@ -53,8 +67,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "tpaudit(max_retained=SIZE, max_findings=N, fail_on=LEVEL): audit this test at its "
-        "end and fail it when `tpaudit gate` with these options fails")
+        "markers", "tpaudit(max_retained=SIZE, max_findings=N, fail_on=LEVEL, max_growth=SIZE): audit this "
+        "test at its end and fail it when `tpaudit gate` with these options fails")
     config.pluginmanager.register(Auditor(config), "tpaudit_auditor")
 
 
@@ -143,6 +157,8 @@ class Auditor:
             hooks = self._start()
             if hooks is not None:
                 from tpaudit import _facts, _track
+                from tpaudit import _growth
+                _growth.leaks.restart()
                 item.stash[_BEFORE] = (weakref.WeakSet(o for o, _ in _track.optimizers.live()),
                                        weakref.WeakSet(_facts.find_models()))
         yield
@@ -196,9 +212,8 @@ class Auditor:
                            % (", ".join(unknown), ", ".join(GATE_OPTIONS)))
         tool = tpaudit.cli_path()
         args = [tool, "gate", "--allow-incomplete"]
-        for key in GATE_OPTIONS:
-            if key in given:
-                args += ["--" + key.replace("_", "-"), str(given[key])]
+        for key, value in self._gate_options(given).items():
+            args += ["--" + key.replace("_", "-"), str(value)]
         gate = subprocess.run(args + [db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               universal_newlines=True)
         if gate.returncode == 0:
@@ -208,7 +223,20 @@ class Auditor:
         report = subprocess.run([tool, "report", "--format", "text", db], stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, universal_newlines=True).stdout
         report = _about_the_test(report)
-        return _Result("stale", gate.stdout.strip() + "\n" + _findings_block(report), report)
+        return _Result(_what_failed(tool, db, gate.stdout), gate.stdout.strip() + "\n" + _findings_block(report),
+                       report)
+
+    def _gate_options(self, given):
+        """The gate's options for a test: its marker's keywords; --tpaudit-max-growth
+        adds max_growth where the marker gives none, and then max_retained 0
+        unless the marker gives a rule, so stale tensors still fail it."""
+        options = {key: given[key] for key in GATE_OPTIONS if key in given}
+        limit = self.config.getoption("tpaudit_max_growth")
+        if limit is not None and "max_growth" not in options:
+            options["max_growth"] = limit
+            if "max_retained" not in options and "max_findings" not in options:
+                options["max_retained"] = "0"
+        return options
 
     # --- the verdict in the test's report -------------------------------------------
 
@@ -216,25 +244,26 @@ class Auditor:
     def pytest_runtest_makereport(self, item, call):
         outcome = yield
         result = self.results.get(item.nodeid)
-        if call.when != "call" or result is None or result.verdict not in ("stale", "error"):
+        if call.when != "call" or result is None or result.verdict not in tuple(FOUND) + ("error",):
             return
         report = outcome.get_result()
         if report.outcome != "passed":
             return
         report.outcome = "failed"
-        if result.verdict == "stale":
-            report.longrepr = ("tpaudit: optimizers hold stale tensors at the end of %s\n%s"
-                               % (item.nodeid, result.text))
+        if result.verdict in FOUND:
+            report.longrepr = "tpaudit: %s\n%s" % (FOUND[result.verdict][2] % item.nodeid, result.text)
             report.sections.append(("tpaudit report", result.report))
+            report.user_properties.append(("tpaudit", result.verdict))
         else:
             report.longrepr = "tpaudit: could not judge %s\n%s" % (item.nodeid, result.text)
 
     @pytest.hookimpl(hookwrapper=True, trylast=True)
     def pytest_report_teststatus(self, report):
         outcome = yield
-        if report.when == "call" and report.outcome == "failed" and any(
-                title == "tpaudit report" for title, _ in report.sections):
-            outcome.force_result(FAILED_STATUS)
+        found = dict(getattr(report, "user_properties", ())).get("tpaudit")
+        if report.when == "call" and report.outcome == "failed" and found in FOUND:
+            word, letter, _ = FOUND[found]
+            outcome.force_result(("failed", letter, word))
 
     def pytest_terminal_summary(self, terminalreporter):
         if self.config.getoption("hide_tpaudit_summary") or self.config.getini("hide_tpaudit_summary"):
@@ -247,18 +276,35 @@ class Auditor:
         counts = {}
         for nodeid, result in self.results.items():
             counts[result.verdict] = counts.get(result.verdict, 0) + 1
-            if result.verdict in ("stale", "error"):
-                terminalreporter.write_line("%s %s" % ("STALE TENSORS" if result.verdict == "stale"
+            if result.verdict in FOUND or result.verdict == "error":
+                terminalreporter.write_line("%s %s" % (FOUND[result.verdict][0] if result.verdict in FOUND
                                                        else "NOT JUDGED", nodeid))
         where = ("databases removed at exit (--tpaudit-out DIR keeps them)" if self.temporary
                  else "databases in %s" % self.out_dir)
         terminalreporter.write_line(
-            "%d audited: %d clean, %d with stale tensors, %d without an optimizer, %d not judged; %s"
-            % (len(self.results), counts.get("clean", 0), counts.get("stale", 0),
-               counts.get("no optimizer", 0), counts.get("error", 0), where))
+            "%d audited: %d clean, %d with stale tensors, %d with memory growth, %d without an optimizer, "
+            "%d not judged; %s"
+            % (len(self.results), counts.get("clean", 0), counts.get("stale", 0) + counts.get("stale+growth", 0),
+               counts.get("growth", 0) + counts.get("stale+growth", 0), counts.get("no optimizer", 0),
+               counts.get("error", 0), where))
 
 
 _BEFORE = pytest.StashKey()
+
+
+def _what_failed(tool, db, gate_text):
+    """'stale', 'growth' or 'stale+growth': the error findings of the failed
+    gate's database, growth counted unless the gate's max-growth rule passed it."""
+    import json
+    out = subprocess.run([tool, "report", "--format", "json", db], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, universal_newlines=True).stdout
+    try:
+        kinds = {f["kind"] for f in json.loads(out)["findings"] if f.get("severity") == "error"}
+    except (ValueError, KeyError, TypeError):
+        kinds = set()
+    growth = "memory_growth" in kinds and "ok   max-growth" not in gate_text
+    stale = bool(kinds - {"memory_growth"}) or not growth
+    return "stale+growth" if stale and growth else "growth" if growth else "stale"
 
 
 def _findings_block(report):

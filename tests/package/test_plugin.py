@@ -30,8 +30,8 @@ def prefix(tmp_path_factory):
     return root
 
 
-def session(prefix, tmp_path, *options):
-    """Runs cases_option.py under pytest with the plugin; (failures by test, stdout, TMPDIR)."""
+def session(prefix, tmp_path, *options, cases_file="cases_option.py"):
+    """Runs a cases file under pytest with the plugin; (failures by test, stdout, TMPDIR)."""
     cases, tmp = tmp_path / "cases", tmp_path / "tmp"
     shutil.copytree(CASES, cases)
     tmp.mkdir()
@@ -39,7 +39,7 @@ def session(prefix, tmp_path, *options):
     env.update(PYTHONPATH=str(prefix / "share" / "tpaudit" / "python"), TMPDIR=str(tmp))
     junit = tmp_path / "junit.xml"
     r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tpaudit.pytest_plugin",
-                        "--junitxml", str(junit), "cases_option.py", *options], cwd=cases, env=env,
+                        "--junitxml", str(junit), cases_file, *options], cwd=cases, env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     assert r.returncode == 1, r.stdout
     failures = {}
@@ -93,3 +93,18 @@ def test_tpaudit_out_keeps_its_databases(prefix, tmp_path):
     assert "databases in %s" % out in stdout, stdout
     time.sleep(1)
     assert list(out.glob("*.db")) and not list(tmp.glob("tpaudit-pytest-*"))
+
+
+def test_growth_limit_fails_the_leaking_loop_and_passes_its_twin(prefix, tmp_path):
+    failures, stdout, _ = session(prefix, tmp_path, "--tpaudit", "--tpaudit-max-growth", "64KiB", "-rA",
+                                  cases_file="cases_growth.py")
+    assert failures["test_bounded_twin"] is None, failures
+    assert failures["test_leak_under_the_marker_limit"] is None, failures  # 256 KiB/step is under its 1 MiB
+    text = failures["test_leaking_loop"]
+    assert text and "memory grows step over step in cases_growth.py::test_leaking_loop" in text, text
+    assert "stale tensors" not in text.split("\n", 1)[0], text
+    assert "memory_growth" in text and "FAIL max-growth" in text and "256.0 KiB/step" in text, text
+    assert "MEMORY GROWTH cases_growth.py::test_leaking_loop" in stdout, stdout
+    assert "with memory growth" in stdout and "STALE TENSORS cases_growth" not in stdout, stdout
+    report = section(stdout, "tpaudit report")
+    assert "cases_growth.kept" in report, report

@@ -76,7 +76,7 @@ def main():
         targets = list(ts.values())
         del hook
         found = _holders.find(targets, "/nonexistent/", ignore={id(targets), id(ts)})
-        return {k: found.get(id(t)) for k, t in ts.items()}
+        return {k: (found[id(t)][:3] if id(t) in found else None) for k, t in ts.items()}
     return trainer.fit(probe)
 
 print(json.dumps(main()))
@@ -287,6 +287,48 @@ print(json.dumps(out))
 
 def test_growth_audits_follow_growth_not_warm_up_or_bounded_patterns(tmp_path):
     got, _ = run_script(tmp_path, WATCH)
-    assert got["leak"] == [12, 16, 20, 28]  # windows 4-6, 7-9, 10-12 rise: then 4, 8 and 16 steps on
-    for bounded in ("warm_up_then_flat", "one_jump_at_20", "sawtooth_4", "deque_maxlen_5"):
+    assert got["leak"] == [5, 6, 7, 11]  # samples 3, 4, 5 rise: then 1, 2 and 6 steps on
+    for bounded in ("warm_up_then_flat", "one_jump_at_20"):
         assert got[bounded] == [], (bounded, got[bounded])
+    # a sawtooth of 4 rises over three samples inside one cycle (steps 4-6), a deque of 5 while
+    # it fills (steps 3-5): growth audits are taken, and the holder's fall or flat bytes at them
+    # keep the run clean (the analyzer's rule; tests/python/leaks' twins)
+    assert got["sawtooth_4"] == [6, 7, 8, 12], got["sawtooth_4"]
+    assert got["deque_maxlen_5"] == [5, 6, 7, 11], got["deque_maxlen_5"]
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# the demo (scripts/demo.sh runs finetune.py in both orders) and the examples, as the README runs them
+DEMO_AND_EXAMPLES = [
+    ("finetune.py", "--order", "buggy"),
+    ("finetune.py", "--order", "fixed"),
+    ("resize_after_optimizer.py", "--case", "lm-head"),
+    ("resize_after_optimizer.py", "--case", "tied"),
+    ("ledger_db.py",),
+    ("ledger_db.py", "--twin"),
+]
+
+
+def test_demo_and_examples_leave_under_one_percent_unattributed(tmp_path):
+    """At each default audit (steps 1, 2, exit) and every other audit the
+    runs took, every device's unattributed bytes are under 1% of measured:
+    the holder walk names what the loops' locals and globals hold."""
+    for i, (script, *args) in enumerate(DEMO_AND_EXAMPLES):
+        out = tmp_path / str(i)
+        env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
+        for var in ("TPAUDIT_AUDIT", "TPAUDIT_FAIL_FAST"):
+            env.pop(var, None)
+        r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, str(EXAMPLES / script), *args],
+                           capture_output=True, text=True, timeout=600, env=env)
+        assert r.returncode in (0, 1), r.stderr[-3000:]
+        (path,) = out.glob("*.db")
+        db = sqlite3.connect(path)
+        audits = db.execute("select id, label, step from audit where end_ns is not null order by id").fetchall()
+        assert audits and audits[0][1:] == ("step", 1), (script, args, audits)  # an audit happened
+        for audit_id, label, step in audits:
+            rows = db.execute("select device, owner_kind, bytes from ledger where audit_id=?", (audit_id,)).fetchall()
+            for device in {d for d, _, _ in rows}:
+                measured = sum(b for d, k, b in rows if d == device and k == "measured")
+                left = sum(b for d, k, b in rows if d == device and k == "unattributed")
+                assert left <= 0.01 * measured, (script, args, label, step, device, left, measured, rows)
+        db.close()

@@ -1,16 +1,24 @@
 #!/usr/bin/env python3
 """test_layers.py - the tree's C folders stand on floors and call only down,
-and no files call each other in a circle.  From the built object files (nm:
+no files call each other in a circle, and the probe's Python modules
+(python/) import no circle either.  From the built object files (nm:
 the symbols each defines and the ones it needs), an edge A -> B when file A
 calls or reads something file B defines; it fails on any circle of files
 and on any edge from a folder to one on its own floor or above it.  FLOORS is
 the allowed order, the same as docs/DESIGN.md's ("Map").  Prints each
 folder's files in layers, callers first.
 
+The Python side reads every import statement of python/ (those inside
+functions too: a lazy import closes a circle as surely once it runs), an
+edge A -> B when module A imports module B of python/ (`from P import n`
+takes P.n when that is a module, else P; a package's own __init__ is not a
+file its submodules import).
+
 usage: test_layers.py SOURCE_DIR BUILD_DIR OBJECT_LIST
   OBJECT_LIST: a file naming the object files to read, one a line (the
   targets' $<TARGET_OBJECTS>, tests/unit/CMakeLists.txt).
 """
+import ast
 import os
 import subprocess
 import sys
@@ -122,6 +130,56 @@ def cycles(edges):
     return found
 
 
+def python_modules(source_dir):
+    """{dotted module name: its file, relative to source_dir} of the .py files under python/."""
+    root = os.path.join(source_dir, "python")
+    mods = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for f in sorted(files):
+            if f.endswith(".py"):
+                parts = os.path.relpath(os.path.join(folder, f), root)[: -len(".py")].split(os.sep)
+                name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+                mods[name] = os.path.relpath(os.path.join(folder, f), source_dir)
+    return mods
+
+
+def python_imports(name, path, tree):
+    """(module name imported, the statement's text) for every import statement of tree."""
+    package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, f"import {alias.name}"
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".") if package else []
+                up = up[: len(up) - (node.level - 1)] if node.level > 1 else up
+                base = ".".join(up + ([node.module] if node.module else []))
+            for alias in node.names:
+                yield (base, f"from {'.' * node.level}{node.module or ''} import {alias.name}"), alias.name
+
+
+def python_graph(source_dir):
+    """The modules of python/ and their import edges, each with the statement."""
+    mods = python_modules(source_dir)
+    edges = {path: {} for path in mods.values()}
+    for name, path in mods.items():
+        with open(os.path.join(source_dir, path)) as f:
+            tree = ast.parse(f.read(), path)
+        ancestors = {name.rsplit(".", k)[0] for k in range(1, name.count(".") + 1)}
+        for found in python_imports(name, path, tree):
+            if isinstance(found[0], tuple):
+                (base, text), member = found
+                target = f"{base}.{member}" if f"{base}.{member}" in mods else base
+            else:
+                target, text = found
+            if target in mods and target != name and target not in ancestors:
+                edges[path].setdefault(mods[target], text)
+    return edges
+
+
 def upward(edges):
     """Edges from a folder to one on its own floor or above (not within one folder)."""
     bad = []
@@ -162,6 +220,10 @@ def main():
         calls = [f"{a} -> {b} ({edges[a][b]})" for a in comp for b in edges[a] if b in comp]
         failures.append(f"files calling each other in a circle: {', '.join(calls)}")
     failures += [f"a call up the floors: {e}" for e in upward(edges)]
+    imports = python_graph(source_dir)
+    for comp in cycles(imports):
+        steps = [f"{a} -> {b} ({imports[a][b]})" for a in comp for b in imports[a] if b in comp]
+        failures.append(f"python modules importing each other in a circle: {', '.join(steps)}")
     for line in failures:
         print(f"FAIL: {line}", file=sys.stderr)
     if failures:
@@ -171,7 +233,8 @@ def main():
             files = {f for f in edges if folder_of(f) == folder}
             if files:
                 print(f"floor {FLOOR[folder]} {folder}/: {'  |  '.join(' '.join(l) for l in layers(files, edges))}")
-    print(f"PASS: {len(edges)} files in {len({folder_of(f) for f in edges})} folders, no circle, no call up")
+    print(f"PASS: {len(edges)} files in {len({folder_of(f) for f in edges})} folders, no circle, no call up;"
+          f" {len(imports)} python modules, no import circle")
     return 0
 
 

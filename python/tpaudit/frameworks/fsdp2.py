@@ -51,7 +51,8 @@ def _swapped(frame, module, param_name, old, param, on_replace):
 def watch(on_replace):
     """Calls on_replace(module, name, old, new, swap) for every FSDP2 parameter swap."""
     for module, _ in PLACES:
-        after_import(module, lambda mod: _parts.guard(PART, _patch, mod, on_replace))
+        after_import(module, lambda mod: _parts.guard(PART, _patch, mod, on_replace),
+                     lambda exc: _parts.fail(PART, exc))
 
 
 def live_twins(root):

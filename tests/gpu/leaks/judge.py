@@ -1,5 +1,6 @@
 """Judges one GPU leak case of scripts/gpu_leaks.sh beside its twin and prints
-its figures: the memory_growth finding (holder, line, rate), the ledger's
+its figures: the memory_growth finding (holder, line, rate; the rate within
+5% of memory_allocated()'s per-step rise over the same steps), the ledger's
 "held by" row against the device growth `torch.cuda.memory_allocated()`
 shows (leak minus twin at the judged step, within 5%), the ledger's owners
 against the measured total (CUPTI's live device bytes in the JSON report, the
@@ -148,6 +149,9 @@ def main():
                       max(step - f["growth"]["since_step"], 1)) if step in leak_alloc and \
             f["growth"]["since_step"] in leak_alloc else 0
         print(f"  rate {label}: finding {rate / MIB:.1f} MiB/step, memory_allocated {rate_alloc / MIB:.1f} MiB/step")
+        check(f"{label}: rate within 5% of memory_allocated()'s per-step rise from step {since} to {step}",
+              rate_alloc > 0 and abs(rate - rate_alloc) <= 0.05 * rate_alloc,
+              f"finding {rate / MIB:.2f} MiB/step, memory_allocated {rate_alloc / MIB:.2f} MiB/step")
         row = (f"| {label} | `{path}` {rate / MIB:.1f} MiB/step | {at} | "
                f"{held[0] / GIB if held else 0:.2f} GiB vs {grown / GIB:.2f} GiB | ")
     ledger_checks(label, leak_out, leak)

@@ -38,6 +38,11 @@ from torch.nn import functional as F
 BATCH, SEQ, VOCAB, EMBED, HIDDEN = 4, 16, 1024, 64, 256
 LOGITS_BYTES = BATCH * SEQ * VOCAB * 4
 HIDDEN_BYTES = BATCH * SEQ * HIDDEN * 4
+# What one step's graph saves for backward: cross_entropy's log_softmax
+# (logits-sized), GELU's input and the head's input (hidden-sized each), the
+# first Linear's input (the embedding's output), the tokens the embedding
+# looked up (int64) and the loss's scalar.
+GRAPH_BYTES = LOGITS_BYTES + 2 * HIDDEN_BYTES + BATCH * SEQ * EMBED * 4 + BATCH * SEQ * 8 + 4
 
 
 def make_model():
