@@ -17,6 +17,8 @@
 # 124M step with leak detection on against the plain step
 # (bench/gpu/leak_overhead.sh). Writes $OUT/leaks.md (the table) and one
 # directory and log per run under $OUT/leaks/; exits 1 when a check failed.
+# LEAK_CASES="logits-124M-10 logits-124M bench ..." runs only those parts
+# (the labels below, fail-fast, bench); default: all.
 set -uo pipefail
 build="${TPAUDIT_GPU_BUILD:?}"
 tpaudit="$build/bin/tpaudit"
@@ -28,6 +30,7 @@ table="$OUT/leaks.md"
   echo; echo "| case | finding | created at | held-by row vs memory_allocated() growth | memory_allocated() leak; twin | twin |"
   echo "|---|---|---|---|---|---|"; } > "$table"
 status=0
+want() { [ -z "${LEAK_CASES:-}" ] || [[ " $LEAK_CASES " == *" $1 "* ]]; }
 audited() {  # name, args of gpt2_leaks.py...
   local name=$1; shift
   rm -rf "${out:?}/$name"
@@ -47,21 +50,21 @@ case_pair() {  # label, case, args...
   echo "gate --max-growth 1MiB $label: exit $? (1 expected); twin: $("$tpaudit" gate --max-growth 1MiB "$out/$label-twin" \
     > /dev/null 2>&1; echo "exit $?") (0 expected)"
 }
-case_pair logits-124M-10 logits --steps 10 --layers 12
-case_pair logits-124M logits --steps 60 --layers 12
-case_pair logits-4layer logits --steps 60 --layers 4
-"$tpaudit" report --format html -o "$OUT/leaks-logits-4layer.html" "$out/logits-4layer" \
+want logits-124M-10 && case_pair logits-124M-10 logits --steps 10 --layers 12
+want logits-124M && case_pair logits-124M logits --steps 60 --layers 12
+want logits-4layer && case_pair logits-4layer logits --steps 60 --layers 4
+want logits-4layer && "$tpaudit" report --format html -o "$OUT/leaks-logits-4layer.html" "$out/logits-4layer" \
   && echo "html: $OUT/leaks-logits-4layer.html ($(wc -c < "$OUT/leaks-logits-4layer.html") bytes)"
-case_pair hook-124M hook --steps 60 --layers 12
-case_pair total_loss-4layer total_loss --steps 60 --layers 4
+want hook-124M && case_pair hook-124M hook --steps 60 --layers 12
+want total_loss-4layer && case_pair total_loss-4layer total_loss --steps 60 --layers 4
 # --fail-fast: the 124M logits loop stops at the first audit that proves growth
-rm -rf "$out/fail-fast"
+want fail-fast && { rm -rf "$out/fail-fast"
 "$tpaudit" run --fail-fast -o "$out/fail-fast" -- python3 tests/gpu/leaks/gpt2_leaks.py logits --steps 60 \
   > "$out/fail-fast.log" 2> "$out/fail-fast.err"
-echo "fail-fast logits-124M: exit $? (4 expected): $(grep -h 'memory_growth' "$out/fail-fast.err" | head -1)"
-echo "== bench: GPT-2 124M step, leak detection on vs plain"
+echo "fail-fast logits-124M: exit $? (4 expected): $(grep -h 'memory_growth' "$out/fail-fast.err" | head -1)"; }
+want bench && { echo "== bench: GPT-2 124M step, leak detection on vs plain"
 bash bench/gpu/leak_overhead.sh 2>&1 | tee "$out/bench.log"
-grep -h '^gpt2 124M step median' "$out/bench.log" | sed 's/^/bench: /' >> "$table"
+grep -h '^gpt2 124M step median' "$out/bench.log" | sed 's/^/bench: /' >> "$table"; }
 echo
 cat "$table"
 grep -h '^check: .*FAIL' "$out"/*.judge

@@ -12,11 +12,12 @@ heap in C; a larger one takes one pass over gc.get_objects() in chunks
 whose referents are tested against the level's ids in C, so a level costs
 about one heap scan however many tensors are in it.  The part of the heap
 found is then walked forward from the roots it reached to name each
-target's shortest chain, step by step from the parent's type (a target
-that is itself a frame's local, the loop's `logits`, is also walked up
-LOCAL_CLIMB levels, and a chain from another root wins over the local: a
-list that keeps each step's logits keeps the newest too, so its bytes at a
-step's audit are those of every step so far); its
+target's shortest chain, step by step from the parent's type (a frame's
+local met on the way, the loop's `logits` or the `out` whose .logits it
+is, is also walked up for LOCAL_CLIMB levels from the target, and a chain
+from another root wins over the local: a list that keeps each step's
+logits keeps the newest too, so its bytes at a step's audit are those of
+every step so far); its
 container is the chain without its last index (and without the index of
 a tuple holding it, so a cached (logits, loss) pair groups by the cache;
 a dict or tuple that is a list's element groups by the list).  Closure
@@ -42,7 +43,7 @@ MAX_DEPTH = 12      # references from a root to a target, at most
 FEW = 96            # a level this small asks gc.get_referrers; a larger one scans the heap
 CHUNK = 256         # objects per gc.get_referents call of a heap scan
 MAX_LEVEL = 20000   # objects a level keeps, at most (past it the walk gives up on the rest)
-LOCAL_CLIMB = 4     # levels a target that is a frame's local is walked up for a longer-lived holder
+LOCAL_CLIMB = 4     # levels from the target a frame's local is walked up for a longer-lived holder
 
 _PLAIN_KEYS = (str, int, float, bool, type(None))
 _GETSET = type(types.FunctionType.__dict__["__code__"])
@@ -282,7 +283,7 @@ class _Walk:
         self.hits = {}       # id(root object) -> (text, mode)
         self.children = {}   # id(parent) -> [ids of its children found]
         self.blocked = set(ignore)
-        self.locals = set()  # ids of targets that are frames' locals themselves
+        self.locals = set()  # ids of frames' locals found (targets or holders), named after other roots
         self._own(self.objs, self.parents, self.hits, self.children, self.blocked, self.locals, targets)
 
     def _own(self, *containers):
@@ -349,6 +350,11 @@ class _Walk:
                 hit = self.roots.root(p)
                 if hit is not None:
                     self.hits[pid] = hit
+                    if self.roots.is_local(p) and len(nxt) < MAX_LEVEL:
+                        # a frame's local (the loop's `out` whose .logits a
+                        # global list also keeps): climbed on like a local target
+                        self.locals.add(pid)
+                        nxt.append(p)
                 elif len(nxt) < MAX_LEVEL and not _is(p, types.ModuleType):
                     nxt.append(p)
             level = nxt

@@ -64,7 +64,9 @@ def main():
         out.loss.backward(retain_graph=args.case == "total_loss")
         opt.step()
         opt.zero_grad(set_to_none=True)
+    del out  # as at the exit audit, which comes after this function returned
     torch.cuda.synchronize()
+    print("alloc_end", torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), flush=True)
     print("done", args.case, "twin" if args.twin else "leak", args.steps, "peak", torch.cuda.max_memory_allocated())
 
 

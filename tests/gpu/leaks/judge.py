@@ -44,13 +44,32 @@ def report(tpaudit, out):
 
 
 def allocs(log):
-    """{step: (allocated, reserved)} from a scenario's stdout."""
+    """{step: (allocated, reserved)} from a scenario's stdout; step "end":
+    after the loop, its last output dropped (what the exit audit sees)."""
     found = {}
     for line in Path(log).read_text(errors="replace").splitlines():
         m = re.match(r"alloc (\d+) (\d+) (\d+)$", line)
         if m:
             found[int(m.group(1))] = (int(m.group(2)), int(m.group(3)))
+        m = re.match(r"alloc_end (\d+) (\d+)$", line)
+        if m:
+            found["end"] = (int(m.group(1)), int(m.group(2)))
     return found
+
+
+def held_at_audit(out, path, step):
+    """(the holder's bytes on the GPU in the ledger of the last audit taken at
+    `step`, whether that audit is the run's last) from the databases."""
+    for db in sorted(Path(out).glob("*.db")):
+        con = sqlite3.connect(str(db))
+        audit, last = con.execute("select max(id), (select max(id) from audit where end_ns is not null) from audit"
+                                  " where step=? and end_ns is not null", (step,)).fetchone()
+        if audit is None:
+            continue
+        held = con.execute("select sum(bytes) from ledger where audit_id=? and owner=? and device like 'cuda%'",
+                           (audit, path)).fetchone()[0]
+        return held, audit == last
+    return None, False
 
 
 def made_lines(markers):
@@ -126,9 +145,12 @@ def main():
         check(f"{label}: names the user's line", bool(m) and m.group(1).endswith(SCRIPT)
               and int(m.group(2)) in made_lines(markers), at)
         print(f"  finding {label}: step {f['step']}: {f['message']}")
-        step = f["step"] if f["step"] > 0 else max(leak_alloc, default=0)
-        held = [r["bytes"] for run in leak["runs"] for r in run.get("ledger") or [] if r["owner"] == path]
-        grown = leak_alloc.get(step, (0, 0))[0] - twin_alloc.get(step, (0, 0))[0]
+        step = f["step"] if f["step"] > 0 else max(k for k in leak_alloc if k != "end")
+        # the finding's own audit: at exit, against memory_allocated() after the loop
+        held_bytes, at_exit = held_at_audit(leak_out, path, step)
+        held = [held_bytes] if held_bytes else []
+        at = "end" if at_exit and "end" in leak_alloc and "end" in twin_alloc else step
+        grown = leak_alloc.get(at, (0, 0))[0] - twin_alloc.get(at, (0, 0))[0]
         check(f"{label}: held-by row within 5% of the device growth memory_allocated() shows",
               bool(held) and grown > 0 and abs(held[0] - grown) <= 0.05 * grown,
               f"held {held[0] / MIB if held else 0:.1f} MiB at step {step}, memory_allocated leak - twin "
@@ -159,7 +181,8 @@ def main():
     audits = [run["audits"] for run in twin["runs"] if run.get("python") == "on"]
     check(f"{label} twin: audits taken", bool(audits) and min(audits) >= 2, str(audits))
     ledger_checks(label + " twin", twin_out, twin)
-    first, last = min(leak_alloc, default=0), max(leak_alloc, default=0)
+    steps = [k for k in leak_alloc if k != "end"]
+    first, last = min(steps, default=0), max(steps, default=0)
     span = (f"{leak_alloc.get(first, (0, 0))[0] / GIB:.2f} -> {leak_alloc.get(last, (0, 0))[0] / GIB:.2f} GiB; twin "
             f"{twin_alloc.get(first, (0, 0))[0] / GIB:.2f} -> {twin_alloc.get(last, (0, 0))[0] / GIB:.2f} GiB")
     print(f"  memory_allocated {label} steps {first}-{last}: {span}")

@@ -22,6 +22,7 @@ TWIN_STEPS = (8, 200)
 # case: true bytes kept per step, words of the holder path, the `# made:` lines the user's frame may be
 LEAKS = {
     "kept": (LOGITS, ["__main__.kept"], {"logits"}),
+    "kept_output": (LOGITS, ["__main__.kept_logits"], {"logits"}),
     "hook": (HIDDEN, ["acts"], {"logits"}),
     "total_loss": (GRAPH, ["total_loss"], {"logits", "loss", "total_loss"}),
     "history": (LOGITS, ["history", "Trainer"], {"logits"}),

@@ -10,6 +10,8 @@ Leaks (each keeps one logits-sized tensor, or more, per optimizer step):
   history       a Trainer-like object keeps each step's logits in `self.history`
   lru_cache     a functools.lru_cache keyed by step keeps each step's logits
   generator     a generator keeps each step's logits in a local list of its frame
+  kept_output   the loop's local `out` (a dict, as a model's output) holds the step's logits, which a
+                module-global list also keeps (the list is their holder, the newest included)
   kept_and_stale  `kept`, and the head replaced after the optimizer was built (a stale_param too)
 Twins (no growth after warm-up):
   argmax        keeps `loss.detach().cpu()` and `logits.argmax(-1).cpu()` only
@@ -79,6 +81,20 @@ def case_kept(steps):
     def keep(step, logits, loss):
         kept.append(logits)  # "for metrics later"
     train(make_model(), steps, keep)
+
+
+kept_logits = []
+
+
+def case_kept_output(steps):
+    model = make_model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for step in range(1, steps + 1):
+        out = dict(zip(("logits", "loss"), forward(model, step)))
+        kept_logits.append(out["logits"])
+        out["loss"].backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
 
 
 def case_kept_and_stale(steps):
