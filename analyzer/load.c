@@ -82,6 +82,23 @@ static void starting_run(tpa_run_t *run, tpa_report_t *r) {
     r->inconclusive = 1;
 }
 
+/* The memory a report asked for (allocations, the ledger, the owner
+ * timeline, device memory) into `run`. 0, or -1 with why. */
+static int read_memory(sqlite3 *db, const char *file, int needs, int64_t before_ns, int64_t audit, tpa_run_t *run,
+                       char *why, size_t why_len) {
+    const char *what = NULL;
+    if ((needs & TPA_NEED_MEMORY) && tpa_scan_allocations(db, before_ns, run))
+        what = "allocations";
+    else if ((needs & TPA_NEED_MEMORY) && tpa_read_ledger(db, audit, run))
+        what = "the ledger";
+    else if (((needs & TPA_NEED_OWNERS) && tpa_read_owner_timeline(db, run)) ||
+             ((needs & TPA_NEED_DEVICE_MEMORY) && tpa_read_device_memory(db, &run->device_memory)))
+        what = "the owner timeline";
+    if (!what) return 0;
+    snprintf(why, why_len, "%s: cannot query %s: %s", file, what, sqlite3_errmsg(db));
+    return -1;
+}
+
 /* One database into `r`, a report of its own (one run). 0, or -1 with why. */
 static int load_one(const char *file, int needs, tpa_report_t *r, char *why, size_t why_len) {
     sqlite3 *db = NULL;
@@ -122,19 +139,7 @@ static int load_one(const char *file, int needs, tpa_report_t *r, char *why, siz
     run->audited_model = audit.id != 0 || built_model(db);
     tpa_judge_inconclusive(db, run, r);
     tpa_oom_last_samples(db, run);
-    if ((needs & TPA_NEED_MEMORY) && tpa_scan_allocations(db, audit.id ? audit.begin_ns : INT64_MAX, run)) {
-        snprintf(why, why_len, "%s: cannot query allocations: %s", file, sqlite3_errmsg(db));
-        tpa_db_close(db);
-        return -1;
-    }
-    if ((needs & TPA_NEED_MEMORY) && tpa_read_ledger(db, audit.id, run)) {
-        snprintf(why, why_len, "%s: cannot query the ledger: %s", file, sqlite3_errmsg(db));
-        tpa_db_close(db);
-        return -1;
-    }
-    if (((needs & TPA_NEED_OWNERS) && tpa_read_owner_timeline(db, run)) ||
-        ((needs & TPA_NEED_DEVICE_MEMORY) && tpa_read_device_memory(db, &run->device_memory))) {
-        snprintf(why, why_len, "%s: cannot query the owner timeline: %s", file, sqlite3_errmsg(db));
+    if (read_memory(db, file, needs, audit.id ? audit.begin_ns : INT64_MAX, audit.id, run, why, why_len)) {
         tpa_db_close(db);
         return -1;
     }
