@@ -20,9 +20,19 @@ SCEN = HERE / "scenarios" / "ownership.py"
 LIB = os.environ["TPAUDIT_TEST_LIB"]
 TPAUDIT = str(Path(LIB).parents[1] / "bin" / "tpaudit")
 # Scenarios that need a torch newer than the torch matrix's oldest row (docs/CI.md).
-needs_fully_shard = pytest.mark.skipif(importlib.util.find_spec("torch") is None or not hasattr(
-    importlib.import_module("torch.distributed.fsdp"), "fully_shard"),
-    reason="torch.distributed.fsdp.fully_shard is torch 2.6+")
+def _fully_shard_runs_on_cpu():
+    """fully_shard is torch 2.6+; on gloo CPU ranks its all-gather records an
+    event on a CPU stream (torch.cpu.Stream.record_event), which 2.6 lacks."""
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+    return hasattr(importlib.import_module("torch.distributed.fsdp"), "fully_shard") and \
+        hasattr(torch.cpu.Stream, "record_event")
+
+
+needs_fully_shard = pytest.mark.skipif(
+    not _fully_shard_runs_on_cpu(),
+    reason="FSDP2 on CPU ranks needs torch.distributed.fsdp.fully_shard (2.6+) and torch.cpu.Stream.record_event (not in 2.6)")
 
 
 def _named_params_accepted():
