@@ -2,7 +2,9 @@
  * findings retain more than --max-retained bytes on any rank or when more
  * than --max-findings findings reach --fail-on; with --baseline (databases
  * or a JSON report) only what is new or grew counts. An inconclusive run
- * exits 3 unless --allow-incomplete.
+ * exits 3 unless --allow-incomplete, when no rule failed: a failure found in
+ * the runs that could be judged stands (exit 1), as the verdict line's order
+ * has it (STALE TENSORS before INCONCLUSIVE).
  *
  * Defaults: the rules given are the rules judged.  With none of
  * --max-retained, --max-growth and --max-findings, the first and last apply
@@ -183,7 +185,7 @@ static void judge_rules(tpa_report_t *r, const gate_options_t *o) {
                  counted, -1, ok);
     }
     r->gate_passed = passed;
-    r->gate_inconclusive = r->inconclusive && !o->allow_incomplete;
+    r->gate_inconclusive = passed && r->inconclusive && !o->allow_incomplete;
 }
 
 int tpa_cmd_gate(int argc, char **argv) {
@@ -212,7 +214,7 @@ int tpa_cmd_gate(int argc, char **argv) {
     }
     judge_rules(&r, &o);
     int code = r.gate_inconclusive ? TPA_EXIT_INCONCLUSIVE : r.gate_passed ? TPA_EXIT_OK : TPA_EXIT_GATE;
-    for (size_t i = 0; i < r.n_runs && r.gate_inconclusive; i++)
+    for (size_t i = 0; i < r.n_runs && r.inconclusive && !o.allow_incomplete; i++)
         if (r.runs[i].inconclusive)
             fprintf(stderr, "tpaudit: %s: inconclusive: %s\n", tpa_term(r.runs[i].file),
                     tpa_term(r.runs[i].why_inconclusive));

@@ -121,6 +121,10 @@ def test_gate_exit_codes(tmp_path, seed_runs):
     r = tpaudit("gate", killed)
     assert r.returncode == 3 and "inconclusive" in r.stderr
     assert tpaudit("gate", "--allow-incomplete", killed).returncode == 0
+    # A failure stands beside a run that cannot be judged (a --fail-fast rank and the
+    # rank its launcher killed): exit 1, the killed run still named on stderr.
+    both = tpaudit("gate", seed_runs["buggy"], killed)
+    assert both.returncode == 1 and "inconclusive" in both.stderr and "FAILED" in both.stdout, both.stdout + both.stderr
 
 
 def test_baseline_and_diff(tmp_path, seed_runs):

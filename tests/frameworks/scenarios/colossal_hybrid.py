@@ -171,9 +171,8 @@ def main():
                                   enable_all_optimization=False, custom_policy=old_gpt2_policy() if SEED else None)
     model, optimizer, *_ = Booster(plugin=plugin).boost(model, optimizer)
     wte = model.unwrap().transformer.wte.weight
-    print("rank %s: optimizer %s, wte %s %s" % (os.environ["RANK"], type(optimizer).__name__,
-                                               tuple(wte.shape), wte.dtype), flush=True)
-    print("rank %s: stale by identity %d" % (os.environ["RANK"], stale_by_identity(model, optimizer)), flush=True)
+    say("rank %s: optimizer %s, wte %s %s" % (os.environ["RANK"], type(optimizer).__name__, tuple(wte.shape), wte.dtype))
+    say("rank %s: stale by identity %d" % (os.environ["RANK"], stale_by_identity(model, optimizer)))
     generator = torch.Generator().manual_seed(1)
     for _ in range(3):
         ids = torch.randint(0, VOCAB, (2, 16), generator=generator).to(device)
@@ -181,7 +180,14 @@ def main():
         optimizer.backward(loss)
         optimizer.step()
         optimizer.zero_grad()
-    print("rank %s: loss %.4f" % (os.environ["RANK"], float(loss)), flush=True)
+    say("rank %s: loss %.4f" % (os.environ["RANK"], float(loss)))
+
+
+def say(line):
+    """One line in one write: the ranks share the test's pipe, and print's text
+    and newline, written apart, can interleave with another rank's line."""
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), (line + "\n").encode())
 
 
 if __name__ == "__main__":
