@@ -12,9 +12,9 @@
 
 /* One entry of a device's trace, as the viewer's TraceEntry. */
 typedef struct mv_entry {
-    const char *action; /* alloc, free_requested, free_completed, segment_alloc, segment_free, snapshot, oom
-                           (an oom entry also gets device_free 0: tpaudit does not know it) */
+    const char *action; /* alloc, free_requested, free_completed, segment_alloc, segment_free, snapshot, oom */
     int64_t addr, size, stream, time_us, device;
+    int64_t device_free; /* an oom entry's free device bytes (the viewer reads it), -1 when unknown */
     const char *category; /* NULL: none */
     char *meta;           /* user_metadata, owned; NULL: none */
     int64_t frames;       /* index into the frames table, -1: [] */

@@ -121,7 +121,7 @@ static void entry(mv_ctx_t *c, const char *action, int64_t addr, int64_t size, i
         return;
     }
     t->entries[t->n_entries++] =
-        (mv_entry_t){action, addr, size, stream, ts / 1000, device, category, meta ? tpa_strdup(meta) : NULL, frames};
+        (mv_entry_t){action, addr, size, stream, ts / 1000, device, -1, category, meta ? tpa_strdup(meta) : NULL, frames};
     if (category && !strcmp(category, "unknown")) t->has_unknown = 1;
     if (device + 1 > t->n_devices) t->n_devices = device + 1;
 }
@@ -305,11 +305,34 @@ static const tpa_finding_t *finding_of(mv_ctx_t *c, const tpa_owner_group_t *g) 
     size_t run = (size_t)(c->run - c->r->runs);
     for (size_t i = 0; i < c->r->n_findings; i++) {
         const tpa_finding_t *f = &c->r->findings[i];
-        if (f->run_index != run) continue;
+        if (f->run_index != run || f->oom) continue;
         if (!strcmp(g->owner_kind, "stale") && !tpa_finding_grows(f)) return f;
         if (tpa_finding_grows(f) && g->owner && f->holder_path && !strcmp(f->holder_path, g->owner)) return f;
     }
     return NULL;
+}
+
+/* The failed allocation of this run's OOM audit at p (its finding, out_of_memory or
+ * caught_out_of_memory, of the same step; else the run's first), NULL when none. */
+static const tpa_oom_t *oom_at(mv_ctx_t *c, const tpa_owner_point_t *p) {
+    size_t run = (size_t)(c->run - c->r->runs);
+    const tpa_oom_t *first = NULL;
+    for (size_t i = 0; i < c->r->n_findings; i++) {
+        const tpa_finding_t *f = &c->r->findings[i];
+        if (f->run_index != run || !f->oom) continue;
+        if (f->step == p->step) return f->oom;
+        if (!first) first = f->oom;
+    }
+    return first;
+}
+
+static void oom_text(const tpa_oom_t *o, const char *step, char *meta, size_t len) {
+    char asked[32] = "?", free_b[32] = "?";
+    if (o->requested >= 0) tpa_format_bytes(o->requested, asked, sizeof asked);
+    if (o->free_bytes >= 0) tpa_format_bytes(o->free_bytes, free_b, sizeof free_b);
+    snprintf(meta, len, "tpaudit: out of memory at %s: asked %s, %s free%s%s%s%s", step, asked, free_b,
+             o->cause_text ? "; " : "", o->cause_text ? o->cause_text : "", o->held ? "; held: " : "",
+             o->held ? o->held : "");
 }
 
 static void step_text(const tpa_owner_point_t *p, char *buf, size_t len) {
@@ -358,8 +381,13 @@ static void audit_point(mv_ctx_t *c, const tpa_owner_point_t *p) {
     else
         snprintf(meta, sizeof meta, "tpaudit audit \"%s\" at %s: %s measured on %s", p->label, step, bytes,
                  c->run->owner_device ? c->run->owner_device : "?");
-    int oom = !strcmp(p->label, "oom");
-    entry(c, oom ? "oom" : "snapshot", 0, oom ? 0 : measured, 0, p->ts_ns, c->device, NULL, meta, -1);
+    /* the viewer prints an oom entry as "OOM (requested <size>, CUDA has <device_free> memory free)" */
+    int is_oom = !strcmp(p->label, "oom");
+    const tpa_oom_t *oom = is_oom ? oom_at(c, p) : NULL;
+    if (oom) oom_text(oom, step, meta, sizeof meta);
+    entry(c, is_oom ? "oom" : "snapshot", 0, is_oom ? (oom && oom->requested > 0 ? oom->requested : 0) : measured, 0,
+          p->ts_ns, c->device, NULL, meta, -1);
+    if (oom && c->emitting && c->t->n_entries) c->t->entries[c->t->n_entries - 1].device_free = oom->free_bytes;
 }
 
 static void sample_point(mv_ctx_t *c, const tpa_owner_point_t *p) {

@@ -107,7 +107,7 @@ static void put_entry(writer_t *w, const mv_entry_t *e) {
         str(w, "user_metadata");
         tpa_pickle_str(&w->pk, e->meta);
     }
-    if (!strcmp(e->action, "oom")) key_int(w, "device_free", 0);
+    if (!strcmp(e->action, "oom")) key_int(w, "device_free", e->device_free > 0 ? e->device_free : 0);
     tpa_pickle_close(&w->pk);
 }
 
@@ -173,7 +173,7 @@ static void put_device_trace(writer_t *w, int64_t device, size_t max_events, int
         put_entry(w, &t->entries[i]);
     }
     if (add_unknown) { /* the viewer needs the category "unknown" once categories are used */
-        mv_entry_t last = {"snapshot", 0, 0, 0, 0, device, "unknown", "tpaudit: end of the export", -1};
+        mv_entry_t last = {"snapshot", 0, 0, 0, 0, device, -1, "unknown", "tpaudit: end of the export", -1};
         for (size_t i = t->n_entries; i-- > 0;)
             if (t->entries[i].device == device) {
                 last.time_us = t->entries[i].time_us;

@@ -20,6 +20,7 @@ MIB = growth_db.MIB
 TORCH_LIB = (0x7F00_0000_0000, "/opt/venv/lib/python3.11/site-packages/torch/lib/libc10_cuda.so")
 CUBLAS_LIB = (0x7F10_0000_0000, "/usr/local/cuda/lib64/libcublas.so.13")
 STALE = 154389504  # transformer.wte.weight, kept by the optimizer
+OOM_ASKED, OOM_FREE = 2 << 30, 1288490188  # the failed allocation: 2 GiB asked, 1.2 GiB free
 
 
 def _stack(c, sid, base):
@@ -76,6 +77,13 @@ def build(path, steps=12, rank=0):
     # an out-of-memory audit just before exit
     c.execute("INSERT INTO audit VALUES(?,'oom',?,?,?,?,2)", (steps + 10, steps, 10_000 * steps + 5000,
                                                                10_000 * steps + 5100, rank))
+    # and its failed allocation (the oom table of schema 3; shim/records.h): 2 GiB asked, 1.2 GiB free
+    c.execute("CREATE TABLE oom (id INTEGER PRIMARY KEY, ts_ns INTEGER NOT NULL, seq INTEGER NOT NULL, "
+              "source TEXT NOT NULL, api TEXT, device INTEGER, requested INTEGER NOT NULL, free_bytes INTEGER, "
+              "total_bytes INTEGER, reserved_free INTEGER, largest_free INTEGER, audit_id INTEGER, step INTEGER, "
+              "py_stack TEXT, stack_id INTEGER)")
+    c.execute("INSERT INTO oom VALUES(1,?,1,'torch','cudaMalloc',0,?,?,?,?,?,?,?,NULL,NULL)",
+              (10_000 * steps + 4990, OOM_ASKED, OOM_FREE, 80 << 30, 64 * MIB, 32 * MIB, steps + 10, steps))
     c.commit()
     c.close()
     return path

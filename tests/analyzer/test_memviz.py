@@ -67,7 +67,10 @@ def test_two_ranks_two_files_with_owners(leak, tmp_path):
     audits = [e for e in trace if e["action"] == "snapshot" and "tpaudit audit" in e.get("user_metadata", "")]
     assert len(audits) == 13  # steps 1-12 and exit
     oom = [e for e in trace if e["action"] == "oom"]
-    assert len(oom) == 1 and oom[0]["device_free"] == 0 and '"oom"' in oom[0]["user_metadata"]
+    # as PyTorch's own snapshot has it: the size asked and the device's free bytes, which the
+    # viewer prints ("OOM (requested 2.0GiB, CUDA has 1.2GiB memory free)"), and tpaudit's cause
+    assert len(oom) == 1 and (oom[0]["size"], oom[0]["device_free"]) == (memviz_db.OOM_ASKED, memviz_db.OOM_FREE)
+    assert oom[0]["user_metadata"].startswith("tpaudit: out of memory at step 12: asked 2.0 GiB, 1.2 GiB free; ")
     times = [e["time_us"] for e in trace]
     assert times == sorted(times)
     # a library's allocation is its own segment and block, with its native stack
