@@ -121,7 +121,8 @@ static void entry(mv_ctx_t *c, const char *action, int64_t addr, int64_t size, i
         return;
     }
     t->entries[t->n_entries++] =
-        (mv_entry_t){action, addr, size, stream, ts / 1000, device, -1, category, meta ? tpa_strdup(meta) : NULL, frames};
+        (mv_entry_t){action, addr, size, stream, ts / 1000, device, -1, category,
+                     meta ? tpa_strdup(meta) : NULL, frames};
     if (category && !strcmp(category, "unknown")) t->has_unknown = 1;
     if (device + 1 > t->n_devices) t->n_devices = device + 1;
 }
@@ -312,8 +313,7 @@ static const tpa_finding_t *finding_of(mv_ctx_t *c, const tpa_owner_group_t *g) 
     return NULL;
 }
 
-/* The failed allocation of this run's OOM audit at p (its finding, out_of_memory or
- * caught_out_of_memory, of the same step; else the run's first), NULL when none. */
+/* The failed allocation of the run's OOM finding of p's step (else its first one), or NULL. */
 static const tpa_oom_t *oom_at(mv_ctx_t *c, const tpa_owner_point_t *p) {
     size_t run = (size_t)(c->run - c->r->runs);
     const tpa_oom_t *first = NULL;
@@ -330,16 +330,13 @@ static void oom_text(const tpa_oom_t *o, const char *step, char *meta, size_t le
     char asked[32] = "?", free_b[32] = "?";
     if (o->requested >= 0) tpa_format_bytes(o->requested, asked, sizeof asked);
     if (o->free_bytes >= 0) tpa_format_bytes(o->free_bytes, free_b, sizeof free_b);
-    snprintf(meta, len, "tpaudit: out of memory at %s: asked %s, %s free%s%s%s%s", step, asked, free_b,
-             o->cause_text ? "; " : "", o->cause_text ? o->cause_text : "", o->held ? "; held: " : "",
-             o->held ? o->held : "");
+    snprintf(meta, len, "tpaudit: out of memory at %s: asked %s, %s free; %s; held: %s", step, asked, free_b,
+             o->cause_text ? o->cause_text : "cause unknown", o->held ? o->held : "?");
 }
 
 static void step_text(const tpa_owner_point_t *p, char *buf, size_t len) {
-    if (p->step >= 0)
-        snprintf(buf, len, "step %" PRId64, p->step);
-    else
-        snprintf(buf, len, "exit");
+    if (p->step >= 0) snprintf(buf, len, "step %" PRId64, p->step);
+    else snprintf(buf, len, "exit");
 }
 
 static void audit_point(mv_ctx_t *c, const tpa_owner_point_t *p) {
