@@ -112,19 +112,20 @@ static int64_t parse_python_stack(mv_ctx_t *c, const char *text) {
     return add_frames(c, f, 1);
 }
 
-static void entry(mv_ctx_t *c, const char *action, int64_t addr, int64_t size, int64_t stream, int64_t ts,
-                  int64_t device, const char *category, const char *meta, int64_t frames) {
-    if (!c->emitting) return;
+/* Appends an entry; returns it, or NULL when not emitting or out of memory. */
+static mv_entry_t *entry(mv_ctx_t *c, const char *action, int64_t addr, int64_t size, int64_t stream, int64_t ts,
+                         int64_t device, const char *category, const char *meta, int64_t frames) {
+    if (!c->emitting) return NULL;
     mv_trace_t *t = c->t;
     if (grow((void **)&t->entries, &t->cap_entries, t->n_entries + 1, sizeof *t->entries)) {
         c->failed = 1;
-        return;
+        return NULL;
     }
-    t->entries[t->n_entries++] =
-        (mv_entry_t){action, addr, size, stream, ts / 1000, device, -1, category,
-                     meta ? tpa_strdup(meta) : NULL, frames};
+    t->entries[t->n_entries] = (mv_entry_t){action, addr, size, stream, ts / 1000, device, -1, category,
+                                            meta ? tpa_strdup(meta) : NULL, frames};
     if (category && !strcmp(category, "unknown")) t->has_unknown = 1;
     if (device + 1 > t->n_devices) t->n_devices = device + 1;
+    return &t->entries[t->n_entries++];
 }
 
 /* ---- segments ---- */
@@ -313,25 +314,17 @@ static const tpa_finding_t *finding_of(mv_ctx_t *c, const tpa_owner_group_t *g) 
     return NULL;
 }
 
-/* The failed allocation of the run's OOM finding of p's step (else its first one), or NULL. */
-static const tpa_oom_t *oom_at(mv_ctx_t *c, const tpa_owner_point_t *p) {
+/* The run's OOM finding (out_of_memory, caught_out_of_memory) of p's step, else its first, or NULL. */
+static const tpa_finding_t *oom_finding_at(mv_ctx_t *c, const tpa_owner_point_t *p) {
     size_t run = (size_t)(c->run - c->r->runs);
-    const tpa_oom_t *first = NULL;
+    const tpa_finding_t *first = NULL;
     for (size_t i = 0; i < c->r->n_findings; i++) {
         const tpa_finding_t *f = &c->r->findings[i];
         if (f->run_index != run || !f->oom) continue;
-        if (f->step == p->step) return f->oom;
-        if (!first) first = f->oom;
+        if (f->step == p->step) return f;
+        if (!first) first = f;
     }
     return first;
-}
-
-static void oom_text(const tpa_oom_t *o, const char *step, char *meta, size_t len) {
-    char asked[32] = "?", free_b[32] = "?";
-    if (o->requested >= 0) tpa_format_bytes(o->requested, asked, sizeof asked);
-    if (o->free_bytes >= 0) tpa_format_bytes(o->free_bytes, free_b, sizeof free_b);
-    snprintf(meta, len, "tpaudit: out of memory at %s: asked %s, %s free; %s; held: %s", step, asked, free_b,
-             o->cause_text ? o->cause_text : "cause unknown", o->held ? o->held : "?");
 }
 
 static void step_text(const tpa_owner_point_t *p, char *buf, size_t len) {
@@ -378,13 +371,17 @@ static void audit_point(mv_ctx_t *c, const tpa_owner_point_t *p) {
     else
         snprintf(meta, sizeof meta, "tpaudit audit \"%s\" at %s: %s measured on %s", p->label, step, bytes,
                  c->run->owner_device ? c->run->owner_device : "?");
-    /* the viewer prints an oom entry as "OOM (requested <size>, CUDA has <device_free> memory free)" */
-    int is_oom = !strcmp(p->label, "oom");
-    const tpa_oom_t *oom = is_oom ? oom_at(c, p) : NULL;
-    if (oom) oom_text(oom, step, meta, sizeof meta);
-    entry(c, is_oom ? "oom" : "snapshot", 0, is_oom ? (oom && oom->requested > 0 ? oom->requested : 0) : measured, 0,
-          p->ts_ns, c->device, NULL, meta, -1);
-    if (oom && c->emitting && c->t->n_entries) c->t->entries[c->t->n_entries - 1].device_free = oom->free_bytes;
+    if (strcmp(p->label, "oom")) {
+        entry(c, "snapshot", 0, measured, 0, p->ts_ns, c->device, NULL, meta, -1);
+        return;
+    }
+    /* the viewer prints an oom entry as "OOM (requested <size>, CUDA has <device_free> memory free)";
+     * its metadata is the finding's own one-screen answer */
+    const tpa_finding_t *f = oom_finding_at(c, p);
+    const tpa_oom_t *o = f ? f->oom : NULL;
+    mv_entry_t *e = entry(c, "oom", 0, o && o->requested > 0 ? o->requested : 0, 0, p->ts_ns, c->device, NULL,
+                          f && f->message ? f->message : meta, -1);
+    if (e && o) e->device_free = o->free_bytes;
 }
 
 static void sample_point(mv_ctx_t *c, const tpa_owner_point_t *p) {

@@ -7,6 +7,7 @@ the owner categories with "unknown" among them, what user_metadata says.
 Bad input: no device records, a rank filter matching nothing, a version-1
 database, several runs to stdout; nothing written on an error.
 Needs TPAUDIT_BUILD (the build tree) in the environment."""
+import json
 import os
 import subprocess
 import sys
@@ -70,7 +71,10 @@ def test_two_ranks_two_files_with_owners(leak, tmp_path):
     # as PyTorch's own snapshot has it: the size asked and the device's free bytes, which the
     # viewer prints ("OOM (requested 2.0GiB, CUDA has 1.2GiB memory free)"), and tpaudit's cause
     assert len(oom) == 1 and (oom[0]["size"], oom[0]["device_free"]) == (memviz_db.OOM_ASKED, memviz_db.OOM_FREE)
-    assert oom[0]["user_metadata"].startswith("tpaudit: out of memory at step 12: asked 2.0 GiB, 1.2 GiB free; ")
+    doc = json.loads(tpaudit("report", "--format", "json", leak).stdout)
+    (finding,) = [f for f in doc["findings"] if f["rank"] == 0 and f["kind"].endswith("out_of_memory")]
+    assert oom[0]["user_metadata"] == finding["message"] and "at step 12 (rank 0): asked 2.0 GiB, 1.2 GiB free" in \
+        finding["message"]
     times = [e["time_us"] for e in trace]
     assert times == sorted(times)
     # a library's allocation is its own segment and block, with its native stack
