@@ -101,8 +101,9 @@ static void put_run(FILE *out, const tpa_run_t *run) {
     put_opt_string(out, run->inconclusive ? run->why_inconclusive : NULL);
     fputs(",\"audit_points\":[", out);
     for (size_t i = 0; i < run->n_marks; i++)
-        fprintf(out, "%s{\"step\":%" PRId64 ",\"stale_bytes\":%" PRId64 "%s}", i ? "," : "", run->marks[i].step,
-                run->marks[i].stale_bytes, run->marks[i].blind ? ",\"saw_model\":false" : "");
+        fprintf(out, "%s{\"step\":%" PRId64 ",\"stale_bytes\":%" PRId64 "%s%s}", i ? "," : "", run->marks[i].step,
+                run->marks[i].stale_bytes, run->marks[i].blind ? ",\"saw_model\":false" : "",
+                run->marks[i].no_optimizer ? ",\"saw_optimizer\":false" : "");
     fputs("],\"memory_by_library\":[", out);
     for (size_t i = 0; i < run->n_by_library; i++) {
         fputs(i ? ",{\"library\":" : "{\"library\":", out);

@@ -33,7 +33,8 @@ void tpa_judge_marks(sqlite3 *db, tpa_run_t *run, int64_t known_audit, int64_t k
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db,
                            "SELECT id, begin_ns, step, " TPA_AUDIT_SAW_OPTIMIZER("a.id") " AND NOT " TPA_AUDIT_SAW_MODEL(
-                               "a.id") " FROM audit a WHERE end_ns IS NOT NULL ORDER BY id",
+                               "a.id") ", NOT " TPA_AUDIT_SAW_OPTIMIZER("a.id") " FROM audit a WHERE end_ns IS NOT NULL "
+                                       "ORDER BY id",
                            -1, &st, NULL) != SQLITE_OK)
         return;
     size_t cap = 0;
@@ -50,6 +51,7 @@ void tpa_judge_marks(sqlite3 *db, tpa_run_t *run, int64_t known_audit, int64_t k
         m->step = sqlite3_column_int64(st, 2);
         m->stale_bytes = 0;
         m->blind = sqlite3_column_int(st, 3); /* judges nothing: its findings queries call nothing stale */
+        m->no_optimizer = sqlite3_column_int(st, 4);
         if (sqlite3_column_int64(st, 0) == known_audit) { /* the judged audit: its findings are already read */
             m->stale_bytes = known_bytes;
             continue;

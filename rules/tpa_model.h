@@ -135,6 +135,7 @@ typedef struct tpa_audit_mark {
     int64_t step;
     int64_t stale_bytes;
     int blind; /* saw an optimizer but no model parameter: judged nothing (stale_bytes 0) */
+    int no_optimizer; /* saw no optimizer (an exit audit after the program dropped it): nothing to judge */
     int oom;   /* taken at an allocation that ran out of device memory (label 'oom') */
 } tpa_audit_mark_t;
 

@@ -56,6 +56,7 @@ print("still running")
 '''
 HEAD_BYTES = (8 * 4 + 4) * 4  # the replaced Linear(8, 4), fp32
 NOT_JUDGED = {"step": -1, "stale_bytes": 0, "saw_model": False}
+NO_OPTIMIZER = {"step": -1, "stale_bytes": 0, "saw_optimizer": False}  # audit(optimizers=[]): nothing to judge
 
 
 def run_py(tmp_path, args, extra_env=None, preload=True):
@@ -198,7 +199,7 @@ def test_audit_that_saw_no_model_judges_nothing(tmp_path):
                          % HEAD_BYTES), line
     run = doc["runs"][0]
     assert not run["inconclusive"] and run["audit_points"] == [
-        NOT_JUDGED, {"step": -1, "stale_bytes": 0}, {"step": 1, "stale_bytes": HEAD_BYTES}], run
+        NOT_JUDGED, NO_OPTIMIZER, {"step": 1, "stale_bytes": HEAD_BYTES}], run
     assert sorted((f["kind"], f["tensor"]["name"], f["step"]) for f in doc["findings"]) == [
         ("stale_param", "2.bias", 1), ("stale_param", "2.weight", 1),
         ("untrained_param", "2.bias", 1), ("untrained_param", "2.weight", 1)]
@@ -210,7 +211,7 @@ def test_audit_that_saw_no_model_in_a_correct_run(tmp_path):
     assert printed == {"NO-MODEL": "None", "NO-OPTIMIZER": "[]"}, r.stdout
     run = doc["runs"][0]
     assert doc["findings"] == [] and not run["inconclusive"], doc
-    assert run["audit_points"] == [NOT_JUDGED, {"step": -1, "stale_bytes": 0}, {"step": 1, "stale_bytes": 0},
+    assert run["audit_points"] == [NOT_JUDGED, NO_OPTIMIZER, {"step": 1, "stale_bytes": 0},
                                    {"step": 2, "stale_bytes": 0}], run
     assert cli("gate", tmp_path / "out").returncode == 0
 
@@ -226,7 +227,7 @@ def test_run_whose_audits_never_saw_a_model_is_inconclusive(tmp_path):
         run = doc["runs"][0]
         assert doc["findings"] == [] and run["inconclusive"], doc
         assert run["why_inconclusive"] == "no audit that saw an optimizer saw a model parameter", run
-        assert run["audit_points"] == [NOT_JUDGED, {"step": -1, "stale_bytes": 0}], run
+        assert run["audit_points"] == [NOT_JUDGED, NO_OPTIMIZER], run
         out = tmp_path / order / "out"
         text = cli("report", out).stdout
         assert "verdict: INCONCLUSIVE - no audit that saw an optimizer saw a model parameter" in text, text
