@@ -37,10 +37,10 @@ def assert_every_audit(doc, stale, rank=None, steps=None):
         for p in points:
             want = _expected(stale, p["step"], run["rank"])
             # An exit audit taken after the program dropped its optimizer (main() returned,
-            # the engine's reference cycle collected) holds nothing stale; a step audit
-            # must have seen the optimizer.
+            # the engine's reference cycle collected) holds nothing stale; any other audit
+            # that saw no optimizer must be one the test expects to hold nothing.
             if p.get("saw_optimizer", True) is False:
-                assert p["step"] == -1, (run["rank"], p, "a step audit saw no optimizer", points)
+                assert p["step"] == -1 or want == 0, (run["rank"], p, "saw no optimizer, want", want, points)
                 want = 0
             assert p.get("saw_model", True) and p["stale_bytes"] == want, (run["rank"], p, want, points)
             checked += 1
