@@ -8,7 +8,7 @@
 #   e.g. ab_env.sh build/bin/tprt "8 64" 2 "TPRT_WGRAD_STREAM=0" "TPRT_WGRAD_STREAM=1"
 set -uo pipefail
 tprt="$1" batches="$2" rounds="$3" a_env="$4" b_env="$5" steps="${6:-30}"
-# shellcheck source=bench/tprt/median.sh
+# shellcheck source=kernels/bench/median.sh
 . "$(dirname "$0")/median.sh"
 one_run() { # ENV BATCH: prints the run's median tokens/s (0 when it failed)
   local log

@@ -1,7 +1,7 @@
-# tpaudit_sm90a_objects(NAME INTO TARGET SOURCES ... INCLUDES ...): the CUDA sources built for sm_90a
+# tprt_sm90a_objects(NAME INTO TARGET SOURCES ... INCLUDES ...): the CUDA sources built for sm_90a
 # alone (Hopper's wgmma needs the arch-specific target), whatever CMAKE_CUDA_ARCHITECTURES says, as an
 # object library NAME whose objects join TARGET; with nvcc's warnings as errors, as tprt's CUDA code.
-function(tpaudit_sm90a_objects name)
+function(tprt_sm90a_objects name)
   cmake_parse_arguments(ARG "" "INTO" "SOURCES;INCLUDES" ${ARGN})
   add_library(${name} OBJECT ${ARG_SOURCES})
   set_target_properties(${name} PROPERTIES CUDA_ARCHITECTURES OFF POSITION_INDEPENDENT_CODE ON)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds llm.c's train_gpt2cu, the anchor of bench/tprt/bench_tprt.sh, twice,
+# Builds llm.c's train_gpt2cu, the anchor of kernels/bench/bench_tprt.sh, twice,
 # from a copy of karpathy/llm.c that scripts/device_prep.sh exported into
 # .carry/llmc (llm.c's code is never part of this repository):
 #   WORK        bf16, no cuDNN (llm.c's own attention kernels), no NCCL/MPI
@@ -22,7 +22,7 @@
 # A WORK whose binary was built from the same sources, flags, toolkit and
 # cuDNN (WORK/STAMP) is kept, so a second device call on a warm machine does
 # not compile again; LLMC_REBUILD=1 rebuilds.
-# usage: bench/tprt/build_llmc.sh [SRC (.carry/llmc)] [WORK (/tmp/llmc-build)]
+# usage: kernels/bench/build_llmc.sh [SRC (.carry/llmc)] [WORK (/tmp/llmc-build)]
 #   env LLMC_GPU_CC=90 forces the GPU arch (else the Makefile asks nvidia-smi);
 #   LLMC_CUDNN_FRONTEND (.carry/cudnn-frontend), LLMC_CUDNN_DIR, LLMC_NO_CUDNN=1.
 # stdout: "llm.c: not carried, skipped" (exit 3); else each build's time, a

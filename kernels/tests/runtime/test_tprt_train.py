@@ -3,7 +3,7 @@ same loss curve, the loss goes down, bad options give one "tprt:" line and
 exit 2, a killed rank stops the others and the parent exits non-zero, and
 under `tpaudit run` the buggy policy gives a stale embedding (and an
 untrained live shard) on every rank while the fixed policy gives nothing.
-Needs TPAUDIT_BUILD (the build tree) in the environment."""
+Needs TPRT_BIN (the tprt binary) and TPAUDIT_EXE (the tpaudit CLI) in the environment."""
 import json
 import ctypes
 import os
@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-BUILD = Path(os.environ["TPAUDIT_BUILD"])
-TPRT = str(BUILD / "bin" / "tprt")
-TPAUDIT = str(BUILD / "bin" / "tpaudit")
+TPRT = os.environ["TPRT_BIN"]
+TPAUDIT = os.environ["TPAUDIT_EXE"]
 VOCAB, C = 50257, 64  # the tiny model
 SMALL = ["--model", "tiny", "--batch", "2", "--seq", "16", "--seed", "1"]
 STEP = re.compile(r"^step (\d+) loss (\d+\.\d{6}) tokens/s (\d+)$")
@@ -87,7 +86,7 @@ def has_gpu():
 
 def test_cuda_without_a_gpu_is_one_clear_line():
     if has_gpu():
-        pytest.skip("this machine has a GPU: --device cuda trains (scripts/gpu_tprt.sh checks it)")
+        pytest.skip("this machine has a GPU: --device cuda trains (kernels/scripts/gpu_tprt.sh checks it)")
     r = subprocess.run([TPRT, "train", "--device", "cuda"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = r.stderr.splitlines()

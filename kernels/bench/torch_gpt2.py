@@ -1,5 +1,5 @@
 """GPT-2 124M training throughput in PyTorch, the reference rows of
-bench/tprt/bench_tprt.sh: HF GPT2LMHeadModel built from GPT2Config() (random
+kernels/bench/bench_tprt.sh: HF GPT2LMHeadModel built from GPT2Config() (random
 init, no download) with SDPA attention, bf16 autocast, fused AdamW with tprt's
 hyper-parameters (betas 0.9/0.95, eps 1e-8, weight decay 0.1 on 2-D weights
 only, grad-norm clip 1.0), eager or under torch.compile. Each step is timed

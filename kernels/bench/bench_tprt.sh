@@ -8,19 +8,19 @@
 #                 separate run, printed above the table, not a row
 #   torch-eager   HF GPT2LMHeadModel, SDPA, bf16 autocast, fused AdamW
 #   torch-compile the same model under torch.compile (compile time in the note)
-#                 (both: bench/tprt/torch_gpt2.py, one process per row)
+#                 (both: kernels/bench/torch_gpt2.py, one process per row)
 #   llm.c         karpathy/llm.c train_gpt2cu, random init (-e d12), no
 #                 recompute (-r 0), on a synthetic token shard, when LLMC_BIN
-#                 names a built binary (bench/tprt/build_llmc.sh), built
+#                 names a built binary (kernels/bench/build_llmc.sh), built
 #                 without cuDNN (llm.c's own attention kernels)
 #   llm.c-cudnn   the same built with USE_CUDNN=1 (cuDNN's flash attention,
 #                 llm.c's fast path), when LLMC_CUDNN_BIN names that binary
 # Every row: the median over steps 10..STEPS (1-9 are warm-up) of per-step
 # times; a batch that does not fit is an "oom" row, not a failed bench.
-# Prints one table (bench/tprt/bench_table.py: tprt's ratio, MFU and its FLOP
+# Prints one table (kernels/bench/bench_table.py: tprt's ratio, MFU and its FLOP
 # count) and a `bench_tprt_row {json}` line per row; with OUT set, the whole
 # output also goes to $OUT/bench_tprt.txt.
-# usage: bench/tprt/bench_tprt.sh TPRT [STEPS (30)]
+# usage: kernels/bench/bench_tprt.sh TPRT [STEPS (30)]
 # env: TPRT_BENCH_BATCHES="8 32" (a word "auto": the largest power of two up to
 #      256 that llm.c trains without recompute and with all its buffers in
 #      device memory, probed from 256 down, 3 steps each, with the build
@@ -38,8 +38,8 @@ set -uo pipefail
 tprt="${1:?usage: bench_tprt.sh TPRT [STEPS]}"
 steps="${2:-30}"
 here="$(cd "$(dirname "$0")/../.." && pwd)"
-bench="$here/bench/tprt"
-# shellcheck source=bench/tprt/median.sh
+bench="$here/kernels/bench"
+# shellcheck source=kernels/bench/median.sh
 . "$bench/median.sh"
 python="${PYTHON:-python3}"
 warmup=9

@@ -1,4 +1,4 @@
-"""sdpa_bench.py - the shapes of bench/tprt/attention_bench.c through PyTorch.
+"""sdpa_bench.py - the shapes of kernels/bench/attention_bench.c through PyTorch.
 
 torch.nn.functional.scaled_dot_product_attention(is_causal=True) on GPT-2
 124M's attention (T=1024, 12 heads of 64, bf16) at batch 8 and 128, with

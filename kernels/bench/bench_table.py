@@ -1,4 +1,4 @@
-"""The table of bench/tprt/bench_tprt.sh: one row per system and batch size
+"""The table of kernels/bench/bench_tprt.sh: one row per system and batch size
 (tprt, tprt-under-tpaudit, torch-eager, torch-compile, llm.c, llm.c-cudnn:
 whichever ran) with tokens/s, ms/step, tprt's tokens/s over that row's, and
 MFU; per batch, tprt against the fastest other system of that batch (the

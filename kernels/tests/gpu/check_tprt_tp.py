@@ -1,4 +1,4 @@
-"""tprt's device path at TP=2 (run by scripts/gpu_tprt.sh): with >= 2 GPUs,
+"""tprt's device path at TP=2 (run by kernels/scripts/gpu_tprt.sh): with >= 2 GPUs,
 the GPU TP=2 loss curve against the CPU TP=2 one (20 steps of the tiny
 config), the buggy policy under `tpaudit run` (the stale fp32 master wte on
 the device of each rank), the fixed policy (nothing), and a rank killed

@@ -1,4 +1,4 @@
-"""tprt's CUDA backend end to end (run by scripts/gpu_tprt.sh on a GPU):
+"""tprt's CUDA backend end to end (run by kernels/scripts/gpu_tprt.sh on a GPU):
 the TP=1 loss curve on the GPU against the CPU's (20 steps of the tiny
 config, same seed), with the steps replayed as CUDA graphs (TPRT_GRAPH=1:
 a failed capture fails the run) and without them (TPRT_GRAPH=0), and the
