@@ -10,7 +10,7 @@
 #                need (requirements-colossal.lock), kept apart: they would
 #                shadow the device's transformers for the other parts.
 #   .carry/llmc: with env LLMC_GIT_DIR (a git dir of karpathy/llm.c), the
-#                sources of its train_gpt2cu, for bench/tprt/build_llmc.sh.
+#                sources of its train_gpt2cu, for kernels/bench/build_llmc.sh.
 #   .carry/cudnn-frontend/include: with env CUDNN_FRONTEND_GIT_DIR (a git dir
 #                of NVIDIA/cudnn-frontend), its header-only include/ tree
 #                (about 3.5 MB) and a COMMIT file, for llm.c's cuDNN build.
@@ -58,9 +58,9 @@ if ! ls "$carry/whl-colossal"/bitsandbytes-*.whl >/dev/null 2>&1; then
   rm -rf "$bnb"
 fi
 
-# llm.c, the anchor of bench/tprt/bench_tprt.sh: with LLMC_GIT_DIR naming a git
+# llm.c, the anchor of kernels/bench/bench_tprt.sh: with LLMC_GIT_DIR naming a git
 # dir of karpathy/llm.c, the files train_gpt2cu builds from go to .carry/llmc
-# (built on the device by bench/tprt/build_llmc.sh; never part of this repository).
+# (built on the device by kernels/bench/build_llmc.sh; never part of this repository).
 if [ -n "${LLMC_GIT_DIR:-}" ]; then
   rm -rf "$carry/llmc" && mkdir -p "$carry/llmc"
   git --git-dir="$LLMC_GIT_DIR" archive HEAD LICENSE Makefile train_gpt2.cu llmc | tar -x -C "$carry/llmc"

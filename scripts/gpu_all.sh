@@ -3,8 +3,9 @@
 # machine with an NVIDIA GPU (the project's device runs). Build packages the
 # machine lacks come as Debian .deb files in .carry/debs (scripts/device_prep.sh
 # fetches them) and are unpacked into a private sysroot. Results and logs go
-# under $OUT (default ./gpu-out). Each part is a script of its own; a part
-# that fails is reported and the others still run. Ends with a summary table.
+# under $OUT (default ./gpu-out). Each part is a script of its own
+# (scripts/<part>.sh, tprt's in kernels/scripts/); a part that fails is
+# reported and the others still run. Ends with a summary table.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 export OUT="${OUT:-$here/gpu-out}"
@@ -36,6 +37,7 @@ summary=("build: exit $build_rc")
 # TPAUDIT_GPU_PARTS picks a subset (default: all).
 for part in ${TPAUDIT_GPU_PARTS:-gpu_ctest gpu_bench gpu_cupti gpu_tprt gpu_multi gpu_frameworks gpu_colossal gpu_leaks gpu_compile_guard}; do
   script="scripts/$part.sh"
+  [ -f "$script" ] || script="kernels/scripts/$part.sh" # tprt's parts (gpu_tprt)
   [ -f "$script" ] || { summary+=("$part: not present"); continue; }
   start=$(date +%s)
   bash "$script" > "$OUT/$part.log" 2>&1

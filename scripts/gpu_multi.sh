@@ -3,7 +3,7 @@
 # prints "skip: ..." otherwise): torchrun DTensor tensor parallelism under
 # the shim, buggy and fixed order, with per-rank retained bytes against
 # torch.cuda.memory_allocated and the step time with and without the shim.
-# tprt's TP=2 run on GPUs is in scripts/gpu_tprt.sh.
+# tprt's TP=2 run on GPUs is in kernels/scripts/gpu_tprt.sh.
 set -uo pipefail
 build="${TPAUDIT_GPU_BUILD:?}"
 nvidia-smi -L

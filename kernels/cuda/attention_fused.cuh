@@ -236,7 +236,7 @@ __device__ __forceinline__ void block_work(int ntiles, int BH, int group, int *r
 /* The group of block_work for BH heads: TPRT_ATTENTION_GROUP when set (>= 1); else FA_GROUP from
  * FA_GROUP_MIN heads on, and below that one group of all.  On an H200 the backward at 96 heads (batch 8
  * of 12) was 1.04x faster with every head's heaviest tile first (a few waves: the tail weighs more),
- * at 1536 heads 1.26x faster in groups of 16 (L2 misses weigh more; bench/tprt/attention_bench.c). */
+ * at 1536 heads 1.26x faster in groups of 16 (L2 misses weigh more; kernels/bench/attention_bench.c). */
 static inline int launch_group(int BH) {
     const char *e = getenv("TPRT_ATTENTION_GROUP");
     int g = e && *e ? atoi(e) : BH < FA_GROUP_MIN ? BH : FA_GROUP;

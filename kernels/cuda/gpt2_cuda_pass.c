@@ -232,7 +232,7 @@ static int backward_pass(tprt_cuda_model *d, tprt_comm *comm) {
 
 int tprt_cuda_backward(tprt_cuda_model *d, tprt_comm *comm) {
     /* by default at TP>1, where the input grads' all-reduces run beside the weight grads; at TP=1 on an
-     * H200 it measured 0.99-1.01x of one stream (docs/TPRT.md) */
+     * H200 it measured 0.99-1.01x of one stream (kernels/docs/TPRT.md) */
     cuda_wgrad_begin(d->m->tp_world > 1);
     int rc = tprt_cuda_phase(d, TPRT_PHASE_BACKWARD, backward_pass, comm);
     if (cuda_wgrad_join() && !rc) rc = tprt_cuda_fail("weight-grad stream"); /* also after a failed pass */

@@ -39,7 +39,7 @@ static cudaStream_t blas_stream(cudaStream_t st) { return st ? st : cudaStreamPe
 
 static int bias_mode_of(const char *e) {
     /* not the weight grad's BGRADB epilogue by default: on an H200 it made the weight grad slower than
-     * the tile kernel costs (bench/tprt/gemm_bench.c, docs/TPRT.md) */
+     * the tile kernel costs (kernels/bench/gemm_bench.c, kernels/docs/TPRT.md) */
     if (e && !strcmp(e, "epilogue")) return TPRT_BIAS_GRAD_EPILOGUE;
     if (e && !strcmp(e, "column")) return TPRT_BIAS_GRAD_COLUMN;
     if (e && !strcmp(e, "tile")) return TPRT_BIAS_GRAD_TILE;

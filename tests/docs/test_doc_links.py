@@ -1,7 +1,7 @@
-"""Every link in README.md and docs/*.md resolves: markdown links to local
-files, and every path of a .md, .json or source file the text names (in
-backticks or bare).  A name resolves beside the doc that cites it or from
-the repository root.  Run as: python test_doc_links.py <repo root>."""
+"""Every link in README.md and docs/*.md, and in tprt's kernels/README.md
+and kernels/docs/*.md, resolves: markdown links to local files, and every
+path of a .md, .json or source file the text names (in backticks or bare).
+A name resolves beside the doc that cites it or from the repository root.  Run as: python test_doc_links.py <repo root>."""
 import re
 import sys
 from pathlib import Path
@@ -20,9 +20,13 @@ def targets(text):
             yield m.group(1)
 
 
+def documents(root):
+    return [top / "README.md" for top in (root, root / "kernels")] + sorted(root.glob("docs/*.md")) + sorted(
+        root.glob("kernels/docs/*.md"))
+
+
 def broken(root):
-    docs = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
-    for doc in docs:
+    for doc in documents(root):
         for n, line in enumerate(doc.read_text().splitlines(), 1):
             for t in targets(line):
                 if not ((doc.parent / t).exists() or (root / t).exists()):
@@ -34,7 +38,7 @@ def main():
     bad = list(broken(root))
     for line in bad:
         print("unresolved doc link: " + line)
-    checked = 1 + len(list((root / "docs").glob("*.md")))
+    checked = len(documents(root))
     print("%d docs checked, %d unresolved links" % (checked, len(bad)))
     return 1 if bad or checked < 2 else 0
 
