@@ -22,8 +22,10 @@ typedef struct tpa_memviz_options {
     size_t max_events;             /* the newest entries kept per device, 0: all */
 } tpa_memviz_options_t;
 int tpa_render_memviz(const tpa_report_t *r, size_t run, const tpa_memviz_options_t *o, FILE *out);
-/* The gate's rules and verdict as text (report_text.c). */
+/* The gate's rules and verdict as text (report_text.c), and as one JSON
+ * document (report_json.c; docs/REPORT.md, "The gate's own JSON"). */
 int tpa_render_gate_text(const tpa_report_t *r, FILE *out);
+int tpa_render_gate_json(const tpa_report_t *r, FILE *out);
 
 /* Helpers shared by the renderers (report_util.c). */
 /* Every stored string goes out through one of these: JSON (valid UTF-8,
