@@ -6,8 +6,8 @@ audits one test (with or without the option); `max_growth="1MiB"` (or
 fails a test whose loop keeps more than that per optimizer step.  An audited test is audited
 once more at its end, while its locals and fixtures are still alive: the
 optimizers it created (in the test or its fixtures) and the models they
-train.  The verdict is `tpaudit gate` on the process's database, so it is
-the analyzer's, with the marker's keywords as the gate's options
+train.  The verdict is `tpaudit gate --format json` on the process's
+database, so it is the analyzer's, with the marker's keywords as the gate's options
 (max_retained, max_findings, fail_on, max_growth); a failing test shows the
 gate's lines and the findings, and the full report as a section.  Each
 audited test is a run of its own for the growth watch (its step count
