@@ -37,6 +37,7 @@ FLOORS = [
     ("analyzer",),  # databases (or a JSON report) into one report
     ("reports", "shim", "kernels/cuda"),  # renderers; libtpaudit.so; tprt's CUDA backend
     ("rules", "kernels"),  # the finding rules and kinds table; tprt's CPU kernels and model
+    ("common",),  # the escapers, the command line's exit codes and option helpers
 ]
 FLOOR = {folder: len(FLOORS) - i for i, row in enumerate(FLOORS) for folder in row}
 
