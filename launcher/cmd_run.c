@@ -11,6 +11,7 @@
  * a terminal: run_status.c. */
 #define _GNU_SOURCE
 #include "analyzer.h"
+#include "tpaudit.h"
 #include "launcher.h"
 #include "run_parts.h"
 
@@ -31,7 +32,7 @@ enum { DESCENDANT_GRACE_S = 20 };
 
 static const char USAGE[] = "usage: tpaudit run [-o|--output DIR] [--force] [--fail-fast] [--] CMD...\n"
                             "  Runs CMD with libtpaudit.so preloaded; every process it starts writes its own\n"
-                            "  database into DIR (default ./tpaudit-out, or $TPAUDIT_OUT). DIR must be empty or\n"
+                            "  database into DIR (default " TPAUDIT_DEFAULT_OUT ", or $TPAUDIT_OUT). DIR must be empty or\n"
                             "  new: --force removes the databases an earlier run left there. Ends with the\n"
                             "  verdict on stderr; returns CMD's exit status (or ends by CMD's signal).\n"
                             "  --fail-fast: a Python program stops at the first audit that finds an error\n"
@@ -319,7 +320,7 @@ static int prepare_environment(const struct run_options *o, const char **out_dir
     }
     const char *inherited = getenv("TPAUDIT_OUT"), *old_preload = getenv("LD_PRELOAD");
     *nested = !o->out_dir && inherited && *inherited && old_preload && strstr(old_preload, shim);
-    *out_dir = o->out_dir ? o->out_dir : inherited && *inherited ? inherited : "./tpaudit-out";
+    *out_dir = o->out_dir ? o->out_dir : inherited && *inherited ? inherited : TPAUDIT_DEFAULT_OUT;
     if (!*nested && prepare_output(*out_dir, o->force)) return -1;
     absolute_path(*out_dir, abs_out, PATH_MAX);
     setenv("TPAUDIT_OUT", abs_out, 1);

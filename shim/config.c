@@ -12,7 +12,7 @@
 #include "host_guard.h"
 #include "shim_internal.h"
 
-static struct tpa_config g_cfg = {"./tpaudit-out", 1, 1, 32, TPA_LOG_WARN};
+static struct tpa_config g_cfg = {TPAUDIT_DEFAULT_OUT, 1, 1, 32, TPA_LOG_WARN};
 
 const struct tpa_config *tpa_config(void) { return &g_cfg; }
 
@@ -150,7 +150,7 @@ void tpa_config_load(void) {
     const char *out = getenv("TPAUDIT_OUT");
     if (out) {
         if (!*out || strlen(out) >= sizeof g_cfg.out_dir - 64)
-            tpa_log(TPA_LOG_WARN, "bad TPAUDIT_OUT (empty or too long), using ./tpaudit-out");
+            tpa_log(TPA_LOG_WARN, "bad TPAUDIT_OUT (empty or too long), using " TPAUDIT_DEFAULT_OUT);
         else
             snprintf(g_cfg.out_dir, sizeof g_cfg.out_dir, "%s", out);
     }

@@ -144,7 +144,8 @@ class Auditor:
             os.environ["TPAUDIT_OUT"] = os.path.abspath(self.out_dir)
             os.environ.setdefault("TPAUDIT_AUDIT", "none")  # the plugin's own audit is the one judged
         else:
-            self.out_dir = os.environ.get("TPAUDIT_OUT", "tpaudit-out")
+            from tpaudit import _structs
+            self.out_dir = os.environ.get("TPAUDIT_OUT", _structs.DEFAULT_OUT)
         if not tpaudit.enable() or not _hooks.state.installed:
             self.broken = "libtpaudit.so could not be loaded (%s)" % tpaudit._native.library_path()
             return None
