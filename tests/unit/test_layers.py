@@ -241,8 +241,27 @@ def python_imports(name, path, tree):
                 yield (base, f"from {'.' * node.level}{node.module or ''} import {alias.name}"), alias.name
 
 
-def python_graph(source_dir):
-    """The modules of python/ and their import edges, each with the statement."""
+# The Python floors, top first: the entry points (nothing imports them),
+# the package's API (tpaudit/__init__.py: only entry points import it), and
+# the probe's modules, which import only each other.
+PY_ENTRY_POINTS = ("python/sitecustomize.py", "python/tpaudit/__main__.py", "python/tpaudit/pytest_plugin.py")
+PY_PACKAGE_API = "python/tpaudit/__init__.py"
+
+
+def python_floor(path):
+    return 3 if path in PY_ENTRY_POINTS else 2 if path == PY_PACKAGE_API else 1
+
+
+def python_upward(edges):
+    """Imports of a module on the same Python floor or above (the probe's modules among themselves aside)."""
+    return [f"{a} -> {b} ({text})" for a in sorted(edges) for b, text in sorted(edges[a].items())
+            if python_floor(b) >= python_floor(a) and python_floor(a) > 1 or python_floor(b) > python_floor(a)]
+
+
+def python_graph(source_dir, with_ancestors=False):
+    """The modules of python/ and their import edges, each with the statement
+    (with_ancestors: a submodule's import of its own package counts too, as
+    the floors see it; a circle does not run through it)."""
     mods = python_modules(source_dir)
     edges = {path: {} for path in mods.values()}
     for name, path in mods.items():
@@ -255,7 +274,7 @@ def python_graph(source_dir):
                 target = f"{base}.{member}" if f"{base}.{member}" in mods else base
             else:
                 target, text = found
-            if target in mods and target != name and target not in ancestors:
+            if target in mods and target != name and (with_ancestors or target not in ancestors):
                 edges[path].setdefault(mods[target], text)
     return edges
 
@@ -305,6 +324,7 @@ def main():
     for comp in cycles(imports):
         steps = [f"{a} -> {b} ({imports[a][b]})" for a in comp for b in imports[a] if b in comp]
         failures.append(f"python modules importing each other in a circle: {', '.join(steps)}")
+    failures += [f"a python import up the floors: {e}" for e in python_upward(python_graph(source_dir, True))]
     for line in failures:
         print(f"FAIL: {line}", file=sys.stderr)
     if failures:
@@ -315,7 +335,7 @@ def main():
             if files:
                 print(f"floor {FLOOR[folder]} {folder}/: {'  |  '.join(' '.join(l) for l in layers(files, edges))}")
     print(f"PASS: {len(edges)} files in {len({folder_of(f) for f in edges})} folders, no circle, no call up;"
-          f" {len(imports)} python modules, no import circle")
+          f" {len(imports)} python modules, no import circle, none up")
     return 0
 
 
