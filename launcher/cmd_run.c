@@ -11,6 +11,7 @@
  * a terminal: run_status.c. */
 #define _GNU_SOURCE
 #include "analyzer.h"
+#include "dirs.h"
 #include "tpaudit.h"
 #include "launcher.h"
 #include "run_parts.h"
@@ -94,18 +95,12 @@ static int is_database_file(const char *name) {
  * entries is refused unless `force`, which removes the earlier run's
  * databases and keeps the rest. */
 static int prepare_output(const char *dir, int force) {
-    char parents[PATH_MAX];
-    if ((size_t)snprintf(parents, sizeof parents, "%s", dir) >= sizeof parents) {
+    if (strlen(dir) >= PATH_MAX) {
         fprintf(stderr, "tpaudit: run: output directory name too long\n");
         return -1;
     }
-    for (char *p = parents + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            mkdir(parents, 0777);
-            *p = '/';
-        }
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    /* something other than a directory there (EEXIST) is refused by opendir below */
+    if (tpa_make_dirs(dir) != 0 && errno != EEXIST) {
         fprintf(stderr, "tpaudit: run: cannot create output directory %s: %s\n", dir, strerror(errno));
         return -1;
     }
