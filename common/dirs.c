@@ -1,11 +1,13 @@
-/* dirs.c - making the output directory, one way for `tpaudit run`
- * (launcher/cmd_run.c) and the shim (shim/db.c), see dirs.h. */
+/* dirs.c - making the output directory and its absolute name, one way
+ * for `tpaudit run` (launcher/cmd_run.c) and the shim (shim/db.c,
+ * shim/config.c), see dirs.h. */
 #include "dirs.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int tpa_make_dirs(const char *dir) {
     char path[4200];
@@ -31,4 +33,13 @@ int tpa_make_dirs(const char *dir) {
         return -1;
     }
     return 0;
+}
+
+int tpa_absolute_dir(const char *dir, char *out, size_t len) {
+    if (dir[0] == '/') return (size_t)snprintf(out, len, "%s", dir) < len ? 0 : -1;
+    char cwd[4096];
+    const char *rest = dir[0] == '.' && dir[1] == '/' ? dir + 2 : dir;
+    if (!getcwd(cwd, sizeof cwd)) return -1;
+    int n = snprintf(out, len, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", rest);
+    return n >= 0 && (size_t)n < len ? 0 : -1;
 }

@@ -143,11 +143,12 @@ static int prepare_output(const char *dir, int force) {
     return 0;
 }
 
+/* The directory as it really is (symbolic links resolved) once it exists, else as named from here. */
 static void absolute_path(const char *dir, char *out, size_t len) {
-    char real[PATH_MAX], cwd[PATH_MAX];
+    char real[PATH_MAX];
     if (realpath(dir, real))
         snprintf(out, len, "%s", real);
-    else if (dir[0] == '/' || !getcwd(cwd, sizeof cwd) || (size_t)snprintf(out, len, "%s/%s", cwd, dir) >= len)
+    else if (tpa_absolute_dir(dir, out, len))
         snprintf(out, len, "%s", dir);
 }
 

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dirs.h"
 #include "host_guard.h"
 #include "shim_internal.h"
 
@@ -155,19 +156,8 @@ void tpa_config_load(void) {
             snprintf(g_cfg.out_dir, sizeof g_cfg.out_dir, "%s", out);
     }
 
-    if (g_cfg.out_dir[0] != '/') {
-        char cwd[2048];
-        const char *r = g_cfg.out_dir[0] == '.' && g_cfg.out_dir[1] == '/' ? g_cfg.out_dir + 2 : g_cfg.out_dir;
-        size_t need = strlen(r) + 2;
-        if (getcwd(cwd, sizeof cwd) && strlen(cwd) + need < sizeof g_cfg.out_dir - 64) {
-            char abs[sizeof g_cfg.out_dir];
-            size_t k = strlen(cwd);
-            memcpy(abs, cwd, k);
-            if (k > 1) abs[k++] = '/';
-            memcpy(abs + k, r, need - 1); /* with its NUL */
-            memcpy(g_cfg.out_dir, abs, sizeof abs);
-        }
-    }
+    char abs[sizeof g_cfg.out_dir];
+    if (tpa_absolute_dir(g_cfg.out_dir, abs, sizeof abs - 64) == 0) memcpy(g_cfg.out_dir, abs, sizeof abs);
 
     const char *depth = getenv("TPAUDIT_STACK_DEPTH");
     if (depth) {
