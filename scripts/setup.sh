@@ -43,14 +43,15 @@ mkdir -p "$cache"
 # the venv the first is still installing into.
 exec 9>"$cache/.setup.lock"
 flock 9
-# Two stages: torch and what it needs, at the lock's versions (all the demo
-# needs; marked .torch-complete), then the rest of the lock (.complete).
+# Two stages: torch and numpy (torch warns without it) with what they need,
+# at the lock's versions (all the demo needs; marked .torch-complete), then
+# the rest of the lock (.complete).
 if [ ! -f "$venv/.complete" ] && [ ! -f "$venv/.torch-complete" ]; then
   echo "setup: creating $venv (first run downloads torch, a few GB)" >&2
   rm -rf "$venv"
   mkdir -p "$cache"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -c "$lock" torch >&2
+  "$venv/bin/pip" install -q --disable-pip-version-check -c "$lock" torch numpy >&2
   touch "$venv/.torch-complete"
 fi
 if ((demo_only)); then
