@@ -1,22 +1,23 @@
 #!/usr/bin/env python3
 """test_layers.py - the tree's C folders stand on floors and call only down,
 no files call each other in a circle, and the probe's Python modules
-(python/) import no circle either.  From the built object files (nm:
-the symbols each defines and the ones it needs), an edge A -> B when file A
-calls or reads something file B defines; and from the sources what nm
-cannot see: A -> B when file A uses a macro, type, struct or enum tag or
-enum constant that header B.h defines (B.h counting as B.c when an object
-is built from B.c, else as a file of its own), or includes B.h.  It fails
-on any circle of files and on any edge from a folder to one on its own
-floor or above it.  FLOORS is
-the allowed order, the same as docs/DESIGN.md's ("Map").  Prints each
-folder's files in layers, callers first.
+(python/) import no circle and nothing above their floor either.  From the
+built object files (nm: the symbols each defines and the ones it needs), an
+edge A -> B when file A calls or reads something file B defines; and from
+the sources what nm cannot see: A -> B when file A uses a macro or enum
+constant that header B.h defines (B.h counting as B.c when an object is
+built from B.c, else as a file of its own).  It fails on any circle of
+files, on any edge from a folder to one on its own floor or above it, and
+on an #include of a header of such a folder.  FLOORS is the allowed order,
+the same as docs/DESIGN.md's ("Map").  Prints each folder's files in
+layers, callers first.
 
 The Python side reads every import statement of python/ (those inside
 functions too: a lazy import closes a circle as surely once it runs), an
 edge A -> B when module A imports module B of python/ (`from P import n`
-takes P.n when that is a module, else P; a package's own __init__ is not a
-file its submodules import).
+takes P.n when that is a module, else P; for circles a package's own
+__init__ is not a file its submodules import, for the floors it is: see
+PY_ENTRY_POINTS).
 
 usage: test_layers.py SOURCE_DIR BUILD_DIR OBJECT_LIST
   OBJECT_LIST: a file naming the object files to read, one a line (the
