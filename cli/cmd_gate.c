@@ -74,18 +74,13 @@ typedef struct gate_options {
     const char *baseline;
 } gate_options_t;
 
-/* What the option parsers below return when all went well and the gate
- * goes on; anything else is the exit status (a usage error, or 0 after
- * --help). */
-#define OPTIONS_OK (-1)
-
 /* optarg, the value of `option`, as the index of `words` it names (the last
- * given wins) into *index: OPTIONS_OK, or a usage error naming them. */
+ * given wins) into *index: TPA_OPTIONS_OK, or a usage error naming them. */
 static int one_of(const char *option, const char *const *words, int n_words, int *index) {
     for (int i = 0; i < n_words; i++)
         if (!strcmp(optarg, words[i])) {
             *index = i;
-            return OPTIONS_OK;
+            return TPA_OPTIONS_OK;
         }
     fprintf(stderr, "tpaudit: %s takes %s", option, words[0]);
     for (int i = 1; i < n_words; i++) fprintf(stderr, "%s%s", i + 1 < n_words ? ", " : " or ", words[i]);
@@ -93,16 +88,16 @@ static int one_of(const char *option, const char *const *words, int n_words, int
     return TPA_EXIT_USAGE;
 }
 
-/* optarg as the SIZE of `option` into *bytes: OPTIONS_OK, else a usage error. */
+/* optarg as the SIZE of `option` into *bytes: TPA_OPTIONS_OK, else a usage error. */
 static int take_size(const char *option, int64_t *bytes) {
     int size_rc = tpa_parse_size(optarg, bytes);
-    if (!size_rc) return OPTIONS_OK;
+    if (!size_rc) return TPA_OPTIONS_OK;
     fprintf(stderr, "tpaudit: bad SIZE '%s' for %s (%s)\n", tpa_term(optarg), option,
             size_rc == -2 ? "too large: at most 8 EiB" : "a number and a unit, e.g. 0, 512KiB, 64MiB, 1.5GiB");
     return TPA_EXIT_USAGE;
 }
 
-/* One option into `o`: OPTIONS_OK, else the exit code. */
+/* One option into `o`: TPA_OPTIONS_OK, else the exit code. */
 static int take_option(int c, gate_options_t *o, char **argv) {
     static const char *const levels[] = {"error", "warning"}, *const formats[] = {"text", "junit", "json"};
     int chosen = 0, rc;
@@ -118,13 +113,13 @@ static int take_option(int c, gate_options_t *o, char **argv) {
             fprintf(stderr, "tpaudit: bad --max-findings '%s' (a whole number, 0 or more)\n", tpa_term(optarg));
             return TPA_EXIT_USAGE;
         }
-        return OPTIONS_OK;
+        return TPA_OPTIONS_OK;
     case 'l':
         rc = one_of("--fail-on", levels, 2, &chosen);
         o->fail_on_warning = chosen;
         return rc;
-    case 'b': o->baseline = optarg; return OPTIONS_OK;
-    case 'a': o->allow_incomplete = 1; return OPTIONS_OK;
+    case 'b': o->baseline = optarg; return TPA_OPTIONS_OK;
+    case 'a': o->allow_incomplete = 1; return TPA_OPTIONS_OK;
     case 'f':
         rc = one_of("gate --format", formats, 3, &chosen);
         o->format = (enum gate_format)chosen;
@@ -133,7 +128,7 @@ static int take_option(int c, gate_options_t *o, char **argv) {
     }
 }
 
-/* The options and PATHs: OPTIONS_OK when the gate runs, else the exit code. */
+/* The options and PATHs: TPA_OPTIONS_OK when the gate runs, else the exit code. */
 static int parse_options(int argc, char **argv, gate_options_t *o) {
     static const struct option opts[] = {{"max-retained", required_argument, 0, 'r'},
                                          {"max-growth", required_argument, 0, 'g'},
@@ -148,13 +143,13 @@ static int parse_options(int argc, char **argv, gate_options_t *o) {
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1)
-        if ((rc = take_option(c, o, argv)) != OPTIONS_OK) return rc;
+        if ((rc = take_option(c, o, argv)) != TPA_OPTIONS_OK) return rc;
     if (optind >= argc) {
         fputs("tpaudit: gate: no PATH given (see tpaudit gate --help)\n", stderr);
         return TPA_EXIT_USAGE;
     }
     if (!o->gave_retained && !o->gave_findings && !o->gave_growth) o->gave_retained = o->gave_findings = 1;
-    return OPTIONS_OK;
+    return TPA_OPTIONS_OK;
 }
 
 /* The max-growth rule of each group: its fastest-growing holder (new or
@@ -213,7 +208,7 @@ static void judge_rules(tpa_report_t *r, const gate_options_t *o) {
 int tpa_cmd_gate(int argc, char **argv) {
     gate_options_t o = {0};
     int rc = parse_options(argc, argv, &o);
-    if (rc != OPTIONS_OK) return rc;
+    if (rc != TPA_OPTIONS_OK) return rc;
     tpa_report_t r, base;
     memset(&base, 0, sizeof base);
     /* The text verdict needs each finding's kind and bytes, a baseline its

@@ -9,6 +9,10 @@
 
 /* Every verb's exit status (docs/tpaudit.1, EXIT STATUS). */
 enum tpa_exit { TPA_EXIT_OK = 0, TPA_EXIT_GATE = 1, TPA_EXIT_USAGE = 2, TPA_EXIT_INCONCLUSIVE = 3 };
+/* What a verb's option parsers return when all went well and the verb goes
+ * on; anything else is the exit status (a usage error, or TPA_EXIT_OK after
+ * --help). */
+#define TPA_OPTIONS_OK (-1)
 
 /* SIZE: a number and a unit in any case (B, KiB/K, MiB/M, GiB/G, TiB/T
  * binary; KB, MB, GB, TB decimal). 0, -1 malformed, -2 beyond int64. */

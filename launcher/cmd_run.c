@@ -243,7 +243,8 @@ struct run_options {
     int first_arg; /* index of CMD in argv */
 };
 
-/* 0 parsed, 1 --help printed, -1 usage error printed. */
+/* TPA_OPTIONS_OK when the run goes on, else the exit status: --help printed
+ * (TPA_EXIT_OK), or a usage error printed. */
 static int parse_options(int argc, char **argv, struct run_options *o) {
     int i = 1;
     for (; i < argc; i++) {
@@ -254,7 +255,7 @@ static int parse_options(int argc, char **argv, struct run_options *o) {
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(USAGE, stdout);
-            return 1;
+            return TPA_EXIT_OK;
         }
         int *flag = !strcmp(a, "--force") ? &o->force : !strcmp(a, "--fail-fast") ? &o->fail_fast : NULL;
         if (flag) {
@@ -264,7 +265,7 @@ static int parse_options(int argc, char **argv, struct run_options *o) {
         if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (i + 1 >= argc || !argv[i + 1][0]) {
                 fprintf(stderr, "tpaudit: run: %s needs a directory (%s DIR)\n", a, a);
-                return -1;
+                return TPA_EXIT_USAGE;
             }
             o->out_dir = argv[++i];
             continue;
@@ -273,22 +274,22 @@ static int parse_options(int argc, char **argv, struct run_options *o) {
             o->out_dir = a[1] == '-' ? a + 9 : a + 2;
             if (!*o->out_dir) {
                 fprintf(stderr, "tpaudit: run: --output needs a directory\n");
-                return -1;
+                return TPA_EXIT_USAGE;
             }
             continue;
         }
         if (a[0] == '-' && a[1]) {
             fprintf(stderr, "tpaudit: run: unknown option %s (see tpaudit run --help)\n", a);
-            return -1;
+            return TPA_EXIT_USAGE;
         }
         break;
     }
     if (i >= argc) {
         fprintf(stderr, "tpaudit: run: no command given (tpaudit run [-o DIR] [--] CMD...)\n");
-        return -1;
+        return TPA_EXIT_USAGE;
     }
     o->first_arg = i;
-    return 0;
+    return TPA_OPTIONS_OK;
 }
 
 static int set_preload(const char *shim) {
@@ -380,7 +381,7 @@ static int wait_child(pid_t pid, int report_fd, int *status, int *exec_errno) {
 int tpa_cmd_run(int argc, char **argv) {
     struct run_options o = {0};
     int parsed = parse_options(argc, argv, &o);
-    if (parsed) return parsed > 0 ? TPA_EXIT_OK : TPA_EXIT_USAGE;
+    if (parsed != TPA_OPTIONS_OK) return parsed;
     char **cmd = argv + o.first_arg;
     const char *out_dir;
     char abs_out[PATH_MAX];
