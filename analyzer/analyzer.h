@@ -1,6 +1,7 @@
 /* analyzer.h - internal interface of the tpaudit analyzer: opening
  * databases and reading them (with the finding rules, findings.h) into a
- * tpa_report_t, the exit codes, the verbs' options and output. */
+ * tpa_report_t, and writing the verbs' output.  (The exit codes and the
+ * verbs' option helpers are common/options.h's.) */
 #ifndef TPA_ANALYZER_H
 #define TPA_ANALYZER_H
 
@@ -9,14 +10,13 @@
 #include <stdint.h>
 
 #include "findings.h"
+#include "options.h"
 #include "reports.h"
 
 /* The newest database version this analyzer reads; it reads every one since
  * 1 (a version-1 file has no ledger and no samples: no growth is judged; one
  * before version 3 has no oom table: no OOM is judged). */
 #define TPA_SCHEMA_VERSION 3
-
-enum tpa_exit { TPA_EXIT_OK = 0, TPA_EXIT_GATE = 1, TPA_EXIT_USAGE = 2, TPA_EXIT_INCONCLUSIVE = 3 };
 
 /* Opens a database for reading without writing, locking or adding files
  * beside it; close it with tpa_db_close (db_open.c).  0; -1 with why; 1
@@ -109,14 +109,6 @@ int tpa_read_owner_timeline(sqlite3 *db, tpa_run_t *run);
  * native stack symbolized once per stack and the library that asked for it
  * (device_memory.c).  0, or -1. */
 int tpa_read_device_memory(sqlite3 *db, tpa_device_memory_t **out);
-
-/* SIZE: a number and a unit in any case (B, KiB/K, MiB/M, GiB/G, TiB/T
- * binary; KB, MB, GB, TB decimal). 0, -1 malformed, -2 beyond int64. */
-int tpa_parse_size(const char *text, int64_t *bytes);
-/* A getopt result a command does not take itself: 'h' prints usage to
- * stdout and gives TPA_EXIT_OK; ':' or '?' prints the one stderr line of
- * the error and gives TPA_EXIT_USAGE. */
-int tpa_option_help_or_error(const char *verb, int c, char **argv, void (*usage)(FILE *));
 
 /* Writes to stdout ("-" or NULL), to a regular file through a temp file
  * renamed over it only when render returns 0, or to anything else (a

@@ -1,5 +1,5 @@
-/* output.c - what the verbs share on the command line: writing a rendered
- * report, parsing SIZE arguments and reporting a bad option.
+/* output.c - writing a rendered report (the verbs' SIZE arguments and bad
+ * options are common/options.c's).
  *
  * A report goes to a regular file (or a new one) through a temporary file
  * in the same directory, renamed into place only when rendering succeeded,
@@ -8,15 +8,12 @@
  * a shell's `>` would, never replaced. */
 #include "analyzer.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -100,65 +97,4 @@ int tpa_write_output_with(const char *path, int (*render)(const void *ctx, FILE 
         snprintf(why, why_len, "cannot write report to %s: %s", path, strerror(saved));
     }
     return rc;
-}
-
-int tpa_parse_size(const char *text, int64_t *bytes) {
-    static const struct {
-        const char *unit;
-        double scale;
-    } UNITS[] = {{"", 1},
-                 {"B", 1},
-                 {"KiB", 1024.0},
-                 {"MiB", 1048576.0},
-                 {"GiB", 1073741824.0},
-                 {"TiB", 1099511627776.0},
-                 {"KB", 1e3},
-                 {"MB", 1e6},
-                 {"GB", 1e9},
-                 {"TB", 1e12},
-                 {"K", 1024.0},
-                 {"M", 1048576.0},
-                 {"G", 1073741824.0},
-                 {"T", 1099511627776.0}};
-    const char *p = text;
-    while (isspace((unsigned char)*p)) p++;
-    /* a decimal number only (strtod alone would also take inf, nan and hex) */
-    const char *q = p;
-    int digits = 0;
-    while (isdigit((unsigned char)*q)) q++, digits++;
-    if (*q == '.')
-        for (q++; isdigit((unsigned char)*q); q++) digits++;
-    if (!digits) return -1;
-    if ((*q == 'e' || *q == 'E') &&
-        (isdigit((unsigned char)q[1]) || ((q[1] == '+' || q[1] == '-') && isdigit((unsigned char)q[2])))) {
-        q += 2;
-        while (isdigit((unsigned char)*q)) q++;
-    }
-    char *end;
-    double v = strtod(p, &end);
-    if (end != q || !isfinite(v) || v < 0) return end == q && !isfinite(v) ? -2 : -1;
-    while (isspace((unsigned char)*end)) end++;
-    for (size_t i = 0; i < sizeof UNITS / sizeof *UNITS; i++)
-        if (!strcasecmp(end, UNITS[i].unit)) {
-            double b = v * UNITS[i].scale + 0.5;
-            if (!(b < 9.2e18)) return -2; /* beyond int64 */
-            *bytes = (int64_t)b;
-            return 0;
-        }
-    return -1;
-}
-
-int tpa_option_help_or_error(const char *verb, int c, char **argv, void (*usage)(FILE *)) {
-    if (c == 'h') {
-        usage(stdout);
-        return TPA_EXIT_OK;
-    }
-    const char *arg = optind > 0 ? argv[optind - 1] : "";
-    if (c == ':')
-        fprintf(stderr, "tpaudit: %s: option '%s' needs a value (see tpaudit %s --help)\n", verb, tpa_term(arg), verb);
-    else if (optopt && optopt != '?')
-        fprintf(stderr, "tpaudit: %s: unknown option '-%c' (see tpaudit %s --help)\n", verb, optopt, verb);
-    else
-        fprintf(stderr, "tpaudit: %s: unknown option '%s' (see tpaudit %s --help)\n", verb, tpa_term(arg), verb);
-    return TPA_EXIT_USAGE;
 }

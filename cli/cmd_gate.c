@@ -24,7 +24,7 @@
 
 static void usage(FILE *out) {
     fputs("usage: tpaudit gate [--max-retained SIZE] [--max-growth SIZE] [--max-findings N] [--fail-on error|warning]\n"
-          "                    [--baseline PATH] [--allow-incomplete] [--format text|junit] PATH...\n"
+          "                    [--baseline PATH] [--allow-incomplete] [--format text|junit|json] PATH...\n"
           "  --max-retained SIZE  retained bytes of error findings allowed on any one rank\n"
           "                       (0, 512KiB, 64mib, 1.5GiB, 2GB; units in any case)\n"
           "  --max-growth SIZE    bytes per step one holder's memory may grow on any one rank\n"
@@ -36,6 +36,8 @@ static void usage(FILE *out) {
           "  Only the rules given are judged; with no limit given, --max-retained 0 and\n"
           "  --max-findings 0 (any error, memory growth too, fails).\n"
           "  --allow-incomplete   judge an incomplete run instead of exiting 3\n"
+          "  --format FORMAT      text (default), junit, or json: each rule's measurement,\n"
+          "                       limit and outcome as one document\n"
           "exit: 0 passed, 1 failed, 2 usage or bad input, 3 inconclusive\n",
           out);
 }
@@ -62,34 +64,43 @@ static void add_rule(tpa_report_t *r, const char *rule, int64_t limit, int64_t m
     r->rules[r->n_rules++] = (tpa_gate_rule_t){tpa_strdup(rule), limit, measured, rank, 0, passed};
 }
 
+/* How the gate prints its verdict (--format). */
+enum gate_format { GATE_TEXT, GATE_JUNIT, GATE_JSON };
+
 typedef struct gate_options {
     int64_t max_retained, max_findings, max_growth;
-    int fail_on_warning, allow_incomplete, junit, gave_retained, gave_findings, gave_growth;
+    int fail_on_warning, allow_incomplete, gave_retained, gave_findings, gave_growth;
+    enum gate_format format;
     const char *baseline;
 } gate_options_t;
 
-/* optarg, the value of `option`, as a flag: 0 for `off`, 1 for `on`; -1
- * when it was one of the two, else a usage error. */
-static int one_of_two(const char *option, const char *off, const char *on, int *flag) {
-    if (strcmp(optarg, on) && strcmp(optarg, off)) {
-        fprintf(stderr, "tpaudit: %s takes %s or %s\n", option, off, on);
-        return TPA_EXIT_USAGE;
-    }
-    *flag = !strcmp(optarg, on); /* the last one given wins */
-    return -1;
+/* optarg, the value of `option`, as the index of `words` it names (the last
+ * given wins) into *index: TPA_OPTIONS_OK, or a usage error naming them. */
+static int one_of(const char *option, const char *const *words, int n_words, int *index) {
+    for (int i = 0; i < n_words; i++)
+        if (!strcmp(optarg, words[i])) {
+            *index = i;
+            return TPA_OPTIONS_OK;
+        }
+    fprintf(stderr, "tpaudit: %s takes %s", option, words[0]);
+    for (int i = 1; i < n_words; i++) fprintf(stderr, "%s%s", i + 1 < n_words ? ", " : " or ", words[i]);
+    fputc('\n', stderr);
+    return TPA_EXIT_USAGE;
 }
 
-/* optarg as the SIZE of `option` into *bytes; -1 when it is one, else a usage error. */
+/* optarg as the SIZE of `option` into *bytes: TPA_OPTIONS_OK, else a usage error. */
 static int take_size(const char *option, int64_t *bytes) {
     int size_rc = tpa_parse_size(optarg, bytes);
-    if (!size_rc) return -1;
+    if (!size_rc) return TPA_OPTIONS_OK;
     fprintf(stderr, "tpaudit: bad SIZE '%s' for %s (%s)\n", tpa_term(optarg), option,
             size_rc == -2 ? "too large: at most 8 EiB" : "a number and a unit, e.g. 0, 512KiB, 64MiB, 1.5GiB");
     return TPA_EXIT_USAGE;
 }
 
-/* One option into `o`; -1 when it was taken, else the exit code. */
+/* One option into `o`: TPA_OPTIONS_OK, else the exit code. */
 static int take_option(int c, gate_options_t *o, char **argv) {
+    static const char *const levels[] = {"error", "warning"}, *const formats[] = {"text", "junit", "json"};
+    int chosen = 0, rc;
     char *end;
     switch (c) {
     case 'r': o->gave_retained = 1; return take_size("--max-retained", &o->max_retained);
@@ -102,16 +113,22 @@ static int take_option(int c, gate_options_t *o, char **argv) {
             fprintf(stderr, "tpaudit: bad --max-findings '%s' (a whole number, 0 or more)\n", tpa_term(optarg));
             return TPA_EXIT_USAGE;
         }
-        return -1;
-    case 'l': return one_of_two("--fail-on", "error", "warning", &o->fail_on_warning);
-    case 'b': o->baseline = optarg; return -1;
-    case 'a': o->allow_incomplete = 1; return -1;
-    case 'f': return one_of_two("gate --format", "text", "junit", &o->junit);
+        return TPA_OPTIONS_OK;
+    case 'l':
+        rc = one_of("--fail-on", levels, 2, &chosen);
+        o->fail_on_warning = chosen;
+        return rc;
+    case 'b': o->baseline = optarg; return TPA_OPTIONS_OK;
+    case 'a': o->allow_incomplete = 1; return TPA_OPTIONS_OK;
+    case 'f':
+        rc = one_of("gate --format", formats, 3, &chosen);
+        o->format = (enum gate_format)chosen;
+        return rc;
     default: return tpa_option_help_or_error("gate", c, argv, usage);
     }
 }
 
-/* The options and PATHs; -1 when the gate runs, else the exit code. */
+/* The options and PATHs: TPA_OPTIONS_OK when the gate runs, else the exit code. */
 static int parse_options(int argc, char **argv, gate_options_t *o) {
     static const struct option opts[] = {{"max-retained", required_argument, 0, 'r'},
                                          {"max-growth", required_argument, 0, 'g'},
@@ -126,13 +143,13 @@ static int parse_options(int argc, char **argv, gate_options_t *o) {
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1)
-        if ((rc = take_option(c, o, argv)) >= 0) return rc;
+        if ((rc = take_option(c, o, argv)) != TPA_OPTIONS_OK) return rc;
     if (optind >= argc) {
         fputs("tpaudit: gate: no PATH given (see tpaudit gate --help)\n", stderr);
         return TPA_EXIT_USAGE;
     }
     if (!o->gave_retained && !o->gave_findings && !o->gave_growth) o->gave_retained = o->gave_findings = 1;
-    return -1;
+    return TPA_OPTIONS_OK;
 }
 
 /* The max-growth rule of each group: its fastest-growing holder (new or
@@ -191,12 +208,12 @@ static void judge_rules(tpa_report_t *r, const gate_options_t *o) {
 int tpa_cmd_gate(int argc, char **argv) {
     gate_options_t o = {0};
     int rc = parse_options(argc, argv, &o);
-    if (rc >= 0) return rc;
+    if (rc != TPA_OPTIONS_OK) return rc;
     tpa_report_t r, base;
     memset(&base, 0, sizeof base);
     /* The text verdict needs each finding's kind and bytes, a baseline its
      * name as the report gives it, JUnit its message too. */
-    int needs = o.junit ? TPA_NEED_ALL : o.baseline ? TPA_NEED_DETAILS : TPA_NEED_FINDINGS;
+    int needs = o.format == GATE_JUNIT ? TPA_NEED_ALL : o.baseline ? TPA_NEED_DETAILS : TPA_NEED_FINDINGS;
     if (tpa_load_or_say_for(argc - optind, argv + optind, 0, needs, &r)) {
         tpa_report_free(&r);
         return TPA_EXIT_USAGE;
@@ -218,7 +235,9 @@ int tpa_cmd_gate(int argc, char **argv) {
         if (r.runs[i].inconclusive)
             fprintf(stderr, "tpaudit: %s: inconclusive: %s\n", tpa_term(r.runs[i].file),
                     tpa_term(r.runs[i].why_inconclusive));
-    (o.junit ? tpa_render_junit : tpa_render_gate_text)(&r, stdout);
+    static int (*const render[])(const tpa_report_t *, FILE *) = {
+        [GATE_TEXT] = tpa_render_gate_text, [GATE_JUNIT] = tpa_render_junit, [GATE_JSON] = tpa_render_gate_json};
+    render[o.format](&r, stdout);
     tpa_report_free(&r);
     tpa_report_free(&base);
     return code;

@@ -75,7 +75,7 @@ _tpaudit() {
     gate)
         case $prev in
         --fail-on) COMPREPLY=($(compgen -W "error warning" -- "$cur")) ;;
-        --format) COMPREPLY=($(compgen -W "text junit" -- "$cur")) ;;
+        --format) COMPREPLY=($(compgen -W "text junit json" -- "$cur")) ;;
         --max-retained|--max-growth) COMPREPLY=($(compgen -W "0 512KiB 64MiB 1GiB" -- "$cur")) ;;
         --max-findings) COMPREPLY=($(compgen -W "0 1 10" -- "$cur")) ;;
         --baseline) _tpaudit_paths "$cur" ;;

@@ -32,5 +32,5 @@ complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l max-findings -x -d 
 complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l fail-on -x -a 'error warning' -d 'Severity that counts'
 complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l baseline -r -F -d 'Count only findings new or grown against this run'
 complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l allow-incomplete -d 'Judge an incomplete run instead of exiting 3'
-complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l format -x -a 'text junit' -d 'Output format'
+complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l format -x -a 'text junit json' -d 'Output format'
 complete -c tpaudit -n "__fish_seen_subcommand_from diff" -l exit-zero -d 'Exit 0 even when a finding appeared or grew'

@@ -49,6 +49,11 @@ extern "C" {
 
 #define TPAUDIT_ABI_VERSION 1
 
+/* Where the shim writes its databases when TPAUDIT_OUT is not set, and
+ * where `tpaudit run` and the pytest plugin look (made absolute against
+ * the working directory). */
+#define TPAUDIT_DEFAULT_OUT "./tpaudit-out"
+
 /* Status codes. */
 #define TPAUDIT_OK         0
 #define TPAUDIT_ENOTLOADED (-1) /* the shim is not in this process */

@@ -11,6 +11,8 @@
  * a terminal: run_status.c. */
 #define _GNU_SOURCE
 #include "analyzer.h"
+#include "dirs.h"
+#include "tpaudit.h"
 #include "launcher.h"
 #include "run_parts.h"
 
@@ -31,7 +33,7 @@ enum { DESCENDANT_GRACE_S = 20 };
 
 static const char USAGE[] = "usage: tpaudit run [-o|--output DIR] [--force] [--fail-fast] [--] CMD...\n"
                             "  Runs CMD with libtpaudit.so preloaded; every process it starts writes its own\n"
-                            "  database into DIR (default ./tpaudit-out, or $TPAUDIT_OUT). DIR must be empty or\n"
+                            "  database into DIR (default " TPAUDIT_DEFAULT_OUT ", or $TPAUDIT_OUT). DIR must be empty or\n"
                             "  new: --force removes the databases an earlier run left there. Ends with the\n"
                             "  verdict on stderr; returns CMD's exit status (or ends by CMD's signal).\n"
                             "  --fail-fast: a Python program stops at the first audit that finds an error\n"
@@ -93,18 +95,12 @@ static int is_database_file(const char *name) {
  * entries is refused unless `force`, which removes the earlier run's
  * databases and keeps the rest. */
 static int prepare_output(const char *dir, int force) {
-    char parents[PATH_MAX];
-    if ((size_t)snprintf(parents, sizeof parents, "%s", dir) >= sizeof parents) {
+    if (strlen(dir) >= PATH_MAX) {
         fprintf(stderr, "tpaudit: run: output directory name too long\n");
         return -1;
     }
-    for (char *p = parents + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            mkdir(parents, 0777);
-            *p = '/';
-        }
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    /* something other than a directory there (EEXIST) is refused by opendir below */
+    if (tpa_make_dirs(dir) != 0 && errno != EEXIST) {
         fprintf(stderr, "tpaudit: run: cannot create output directory %s: %s\n", dir, strerror(errno));
         return -1;
     }
@@ -147,11 +143,12 @@ static int prepare_output(const char *dir, int force) {
     return 0;
 }
 
+/* The directory as it really is (symbolic links resolved) once it exists, else as named from here. */
 static void absolute_path(const char *dir, char *out, size_t len) {
-    char real[PATH_MAX], cwd[PATH_MAX];
+    char real[PATH_MAX];
     if (realpath(dir, real))
         snprintf(out, len, "%s", real);
-    else if (dir[0] == '/' || !getcwd(cwd, sizeof cwd) || (size_t)snprintf(out, len, "%s/%s", cwd, dir) >= len)
+    else if (tpa_absolute_dir(dir, out, len))
         snprintf(out, len, "%s", dir);
 }
 
@@ -246,7 +243,8 @@ struct run_options {
     int first_arg; /* index of CMD in argv */
 };
 
-/* 0 parsed, 1 --help printed, -1 usage error printed. */
+/* TPA_OPTIONS_OK when the run goes on, else the exit status: --help printed
+ * (TPA_EXIT_OK), or a usage error printed. */
 static int parse_options(int argc, char **argv, struct run_options *o) {
     int i = 1;
     for (; i < argc; i++) {
@@ -257,7 +255,7 @@ static int parse_options(int argc, char **argv, struct run_options *o) {
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(USAGE, stdout);
-            return 1;
+            return TPA_EXIT_OK;
         }
         int *flag = !strcmp(a, "--force") ? &o->force : !strcmp(a, "--fail-fast") ? &o->fail_fast : NULL;
         if (flag) {
@@ -267,7 +265,7 @@ static int parse_options(int argc, char **argv, struct run_options *o) {
         if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (i + 1 >= argc || !argv[i + 1][0]) {
                 fprintf(stderr, "tpaudit: run: %s needs a directory (%s DIR)\n", a, a);
-                return -1;
+                return TPA_EXIT_USAGE;
             }
             o->out_dir = argv[++i];
             continue;
@@ -276,22 +274,22 @@ static int parse_options(int argc, char **argv, struct run_options *o) {
             o->out_dir = a[1] == '-' ? a + 9 : a + 2;
             if (!*o->out_dir) {
                 fprintf(stderr, "tpaudit: run: --output needs a directory\n");
-                return -1;
+                return TPA_EXIT_USAGE;
             }
             continue;
         }
         if (a[0] == '-' && a[1]) {
             fprintf(stderr, "tpaudit: run: unknown option %s (see tpaudit run --help)\n", a);
-            return -1;
+            return TPA_EXIT_USAGE;
         }
         break;
     }
     if (i >= argc) {
         fprintf(stderr, "tpaudit: run: no command given (tpaudit run [-o DIR] [--] CMD...)\n");
-        return -1;
+        return TPA_EXIT_USAGE;
     }
     o->first_arg = i;
-    return 0;
+    return TPA_OPTIONS_OK;
 }
 
 static int set_preload(const char *shim) {
@@ -319,7 +317,7 @@ static int prepare_environment(const struct run_options *o, const char **out_dir
     }
     const char *inherited = getenv("TPAUDIT_OUT"), *old_preload = getenv("LD_PRELOAD");
     *nested = !o->out_dir && inherited && *inherited && old_preload && strstr(old_preload, shim);
-    *out_dir = o->out_dir ? o->out_dir : inherited && *inherited ? inherited : "./tpaudit-out";
+    *out_dir = o->out_dir ? o->out_dir : inherited && *inherited ? inherited : TPAUDIT_DEFAULT_OUT;
     if (!*nested && prepare_output(*out_dir, o->force)) return -1;
     absolute_path(*out_dir, abs_out, PATH_MAX);
     setenv("TPAUDIT_OUT", abs_out, 1);
@@ -383,7 +381,7 @@ static int wait_child(pid_t pid, int report_fd, int *status, int *exec_errno) {
 int tpa_cmd_run(int argc, char **argv) {
     struct run_options o = {0};
     int parsed = parse_options(argc, argv, &o);
-    if (parsed) return parsed > 0 ? TPA_EXIT_OK : TPA_EXIT_USAGE;
+    if (parsed != TPA_OPTIONS_OK) return parsed;
     char **cmd = argv + o.first_arg;
     const char *out_dir;
     char abs_out[PATH_MAX];

@@ -1,4 +1,4 @@
-# structs.cmake - the probe's ctypes structs, generated from the public
+# structs.cmake - the probe's ctypes structs (and DEFAULT_OUT), generated from the public
 # header: reads the typedefs tpaudit_tensor_t, tpaudit_ref_t,
 # tpaudit_event_t, tpaudit_verdict_t, tpaudit_ledger_t, tpaudit_sample_t and tpaudit_oom_t of include/tpaudit.h and writes tpaudit/_structs.py (one
 # ctypes.Structure per typedef, fields in the header's order), so a field
@@ -57,6 +57,11 @@ foreach(name ${structs})
 endforeach()
 string(APPEND c "    return 0;\n}\n")
 
+# The default output directory, for the pytest plugin (TPAUDIT_DEFAULT_OUT).
+if(NOT text MATCHES "#define TPAUDIT_DEFAULT_OUT +\"([^\"]*)\"")
+  message(FATAL_ERROR "structs.cmake: no #define TPAUDIT_DEFAULT_OUT in ${HEADER}")
+endif()
+string(APPEND py "\n\n# TPAUDIT_DEFAULT_OUT: where the shim writes without TPAUDIT_OUT.\nDEFAULT_OUT = \"${CMAKE_MATCH_1}\"\n")
 file(WRITE "${OUT}" "${py}")
 if(LAYOUT)
   file(WRITE "${LAYOUT}" "${c}")

@@ -12,6 +12,7 @@
  * addresses of its blocks: blocks are laid first-fit into the segments
  * live then, in address order (docs/MEMVIZ.md).
  */
+#include "finding_kinds.h"
 #include "memviz.h"
 #include "owned_text.h"
 

@@ -224,23 +224,48 @@ static void put_by_rank(FILE *out, const tpa_report_t *r) {
     free(g);
 }
 
-static void put_gate(FILE *out, const tpa_report_t *r) {
-    if (!r->has_gate) {
-        fputs("null", out);
-        return;
-    }
-    fprintf(out, "{\"passed\":%s,\"rules\":[", r->gate_passed ? "true" : "false");
+/* What a gate rule measures: bytes (max-retained), bytes per step
+ * (max-growth) or findings (max-findings). */
+static const char *rule_unit(const char *rule) {
+    return !strcmp(rule, "max-retained") ? "bytes" : !strcmp(rule, "max-growth") ? "bytes/step" : "findings";
+}
+
+/* The gate's rules as a JSON array; the gate's own document (`document`)
+ * adds each rule's unit and outcome in words. */
+static void put_gate_rules(FILE *out, const tpa_report_t *r, int document) {
+    fputc('[', out);
     for (size_t i = 0; i < r->n_rules; i++) {
         const tpa_gate_rule_t *g = &r->rules[i];
-        fprintf(out, "%s{\"rule\":", i ? "," : "");
+        fprintf(out, "%s{\"rule\":", i ? (document ? ",\n" : ",") : (document ? "\n" : ""));
         tpa_put_json_string(out, g->rule);
         fprintf(out, ",\"limit\":%" PRId64 ",\"measured\":%" PRId64 ",\"rank\":", g->limit, g->measured);
         put_rank(out, g->rank >= 0, g->rank);
         fputs(",\"pid\":", out);
         put_rank(out, g->pid != 0, g->pid);
-        fprintf(out, ",\"passed\":%s}", g->passed ? "true" : "false");
+        fprintf(out, ",\"passed\":%s", g->passed ? "true" : "false");
+        if (document) fprintf(out, ",\"unit\":\"%s\",\"outcome\":\"%s\"", rule_unit(g->rule), g->passed ? "passed" : "failed");
+        fputc('}', out);
     }
-    fputs("]}", out);
+    fputc(']', out);
+}
+
+static void put_gate(FILE *out, const tpa_report_t *r) {
+    if (!r->has_gate) {
+        fputs("null", out);
+        return;
+    }
+    fprintf(out, "{\"passed\":%s,\"rules\":", r->gate_passed ? "true" : "false");
+    put_gate_rules(out, r, 0);
+    fputc('}', out);
+}
+
+int tpa_render_gate_json(const tpa_report_t *r, FILE *out) {
+    fprintf(out, "{\"format\":\"tpaudit-gate\",\"version\":1,\"outcome\":\"%s\",\"passed\":%s,\"rules\":",
+            r->gate_inconclusive ? "inconclusive" : r->gate_passed ? "passed" : "failed",
+            r->gate_passed && !r->gate_inconclusive ? "true" : "false");
+    put_gate_rules(out, r, 1);
+    fputs("}\n", out);
+    return ferror(out) ? -1 : 0;
 }
 
 int tpa_render_json(const tpa_report_t *r, FILE *out) {

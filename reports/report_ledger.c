@@ -12,21 +12,12 @@
 /* Owners shown in the text table; the rest are summed on one line. */
 #define TEXT_LEDGER_ROWS 10
 
-static int grows(const tpa_finding_t *f) {
-    const tpa_kind_t *k = tpa_kind_named(f->kind);
-    return k && k->grows;
-}
-
-int tpa_finding_grows(const tpa_finding_t *f) { return grows(f); }
-
-int64_t tpa_finding_measure(const tpa_finding_t *f) { return grows(f) ? f->growth_per_step : f->retained_bytes; }
-
 const tpa_finding_t *tpa_top_growth(const tpa_report_t *r, size_t *n_growing) {
     const tpa_finding_t *top = NULL;
     size_t n = 0;
     for (size_t i = 0; i < r->n_findings; i++) {
         const tpa_finding_t *f = &r->findings[i];
-        if (!f->is_error || !grows(f)) continue;
+        if (!f->is_error || !tpa_finding_grows(f)) continue;
         n++;
         if (!top || f->growth_per_step > top->growth_per_step) top = f;
     }
@@ -36,7 +27,7 @@ const tpa_finding_t *tpa_top_growth(const tpa_report_t *r, size_t *n_growing) {
 
 size_t tpa_count_stale_errors(const tpa_report_t *r) {
     size_t n = 0;
-    for (size_t i = 0; i < r->n_findings; i++) n += r->findings[i].is_error && !grows(&r->findings[i]) && !r->findings[i].oom;
+    for (size_t i = 0; i < r->n_findings; i++) n += r->findings[i].is_error && !tpa_finding_grows(&r->findings[i]) && !r->findings[i].oom;
     return n;
 }
 
@@ -132,7 +123,7 @@ void tpa_put_ledger_json(FILE *out, const tpa_run_t *run) {
 }
 
 void tpa_put_growth_json(FILE *out, const tpa_finding_t *f) {
-    if (!grows(f)) return;
+    if (!tpa_finding_grows(f)) return;
     fprintf(out, ",\"bytes\":%" PRId64 ",\"growth\":{\"bytes_per_step\":%" PRId64 ",\"since_step\":%" PRId64
                  ",\"example\":",
             f->held_bytes, f->growth_per_step, f->growth_since_step);

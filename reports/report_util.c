@@ -1,127 +1,12 @@
 /*
- * report_util.c - escaping and a finding's view shared by the renderers
- * and the analyzer.
+ * report_util.c - a finding's view shared by the renderers and the
+ * analyzer (the escapers are common/escape.c's).
  */
 #include "reports.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Decodes one UTF-8 character at p (strict RFC 3629: no overlongs, no
- * surrogates, nothing above U+10FFFF); returns its length and sets *cp, or
- * returns 1 with *cp = -1 for an invalid byte. */
-static int utf8_next(const unsigned char *p, int32_t *cp) {
-    int n = p[0] < 0x80 ? 1 : p[0] < 0xc2 ? 0 : p[0] < 0xe0 ? 2 : p[0] < 0xf0 ? 3 : p[0] < 0xf5 ? 4 : 0;
-    if (n == 1) {
-        *cp = p[0];
-        return 1;
-    }
-    *cp = -1;
-    if (n == 0) return 1;
-    int32_t v = p[0] & (0x3f >> (n - 1));
-    for (int i = 1; i < n; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 1;
-        v = (v << 6) | (p[i] & 0x3f);
-    }
-    static const int32_t MIN[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < MIN[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 1;
-    *cp = v;
-    return n;
-}
-
-/* What to write for character `cp` (-1: an invalid byte), or NULL to
- * write its bytes as they are; `buf` holds a numeric escape. */
-typedef const char *(*escape_fn)(int32_t cp, char buf[8]);
-
-static void put_escaped(FILE *out, const char *s, escape_fn escape) {
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
-        int32_t cp;
-        char buf[8];
-        int n = utf8_next(p, &cp);
-        const char *e = escape(cp, buf);
-        if (e)
-            fputs(e, out);
-        else
-            fwrite(p, 1, (size_t)n, out);
-        p += n;
-    }
-}
-
-static const char *json_escape(int32_t cp, char buf[8]) {
-    switch (cp) {
-    case '"': return "\\\"";
-    case '\\': return "\\\\";
-    case '\n': return "\\n";
-    case '\r': return "\\r";
-    case '\t': return "\\t";
-    case '<': return "\\u003c";
-    case '>': return "\\u003e";
-    case '&': return "\\u0026";
-    case -1: return "\\ufffd";
-    }
-    if (cp < 0x20 || cp == 0x7f || cp == 0x2028 || cp == 0x2029) {
-        snprintf(buf, 8, "\\u%04x", (unsigned)cp & 0xffffu); /* cp < 0x10000 here */
-        return buf;
-    }
-    return NULL;
-}
-
-/* XML 1.0 cannot carry C0 controls other than tab and newline, U+FFFE or
- * U+FFFF; C1 controls and DEL are legal but unsafe to show. */
-static const char *xml_escape(int32_t cp, char buf[8]) {
-    (void)buf;
-    switch (cp) {
-    case '<': return "&lt;";
-    case '>': return "&gt;";
-    case '&': return "&amp;";
-    case '"': return "&quot;";
-    case '\'': return "&#39;";
-    case '\n': return "&#10;";
-    case '\t': return "&#9;";
-    }
-    if (cp < 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0xfffe || cp == 0xffff) return "\xef\xbf\xbd";
-    return NULL;
-}
-
-void tpa_put_json_string(FILE *out, const char *s) {
-    fputc('"', out);
-    put_escaped(out, s, json_escape);
-    fputc('"', out);
-}
-
-void tpa_put_xml_escaped(FILE *out, const char *s) { put_escaped(out, s, xml_escape); }
-
-const char *tpa_term(const char *s) {
-    static char *ring[16];
-    static size_t cap[16];
-    static unsigned next;
-    if (!s) return NULL;
-    unsigned slot = next++ % 16;
-    size_t need = strlen(s) * 4 + 1;
-    if (cap[slot] < need) {
-        char *v = realloc(ring[slot], need);
-        if (!v) return "(out of memory)";
-        ring[slot] = v;
-        cap[slot] = need;
-    }
-    char *o = ring[slot];
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        int32_t cp;
-        int n = utf8_next(p, &cp);
-        if (cp < 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0x2028 || cp == 0x2029 ||
-            (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)) {
-            /* controls and bidirectional overrides: shown, never obeyed */
-            for (int i = 0; i < n; i++) o += sprintf(o, "\\x%02x", p[i]);
-        } else {
-            memcpy(o, p, (size_t)n);
-            o += n;
-        }
-        p += n;
-    }
-    *o = 0;
-    return ring[slot];
-}
 
 const char *tpa_severity(const tpa_finding_t *f) { return f->is_error ? "error" : "warning"; }
 

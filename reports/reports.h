@@ -1,12 +1,12 @@
 /*
  * reports.h - the renderers of a report (text, JSON, HTML, JUnit) and the
- * helpers they share with the analyzer and the CLI: escaping, a finding's
- * view, the runs and findings grouped by rank, and a strict JSON reader.
+ * helpers they share with the analyzer and the CLI: a finding's view, the runs and findings grouped by rank, and a strict JSON reader.
  * They read only the model (tpa_model.h).
  */
 #ifndef TPA_REPORTS_H
 #define TPA_REPORTS_H
 
+#include "escape.h"
 #include "tpa_model.h"
 
 /* Renderers: 0 on success, -1 on a write error. */
@@ -22,18 +22,13 @@ typedef struct tpa_memviz_options {
     size_t max_events;             /* the newest entries kept per device, 0: all */
 } tpa_memviz_options_t;
 int tpa_render_memviz(const tpa_report_t *r, size_t run, const tpa_memviz_options_t *o, FILE *out);
-/* The gate's rules and verdict as text (report_text.c). */
+/* The gate's rules and verdict as text (report_text.c), and as one JSON
+ * document (report_json.c; docs/REPORT.md, "The gate's own JSON"). */
 int tpa_render_gate_text(const tpa_report_t *r, FILE *out);
+int tpa_render_gate_json(const tpa_report_t *r, FILE *out);
 
-/* Helpers shared by the renderers (report_util.c). */
-/* Every stored string goes out through one of these: JSON (valid UTF-8,
- * invalid bytes become U+FFFD), XML/HTML (the same, plus characters XML
- * cannot carry), and the terminal (control bytes, ESC, DEL, C1 controls
- * and invalid UTF-8 shown as \xNN; the result is a buffer reused after
- * 16 calls, so use it at once). */
-void tpa_put_json_string(FILE *out, const char *s);
-void tpa_put_xml_escaped(FILE *out, const char *s);
-const char *tpa_term(const char *s);
+/* Helpers shared by the renderers (report_util.c); every stored string
+ * goes out through an escaper of escape.h (common/). */
 const char *tpa_severity(const tpa_finding_t *f);
 /* 1 when the finding's tensor is a view: at a nonzero offset into its
  * storage, or holding only part of it. */
@@ -101,12 +96,8 @@ const tpa_json_t *tpa_json_get(const tpa_json_t *v, const char *key);
 const char *tpa_json_str(const tpa_json_t *v);
 int tpa_json_int(const tpa_json_t *v, int64_t *out); /* 0 when an integer in int64 */
 
-/* The ledger and memory growth (report_ledger.c). */
-/* 1 when `f` is of a kind judged across audits (memory_growth). */
-int tpa_finding_grows(const tpa_finding_t *f);
-/* What makes a finding worse when it rises (gate --baseline, diff): its
- * bytes per step when it grows, else its retained bytes. */
-int64_t tpa_finding_measure(const tpa_finding_t *f);
+/* The ledger and memory growth (report_ledger.c); whether a finding grows
+ * is its kind's (tpa_finding_grows, finding_kinds.h). */
 /* The fastest-growing error finding of such a kind, NULL when none; their
  * number into *n_growing (may be NULL). */
 const tpa_finding_t *tpa_top_growth(const tpa_report_t *r, size_t *n_growing);

@@ -1,6 +1,7 @@
 /* finding_kinds.c - the table of finding kinds (see finding_kinds.h).  The
  * order here is the order findings are found and listed in. */
 #include "finding_kinds.h"
+#include "tpa_model.h"
 
 #include <string.h>
 
@@ -61,6 +62,15 @@ const char *tpa_kind_severity_text(const tpa_kind_t *k) {
     case TPA_SEVERITY_WARNING: return "warning";
     }
     return "error";
+}
+
+int tpa_finding_grows(const tpa_finding_t *f) {
+    const tpa_kind_t *k = tpa_kind_named(f->kind);
+    return k && k->grows;
+}
+
+int64_t tpa_finding_measure(const tpa_finding_t *f) {
+    return tpa_finding_grows(f) ? f->growth_per_step : f->retained_bytes;
 }
 
 const char *tpa_kind_label(const char *name) {

@@ -8,6 +8,7 @@
 #define TPA_FINDING_KINDS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* How a kind's severity is decided. */
 enum tpa_severity_rule {
@@ -63,5 +64,12 @@ const tpa_kind_t *tpa_kind_named(const char *name);
 const char *tpa_kind_severity_text(const tpa_kind_t *k);
 /* Its text label, or `name` itself for a kind not in the table. */
 const char *tpa_kind_label(const char *name);
+
+struct tpa_finding;
+/* 1 when `f` is of a kind judged across audits (memory_growth). */
+int tpa_finding_grows(const struct tpa_finding *f);
+/* What makes a finding worse when it rises (gate --baseline, diff): its
+ * bytes per step when it grows, else its retained bytes. */
+int64_t tpa_finding_measure(const struct tpa_finding *f);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include <sqlite3.h>
 
+#include "audit_seen.h"
 #include "finding_kinds.h"
 #include "owned_text.h"
 #include "tpa_model.h"
@@ -46,15 +47,6 @@ char *tpa_finding_message(const tpa_finding_t *f, const tpa_kind_t *k);
 /* The same finding in two reports: same rank and kind, and a name of one's
  * tensor (its name or an alias) is a name of the other's. */
 int tpa_same_finding(const tpa_finding_t *a, const tpa_finding_t *b);
-
-/* What an audit must have seen before it may call a tensor stale
- * (docs/ANALYZER.md, "What an audit must have seen"): the model, that is at
- * least one live param.  An SQL condition on the audit whose id is the SQL
- * expression `audit`. */
-#define TPA_AUDIT_SAW_MODEL(audit) "EXISTS (SELECT 1 FROM ref v WHERE v.audit_id=" audit " AND v.role='param')"
-/* ... and an optimizer: at least one optimizer reference. */
-#define TPA_AUDIT_SAW_OPTIMIZER(audit) \
-    "EXISTS (SELECT 1 FROM ref o WHERE o.audit_id=" audit " AND o.holder_kind='optimizer')"
 
 /* The audit a run is judged by (judge.c): the latest closed one that saw an
  * optimizer and the model, else the latest that saw an optimizer, else the

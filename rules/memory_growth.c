@@ -32,7 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "findings.h"
+#include "audit_seen.h"
+#include "owned_text.h"
 
 static int table_exists(sqlite3 *db, const char *name) {
     sqlite3_stmt *st;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job: audits a real training run with the seed bug's mechanism.
-# Installs what is missing, builds tpaudit, runs examples/finetune.py under
+# Installs only what it needs (scripts/setup.sh --demo: the build packages
+# and the main venv's torch; scripts/test.sh makes the rest), builds tpaudit
+# (the tool, not the tests), runs examples/finetune.py under
 # `tpaudit run` in the buggy order (report, HTML report, gate fails), then in
 # the fixed order (gate passes), then the buggy order with --fail-fast (stops
 # at the step-1 audit, exit status 4). Output lands in ./tpaudit-demo/.
@@ -12,9 +14,9 @@ if [ -n "${TPAUDIT_PYTHON_EXE:-}" ]; then
   python="$TPAUDIT_PYTHON_EXE"
   "$python" -c "import torch" || { echo "demo: $python cannot import torch" >&2; exit 1; }
 else
-  python="$(bash "$here/scripts/setup.sh" | tail -n 1)" || exit 1
+  python="$(bash "$here/scripts/setup.sh" --demo | tail -n 1)" || exit 1
 fi
-bash "$here/scripts/build.sh" "$python" "$here/build" || exit 1
+bash "$here/scripts/build.sh" "$python" "$here/build" -DTPAUDIT_TOOL_ONLY=ON || exit 1
 tpaudit="$here/build/bin/tpaudit"
 out="$here/tpaudit-demo"
 rm -rf "$out"; mkdir -p "$out"

@@ -16,6 +16,7 @@ for conf in default expandable; do
   "$tpaudit" report "$out/buggy" > "$OUT/report-$conf.txt"; head -n 30 "$OUT/report-$conf.txt"
   "$tpaudit" report --format json -o "$OUT/report-$conf.json" "$out/buggy"
   "$tpaudit" gate "$out/buggy" | tail -n 1; echo "gate buggy ($conf) exit ${PIPESTATUS[0]}"
+  "$tpaudit" gate --format json "$out/buggy"; echo "gate json buggy ($conf) exit $?"
   "$tpaudit" run -o "$out/fixed" -- python3 examples/finetune.py --order fixed --device cuda > /dev/null
   "$tpaudit" gate "$out/fixed" | tail -n 1; echo "gate fixed ($conf) exit ${PIPESTATUS[0]}"
   python3 - "$out/buggy" <<'PY'

@@ -7,11 +7,22 @@
 # releases (scripts/setup_pinned.sh: the seed's ColossalAI 0.3.6 with torch
 # 2.2.1, and torch 2.6). Prints the main venv's python path on its last line.
 # Safe to rerun.
+# Usage: setup.sh          everything the tests need (scripts/test.sh)
+#        setup.sh --demo   only what scripts/demo.sh needs: the build packages
+#                          and the main venv's torch (its first stage; a later
+#                          setup.sh adds the rest of the lock to that venv)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
+case "${1:-}" in
+  "") demo_only=0 ;;
+  --demo) demo_only=1 ;;
+  *) echo "setup: unknown option '$1' (usage: setup.sh [--demo])" >&2; exit 2 ;;
+esac
 
 packages=(build-essential cmake pkg-config libsqlite3-dev sqlite3 libunwind-dev libdw-dev
-          libelf-dev python3-venv chromium libxml2-utils)
+          libelf-dev python3-venv)
+# The tests' own: the HTML report's browser checks and the JUnit schema check.
+((demo_only)) || packages+=(chromium libxml2-utils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -32,11 +43,23 @@ mkdir -p "$cache"
 # the venv the first is still installing into.
 exec 9>"$cache/.setup.lock"
 flock 9
-if [ ! -f "$venv/.complete" ]; then
+# Two stages: torch and numpy (torch warns without it) with what they need,
+# at the lock's versions (all the demo needs; marked .torch-complete), then
+# the rest of the lock (.complete).
+if [ ! -f "$venv/.complete" ] && [ ! -f "$venv/.torch-complete" ]; then
   echo "setup: creating $venv (first run downloads torch, a few GB)" >&2
   rm -rf "$venv"
   mkdir -p "$cache"
   python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -c "$lock" torch numpy >&2
+  touch "$venv/.torch-complete"
+fi
+if ((demo_only)); then
+  echo "$venv/bin/python"
+  exit 0
+fi
+if [ ! -f "$venv/.complete" ]; then
+  echo "setup: completing $venv (transformers, pytest, the frameworks)" >&2
   # Everything but deepspeed first; deepspeed's sdist imports torch to build,
   # so it is built without isolation and without compiled ops afterwards.
   grep -v '^deepspeed==' "$lock" > "$cache/lock-$key.txt"

@@ -18,30 +18,42 @@ static const uint32_t one_short_cap = TPA_CAP_SHORT;
 static _Atomic int64_t g_audit_next = 1;
 static _Atomic int64_t g_audit_open; /* 0: none */
 
-static int live(void) { return tpa_live(); }
-
-/* Copies a caller struct of struct_size bytes into a zeroed full one. */
+/* Copies a caller struct of struct_size bytes into a zeroed full one: 1
+ * when it could (src set, its struct_size at least the size field's). */
 static int take(void *dst, size_t full, const void *src) {
-    if (!src) return TPAUDIT_EINVAL;
+    if (!src) return 0;
     size_t n;
     memcpy(&n, src, sizeof n);
-    if (n < sizeof(size_t)) return TPAUDIT_EINVAL;
+    if (n < sizeof(size_t)) return 0;
     memset(dst, 0, full);
     memcpy(dst, src, n < full ? n : full);
-    return 0;
+    return 1;
 }
+
+/* The start of every record function taking a struct: the caller's struct
+ * `from` copied into the local `copy` and checked with `valid` (an
+ * expression on `copy`), else TPAUDIT_EINVAL; then the shim running, else
+ * TPAUDIT_EDISABLED. */
+#define TAKE_RECORD(copy, from, valid)                                              \
+    do {                                                                            \
+        if (!take(&(copy), sizeof(copy), (from)) || !(valid)) return TPAUDIT_EINVAL; \
+        if (!tpa_running()) return TPAUDIT_EDISABLED;                               \
+    } while (0)
+
+/* The audit open now, for the records that belong to one: its id, 0 when none (TPAUDIT_ENOAUDIT). */
+static int64_t open_audit(void) { return atomic_load(&g_audit_open); }
 
 TPA_API int tpaudit_v1_abi_version(void) { return TPAUDIT_ABI_VERSION; }
 
 TPA_API int tpaudit_v1_set_rank(int rank, int world_size) {
     if (rank < 0 || world_size <= 0 || rank >= world_size) return TPAUDIT_EINVAL;
-    if (live()) return TPAUDIT_EDISABLED;
+    if (!tpa_running()) return TPAUDIT_EDISABLED;
     tpa_run_set_rank(rank, world_size);
     return 0;
 }
 
 TPA_API int64_t tpaudit_v1_audit_begin(const char *label, int64_t step) {
-    if (live()) return TPAUDIT_EDISABLED;
+    if (!tpa_running()) return TPAUDIT_EDISABLED;
     int64_t id = atomic_fetch_add(&g_audit_next, 1);
     int64_t none = 0;
     if (!atomic_compare_exchange_strong(&g_audit_open, &none, id)) return TPAUDIT_EINVAL;
@@ -64,7 +76,7 @@ TPA_API int64_t tpaudit_v1_audit_begin(const char *label, int64_t step) {
 }
 
 TPA_API int tpaudit_v1_audit_end(int64_t audit_id) {
-    if (live()) return TPAUDIT_EDISABLED;
+    if (!tpa_running()) return TPAUDIT_EDISABLED;
     int64_t open = audit_id;
     if (audit_id <= 0 || !atomic_compare_exchange_strong(&g_audit_open, &open, 0)) return TPAUDIT_EINVAL;
     tpa_cupti_flush();
@@ -81,8 +93,7 @@ TPA_API int tpaudit_v1_audit_end(int64_t audit_id) {
 /* Fills the caller's out fields, only the struct_size bytes it has. */
 TPA_API int tpaudit_v1_audit_verdict(tpaudit_verdict_t *verdict) {
     tpaudit_verdict_t v;
-    if (take(&v, sizeof v, verdict)) return TPAUDIT_EINVAL;
-    if (live()) return TPAUDIT_EDISABLED;
+    TAKE_RECORD(v, verdict, 1);
     int ms = tpa_verdict_ask(&v);
     if (ms < 0) return ms;
     int rc = tpa_writer_flush(ms); /* the audit's rows committed; the writer judges them next */
@@ -93,9 +104,8 @@ TPA_API int tpaudit_v1_audit_verdict(tpaudit_verdict_t *verdict) {
 
 TPA_API int tpaudit_v1_record_tensor(const tpaudit_tensor_t *tensor) {
     tpaudit_tensor_t t;
-    if (take(&t, sizeof t, tensor)) return TPAUDIT_EINVAL;
-    if (live()) return TPAUDIT_EDISABLED;
-    int64_t audit = atomic_load(&g_audit_open);
+    TAKE_RECORD(t, tensor, 1);
+    int64_t audit = open_audit();
     if (!audit) return TPAUDIT_ENOAUDIT;
     if (t.ndim < 0 || t.ndim > TPAUDIT_MAX_DIMS || (t.ndim && !t.shape)) return TPAUDIT_EINVAL;
     if (t.local_shape && (t.local_ndim < 0 || t.local_ndim > TPAUDIT_MAX_DIMS)) return TPAUDIT_EINVAL;
@@ -119,12 +129,10 @@ TPA_API int tpaudit_v1_record_tensor(const tpaudit_tensor_t *tensor) {
 
 TPA_API int tpaudit_v1_record_ref(const tpaudit_ref_t *ref) {
     tpaudit_ref_t r;
-    if (take(&r, sizeof r, ref)) return TPAUDIT_EINVAL;
-    if (r.holder_kind < TPAUDIT_HOLDER_MODULE || r.holder_kind > TPAUDIT_HOLDER_WRAPPER ||
-        r.role < TPAUDIT_ROLE_PARAM || r.role > TPAUDIT_ROLE_MAP_ENTRY)
-        return TPAUDIT_EINVAL;
-    if (live()) return TPAUDIT_EDISABLED;
-    int64_t audit = atomic_load(&g_audit_open);
+    TAKE_RECORD(r, ref,
+                r.holder_kind >= TPAUDIT_HOLDER_MODULE && r.holder_kind <= TPAUDIT_HOLDER_WRAPPER &&
+                    r.role >= TPAUDIT_ROLE_PARAM && r.role <= TPAUDIT_ROLE_MAP_ENTRY);
+    int64_t audit = open_audit();
     if (!audit) return TPAUDIT_ENOAUDIT;
     struct tpa_fx_ref f = {audit, r.holder_id, r.tensor_key, r.peer_key, r.holder_kind, r.role};
     const char *strs[TPA_REF_NSTR] = {[TPA_REF_S_HOLDER_CLASS] = r.holder_class, [TPA_REF_S_PATH] = r.path};
@@ -134,10 +142,8 @@ TPA_API int tpaudit_v1_record_ref(const tpaudit_ref_t *ref) {
 
 TPA_API int tpaudit_v1_record_ledger(const tpaudit_ledger_t *row) {
     tpaudit_ledger_t r;
-    if (take(&r, sizeof r, row)) return TPAUDIT_EINVAL;
-    if (!r.device || !r.owner_kind || r.tensors < 0 || r.with_graph < 0) return TPAUDIT_EINVAL;
-    if (live()) return TPAUDIT_EDISABLED;
-    int64_t audit = atomic_load(&g_audit_open);
+    TAKE_RECORD(r, row, r.device && r.owner_kind && r.tensors >= 0 && r.with_graph >= 0);
+    int64_t audit = open_audit();
     if (!audit) return TPAUDIT_ENOAUDIT;
     struct tpa_fx_ledger f = {audit, r.bytes, r.tensors, r.with_graph};
     const char *strs[TPA_LEDGER_NSTR] = {[TPA_LEDGER_S_DEVICE] = r.device,
@@ -154,9 +160,7 @@ TPA_API int tpaudit_v1_record_ledger(const tpaudit_ledger_t *row) {
 
 TPA_API int tpaudit_v1_record_sample(const tpaudit_sample_t *sample) {
     tpaudit_sample_t s;
-    if (take(&s, sizeof s, sample)) return TPAUDIT_EINVAL;
-    if (!s.device) return TPAUDIT_EINVAL;
-    if (live()) return TPAUDIT_EDISABLED;
+    TAKE_RECORD(s, sample, s.device != NULL);
     struct tpa_fx_sample f = {tpa_now_ns(), s.step, s.live_bytes, s.reserved_bytes, s.py_blocks};
     const char *strs[1] = {s.device};
     return tpa_enqueue(TPA_REC_SAMPLE, &f, sizeof f, strs, &one_short_cap, 1, NULL, 0, 0);
@@ -164,17 +168,13 @@ TPA_API int tpaudit_v1_record_sample(const tpaudit_sample_t *sample) {
 
 TPA_API int64_t tpaudit_v1_record_oom(const tpaudit_oom_t *oom) {
     tpaudit_oom_t o;
-    if (take(&o, sizeof o, oom)) return TPAUDIT_EINVAL;
-    if (o.device < -1 || o.step < -1 || o.audit_id < 0) return TPAUDIT_EINVAL;
-    if (live()) return TPAUDIT_EDISABLED;
+    TAKE_RECORD(o, oom, o.device >= -1 && o.step >= -1 && o.audit_id >= 0);
     return tpa_emit_oom(&o, o.capture_native, 1, TPA_CONTROL_WAIT_MS); /* the record that says why a run died waits for room */
 }
 
 TPA_API int tpaudit_v1_record_event(const tpaudit_event_t *event) {
     tpaudit_event_t e;
-    if (take(&e, sizeof e, event)) return TPAUDIT_EINVAL;
-    if (e.kind < TPAUDIT_EVENT_OPTIMIZER_CREATED || e.kind > TPAUDIT_EVENT_MODULE_REPLACED) return TPAUDIT_EINVAL;
-    if (live()) return TPAUDIT_EDISABLED;
+    TAKE_RECORD(e, event, e.kind >= TPAUDIT_EVENT_OPTIMIZER_CREATED && e.kind <= TPAUDIT_EVENT_MODULE_REPLACED);
     uint64_t ips[TPA_MAX_STACK];
     int n = e.capture_native ? tpa_stack_capture(ips, TPA_MAX_STACK, 1) : 0;
     struct tpa_fx_event f = {tpa_now_ns(), e.holder_id, e.old_key, e.new_key, e.kind, 0};
@@ -188,9 +188,7 @@ TPA_API int tpaudit_v1_record_event(const tpaudit_event_t *event) {
 
 TPA_API int tpaudit_v1_record_region(const tpaudit_region_t *region) {
     tpaudit_region_t r;
-    if (take(&r, sizeof r, region)) return TPAUDIT_EINVAL;
-    if (r.op != TPAUDIT_REGION_ALLOC && r.op != TPAUDIT_REGION_FREE) return TPAUDIT_EINVAL;
-    if (live()) return TPAUDIT_EDISABLED;
+    TAKE_RECORD(r, region, r.op == TPAUDIT_REGION_ALLOC || r.op == TPAUDIT_REGION_FREE);
     uint64_t ips[TPA_MAX_STACK];
     int n = r.capture_native ? tpa_stack_capture(ips, TPA_MAX_STACK, 1) : 0;
     struct tpa_fx_alloc f;
@@ -208,7 +206,7 @@ TPA_API int tpaudit_v1_record_region(const tpaudit_region_t *region) {
 
 TPA_API int tpaudit_v1_set_run_info(const char *field, const char *value) {
     if (!field || !value || (strcmp(field, "python") && strcmp(field, "note"))) return TPAUDIT_EINVAL;
-    if (live()) return TPAUDIT_EDISABLED;
+    if (!tpa_running()) return TPAUDIT_EDISABLED;
     int rc = tpa_run_set_text(field, value);
     /* A process whose probe ran or went off has a database even if it
      * records nothing else; one that never imported torch ("idle") has none. */
@@ -217,7 +215,7 @@ TPA_API int tpaudit_v1_set_run_info(const char *field, const char *value) {
 }
 
 TPA_API int tpaudit_v1_flush(void) {
-    if (live()) return TPAUDIT_EDISABLED;
+    if (!tpa_running()) return TPAUDIT_EDISABLED;
     tpa_cupti_flush();
     return tpa_writer_flush(30000);
 }

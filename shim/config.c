@@ -9,10 +9,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dirs.h"
 #include "host_guard.h"
 #include "shim_internal.h"
 
-static struct tpa_config g_cfg = {"./tpaudit-out", 1, 1, 32, TPA_LOG_WARN};
+static struct tpa_config g_cfg = {TPAUDIT_DEFAULT_OUT, 1, 1, 32, TPA_LOG_WARN};
 
 const struct tpa_config *tpa_config(void) { return &g_cfg; }
 
@@ -150,24 +151,13 @@ void tpa_config_load(void) {
     const char *out = getenv("TPAUDIT_OUT");
     if (out) {
         if (!*out || strlen(out) >= sizeof g_cfg.out_dir - 64)
-            tpa_log(TPA_LOG_WARN, "bad TPAUDIT_OUT (empty or too long), using ./tpaudit-out");
+            tpa_log(TPA_LOG_WARN, "bad TPAUDIT_OUT (empty or too long), using " TPAUDIT_DEFAULT_OUT);
         else
             snprintf(g_cfg.out_dir, sizeof g_cfg.out_dir, "%s", out);
     }
 
-    if (g_cfg.out_dir[0] != '/') {
-        char cwd[2048];
-        const char *r = g_cfg.out_dir[0] == '.' && g_cfg.out_dir[1] == '/' ? g_cfg.out_dir + 2 : g_cfg.out_dir;
-        size_t need = strlen(r) + 2;
-        if (getcwd(cwd, sizeof cwd) && strlen(cwd) + need < sizeof g_cfg.out_dir - 64) {
-            char abs[sizeof g_cfg.out_dir];
-            size_t k = strlen(cwd);
-            memcpy(abs, cwd, k);
-            if (k > 1) abs[k++] = '/';
-            memcpy(abs + k, r, need - 1); /* with its NUL */
-            memcpy(g_cfg.out_dir, abs, sizeof abs);
-        }
-    }
+    char abs[sizeof g_cfg.out_dir];
+    if (tpa_absolute_dir(g_cfg.out_dir, abs, sizeof abs - 64) == 0) memcpy(g_cfg.out_dir, abs, sizeof abs);
 
     const char *depth = getenv("TPAUDIT_STACK_DEPTH");
     if (depth) {

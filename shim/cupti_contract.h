@@ -21,7 +21,7 @@
 enum tpa_log_level { TPA_LOG_WARN = 0, TPA_LOG_INFO = 1, TPA_LOG_DEBUG = 2 };
 
 struct tpa_config {
-    char out_dir[4096]; /* TPAUDIT_OUT, default ./tpaudit-out */
+    char out_dir[4096]; /* TPAUDIT_OUT, default TPAUDIT_DEFAULT_OUT (tpaudit.h) */
     int cupti_enabled;  /* TPAUDIT_CUPTI: auto=1, off=0 */
     int python_enabled; /* TPAUDIT_PYTHON: auto=1, off=0 */
     int stack_depth;    /* TPAUDIT_STACK_DEPTH, 0..TPA_MAX_STACK, default 32 */

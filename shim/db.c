@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dirs.h"
 #include "host_guard.h"
 #include "shim_internal.h"
 
@@ -183,20 +184,6 @@ static void sanitize_host(char *h) {
             *p = '_';
 }
 
-static int mkdir_p(const char *dir) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
-    struct stat sb;
-    return (stat(tmp, &sb) == 0 && S_ISDIR(sb.st_mode)) ? 0 : -1;
-}
-
 static int disable_with(const char *fmt, const char *arg) {
     char why[4400];
     snprintf(why, sizeof why, fmt, arg, strerror(errno));
@@ -207,7 +194,7 @@ static int disable_with(const char *fmt, const char *arg) {
 /* Creates tpaudit-<host>-<pid>[-N].db with O_EXCL|O_NOFOLLOW and notes its
  * identity; 0 or -1 (disabled). */
 static int create_file(const char *out_dir) {
-    if (mkdir_p(out_dir) != 0) return disable_with("cannot create output directory %s: %s", out_dir);
+    if (tpa_make_dirs(out_dir) != 0) return disable_with("cannot create output directory %s: %s", out_dir);
     char host[256] = "unknown";
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;

@@ -13,7 +13,7 @@ static const uint32_t one_short_cap = TPA_CAP_SHORT;
 
 int tpa_emit_alloc(const struct tpa_alloc_rec *rec) {
     if (!rec) return TPAUDIT_EINVAL;
-    if (tpa_live()) return TPAUDIT_EDISABLED;
+    if (!tpa_running()) return TPAUDIT_EDISABLED;
     struct tpa_fx_alloc f;
     memset(&f, 0, sizeof f);
     f.ts = rec->ts_ns;
@@ -32,7 +32,7 @@ int tpa_emit_alloc(const struct tpa_alloc_rec *rec) {
 }
 
 int tpa_emit_api_call(uint32_t correlation, const char *api, int64_t ts_ns, const uint64_t *ips, int n_ips) {
-    if (tpa_live()) return TPAUDIT_EDISABLED;
+    if (!tpa_running()) return TPAUDIT_EDISABLED;
     if (n_ips < 0 || n_ips > TPA_MAX_STACK || (n_ips && !ips)) return TPAUDIT_EINVAL;
     struct tpa_fx_api_call f = {ts_ns, (int64_t)syscall(SYS_gettid), correlation, 0};
     const char *strs[1] = {api};
@@ -43,7 +43,7 @@ static atomic_llong g_ooms; /* this process's failed allocations so far */
 
 int64_t tpa_emit_oom(const tpaudit_oom_t *o, int capture, int skip, int wait_ms) {
     if (!o) return TPAUDIT_EINVAL;
-    if (tpa_live()) return TPAUDIT_EDISABLED;
+    if (!tpa_running()) return TPAUDIT_EDISABLED;
     int64_t seq = atomic_fetch_add(&g_ooms, 1) + 1;
     uint64_t ips[TPA_MAX_STACK];
     int depth = tpa_config()->stack_depth;

@@ -196,13 +196,13 @@ TPA_HIDDEN extern _Atomic int tpa_state;
 /* The one transition any file may take (run_state.c): RUNNING -> DISABLED,
  * one line, the run marked incomplete. */
 TPA_HIDDEN void tpa_disable(const char *why);
-/* 0 while RUNNING, else TPAUDIT_EDISABLED; while CLOSED (the process is
- * ending) it yields, leaving the CPU to the writer.  Inline: every record
- * asks it first. */
-static inline int tpa_live(void) {
+/* 1 while RUNNING, else 0 (the record is refused: TPAUDIT_EDISABLED);
+ * while CLOSED (the process is ending) it yields, leaving the CPU to the
+ * writer.  Inline: every record asks it first. */
+static inline int tpa_running(void) {
     int s = atomic_load_explicit(&tpa_state, memory_order_acquire);
     if (s == TPA_CLOSED) sched_yield();
-    return s == TPA_RUNNING ? 0 : TPAUDIT_EDISABLED;
+    return s == TPA_RUNNING;
 }
 
 /* ---- config parsing and TPAUDIT_AUDIT ---- */

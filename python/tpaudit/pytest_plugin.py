@@ -6,8 +6,8 @@ audits one test (with or without the option); `max_growth="1MiB"` (or
 fails a test whose loop keeps more than that per optimizer step.  An audited test is audited
 once more at its end, while its locals and fixtures are still alive: the
 optimizers it created (in the test or its fixtures) and the models they
-train.  The verdict is `tpaudit gate` on the process's database, so it is
-the analyzer's, with the marker's keywords as the gate's options
+train.  The verdict is `tpaudit gate --format json` on the process's
+database, so it is the analyzer's, with the marker's keywords as the gate's options
 (max_retained, max_findings, fail_on, max_growth); a failing test shows the
 gate's lines and the findings, and the full report as a section.  Each
 audited test is a run of its own for the growth watch (its step count
@@ -29,6 +29,7 @@ at its own audit.
 """
 import glob
 import inspect
+import json
 import os
 import re
 import socket
@@ -143,7 +144,8 @@ class Auditor:
             os.environ["TPAUDIT_OUT"] = os.path.abspath(self.out_dir)
             os.environ.setdefault("TPAUDIT_AUDIT", "none")  # the plugin's own audit is the one judged
         else:
-            self.out_dir = os.environ.get("TPAUDIT_OUT", "tpaudit-out")
+            from tpaudit import _structs
+            self.out_dir = os.environ.get("TPAUDIT_OUT", _structs.DEFAULT_OUT)
         if not tpaudit.enable() or not _hooks.state.installed:
             self.broken = "libtpaudit.so could not be loaded (%s)" % tpaudit._native.library_path()
             return None
@@ -214,17 +216,24 @@ class Auditor:
         args = [tool, "gate", "--allow-incomplete"]
         for key, value in self._gate_options(given).items():
             args += ["--" + key.replace("_", "-"), str(value)]
-        gate = subprocess.run(args + [db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # The verdict from the gate's JSON document (each rule's outcome);
+        # its text, printed the same way again, only for the reader.
+        gate = subprocess.run(args + ["--format", "json", db], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True)
         if gate.returncode == 0:
             return _Result("clean")
         if gate.returncode != 1:
-            return _Result("error", gate.stdout.strip())
+            return _Result("error", (gate.stderr + gate.stdout).strip())
+        try:
+            rules = json.loads(gate.stdout)["rules"]
+        except (ValueError, KeyError, TypeError):
+            return _Result("error", "tpaudit: the gate's JSON could not be read: %r" % gate.stdout[:200])
+        text = subprocess.run(args + [db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              universal_newlines=True).stdout
         report = subprocess.run([tool, "report", "--format", "text", db], stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, universal_newlines=True).stdout
         report = _about_the_test(report)
-        return _Result(_what_failed(tool, db, gate.stdout), gate.stdout.strip() + "\n" + _findings_block(report),
-                       report)
+        return _Result(_what_failed(tool, db, rules), text.strip() + "\n" + _findings_block(report), report)
 
     def _gate_options(self, given):
         """The gate's options for a test: its marker's keywords; --tpaudit-max-growth
@@ -292,17 +301,19 @@ class Auditor:
 _BEFORE = pytest.StashKey()
 
 
-def _what_failed(tool, db, gate_text):
+def _what_failed(tool, db, gate_rules):
     """'stale', 'growth' or 'stale+growth': the error findings of the failed
-    gate's database, growth counted unless the gate's max-growth rule passed it."""
-    import json
+    gate's database, growth counted unless the gate's max-growth rules (the
+    "rules" of its JSON document) passed it."""
     out = subprocess.run([tool, "report", "--format", "json", db], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, universal_newlines=True).stdout
     try:
         kinds = {f["kind"] for f in json.loads(out)["findings"] if f.get("severity") == "error"}
     except (ValueError, KeyError, TypeError):
         kinds = set()
-    growth = "memory_growth" in kinds and "ok   max-growth" not in gate_text
+    growth_rules = [rule for rule in gate_rules if rule.get("rule") == "max-growth"]
+    growth_passed = bool(growth_rules) and all(rule.get("outcome") == "passed" for rule in growth_rules)
+    growth = "memory_growth" in kinds and not growth_passed
     stale = bool(kinds - {"memory_growth"}) or not growth
     return "stale+growth" if stale and growth else "growth" if growth else "stale"
 

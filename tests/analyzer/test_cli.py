@@ -127,6 +127,44 @@ def test_gate_exit_codes(tmp_path, seed_runs):
     assert both.returncode == 1 and "inconclusive" in both.stderr and "FAILED" in both.stdout, both.stdout + both.stderr
 
 
+def gate_json(*args):
+    r = tpaudit("gate", "--format", "json", *args)
+    doc = json.loads(r.stdout)
+    assert doc["format"] == "tpaudit-gate" and doc["version"] == 1, doc
+    return r.returncode, doc
+
+
+def test_gate_json_gives_each_rule_measurement_limit_and_outcome(tmp_path, seed_runs):
+    code, doc = gate_json("--max-retained", "64MiB", "--max-findings", "0", "--max-growth", "1MiB", seed_runs["buggy"])
+    assert code == 1 and doc["outcome"] == "failed" and doc["passed"] is False, doc
+    rules = {rule["rule"]: rule for rule in doc["rules"]}
+    assert set(rules) == {"max-retained", "max-growth", "max-findings (errors)"}, doc
+    retained, growth, count = rules["max-retained"], rules["max-growth"], rules["max-findings (errors)"]
+    assert retained["unit"] == "bytes" and retained["limit"] == 64 << 20 and retained["outcome"] == "passed", doc
+    assert 0 < retained["measured"] <= retained["limit"] and retained["passed"] is True, doc
+    assert growth["unit"] == "bytes/step" and growth["limit"] == 1 << 20 and growth["outcome"] == "passed", doc
+    assert count["unit"] == "findings" and count["limit"] == 0 and count["measured"] > 0, doc
+    assert count["outcome"] == "failed" and count["passed"] is False and count["rank"] is None, doc
+    # The same measurements as the text (and as the JSON report's gate), one document on stdout.
+    text = tpaudit("gate", "--max-retained", "64MiB", "--max-findings", "0", "--max-growth", "1MiB", seed_runs["buggy"])
+    assert "FAIL max-findings (errors) on all ranks: measured %d, limit 0" % count["measured"] in text.stdout, text.stdout
+    # The clean twin: every rule judged, every one passed.
+    code, doc = gate_json(seed_runs["fixed"])
+    assert code == 0 and doc["outcome"] == "passed" and doc["passed"] is True, doc
+    assert [r["rule"] for r in doc["rules"]] == ["max-retained", "max-findings (errors)"], doc
+    assert all(r["outcome"] == "passed" and r["measured"] == 0 for r in doc["rules"]), doc
+    # Inconclusive: exit 3, the rules that were judged still given.
+    killed = tmp_path / "killed"
+    shutil.copytree(seed_runs["fixed"], killed)
+    for db in killed.glob("*.db"):
+        with sqlite3.connect(db) as c:
+            c.execute("UPDATE run SET complete=0, end_ns=NULL")
+    code, doc = gate_json(killed)
+    assert code == 3 and doc["outcome"] == "inconclusive" and doc["passed"] is False and doc["rules"], doc
+    bad = tpaudit("gate", "--format", "yaml", seed_runs["fixed"])
+    assert bad.returncode == 2 and bad.stderr == "tpaudit: gate --format takes text, junit or json\n", bad.stderr
+
+
 def test_baseline_and_diff(tmp_path, seed_runs):
     assert tpaudit("gate", "--baseline", seed_runs["buggy"], seed_runs["buggy"]).returncode == 0
     grown = audited_run(tmp_path, "grown", [FINETUNE, "--order", "buggy", "--steps", "2", "--channels", "96", "--device", "cpu"])

@@ -45,7 +45,7 @@ def test_bash_registers_the_completion():
     (["tpaudit", "report", "--m"], ["--max-events"]),
     (["tpaudit", "report", "-f", "j"], ["json", "junit"]),
     (["tpaudit", "gate", "--fail-on", ""], ["error", "warning"]),
-    (["tpaudit", "gate", "--format", ""], ["text", "junit"]),
+    (["tpaudit", "gate", "--format", ""], ["text", "junit", "json"]),
     (["tpaudit", "gate", "--allow"], ["--allow-incomplete"]),
     (["tpaudit", "run", "--f"], ["--force", "--fail-fast"]),
     (["tpaudit", "diff", "--e"], ["--exit-zero"]),

@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-FOLDERS = ("shim", "rules", "analyzer", "launcher", "cli", "reports")
+FOLDERS = ("shim", "rules", "analyzer", "launcher", "cli", "reports", "common")
 MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 60
 
