@@ -33,7 +33,7 @@ import sys
 # folders of one floor never call each other.  tprt (kernels/) is a program
 # of its own beside tpaudit: its floors share the numbers, never a link.
 FLOORS = [
-    ("cli",),  # the tpaudit binary: its verbs
+    ("cli", "kernels/bench", "kernels/tests"),  # the tpaudit binary: its verbs; tprt's benches and tests
     ("launcher",),  # tpaudit run: the target under the shim
     ("analyzer",),  # databases (or a JSON report) into one report
     ("reports", "shim", "kernels/cuda"),  # renderers; libtpaudit.so; tprt's CUDA backend
