@@ -12,7 +12,17 @@ step's batch is too large), fragmentation (the allocator's free bytes are in
 no one block), other (another process holds the device), caught (a
 batch-size finder halves the batch and goes on), clean (no OOM), ranks (two
 ranks, rank 1 dies of a growth OOM), killed (SIGKILL after its steps, as the
-kernel's OOM killer ends a process out of host memory)."""
+kernel's OOM killer ends a process out of host memory), backward (the growth
+loop whose last backward runs out: the observer is called, as a CUDA
+backward calls it, from a native thread with no Python frame, while the
+program's thread waits in backward()), raised and raised-bounded (the growth
+loop, and its twin that keeps the last four steps only, in a function that
+then dies of an uncaught exception: the list lives on in the traceback's
+frames only), returned (the growth loop in a function that returns
+normally, its list freed, while the program keeps the model and optimizer
+to exit)."""
+import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -41,6 +51,33 @@ def out_of_memory(asked, total, free, allocator=None):
     raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate %.2f GiB." % (asked / GIB))
 
 
+def native_thread_oom(asked, total, free):
+    """The observer called from a new native thread (pthread_create) with no
+    Python frame above it, as the autograd engine's device threads call it;
+    then the error, on the program's thread."""
+    mod = observer()
+    if mod is not None:
+        libc = ctypes.CDLL(None)
+        entry = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(
+            functools.partial(mod.on_oom, 0, asked, total, free))  # called from C: no Python frame above on_oom
+        tid = ctypes.c_ulong()
+        assert libc.pthread_create(ctypes.byref(tid), None, entry, None) == 0
+        libc.pthread_join(tid, None)
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate %.2f GiB." % (asked / GIB))
+
+
+class OutOfMemoryInBackward(torch.autograd.Function):
+    """Identity forward; its backward runs out of memory (a native thread's observer)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        native_thread_oom(2 * GIB, **CAP)
+
+
 CAP = dict(total=2 * GIB, free=64 * GIB)  # set_per_process_memory_fraction: the cap is hit first
 
 
@@ -64,7 +101,9 @@ def train(case, steps):
                 continue
         logits = model[2](hidden)
         kept.append(torch.cat([logits] * 64, dim=1))  # the leak: 1 MiB a step, with its graph
-        if case != "growth" and case != "ranks":
+        if case == "raised-bounded":
+            del kept[:-4]  # the twin: the last four steps only
+        elif case not in ("growth", "ranks", "backward", "raised", "returned"):
             kept.clear()
         loss = logits.square().mean()
         opt.zero_grad()
@@ -74,6 +113,11 @@ def train(case, steps):
     if case in ("growth", "ranks"):
         logits = model(torch.randn(batch, 64))
         out_of_memory(2 * GIB, **CAP)
+    if case == "backward":
+        loss = OutOfMemoryInBackward.apply(model(torch.randn(batch, 64))).square().mean()
+        loss.backward()  # the line the OOM's stack must name
+    if case in ("raised", "raised-bounded"):
+        raise RuntimeError("the program's own error, after its loop")
     if case == "fragmentation":
         out_of_memory(1 * GIB, **CAP, allocator=(3 * GIB, 512 * MIB))
     if case == "other":
@@ -99,4 +143,4 @@ if __name__ == "__main__":
     case = sys.argv[1]
     if case == "ranks":
         sys.exit(ranks())
-    train(case, steps=int(os.environ.get("OOM_HOST_STEPS", "24")))
+    model, opt = train(case, steps=int(os.environ.get("OOM_HOST_STEPS", "24")))[:2]  # the list freed here

@@ -6,7 +6,11 @@ records its OOM through the public API (oom_native_host.c).  Each cause is
 chosen where it must be, a caught twin is not judged died-of-OOM (warnings),
 a clean twin reports nothing, and each asserts the audits it took; text,
 JSON (against its schema), HTML, JUnit, the default gate, diff, ranks and a
-killed run.  Needs TPAUDIT_BUILD (the build tree) in the environment."""
+killed run.  The observer called from a native thread with no Python frame
+(as a CUDA backward calls it) keeps the OOM's audit and the stack of the
+thread in backward(); a growth finding stands when its loop's function
+raises (the exit audit walks the traceback's frames) or returns, and its
+bounded twin is clean.  Needs TPAUDIT_BUILD (the build tree) in the environment."""
 import json
 import os
 import sqlite3
@@ -21,7 +25,7 @@ BUILD = Path(os.environ["TPAUDIT_BUILD"])
 TPAUDIT = str(BUILD / "bin" / "tpaudit")
 SCHEMA = json.loads((HERE.parents[1] / "docs" / "report.schema.json").read_text())
 HOST = str(HERE / "oom_host.py")
-STEPS = {"growth": "24", "ranks": "24"}  # growth is judged after warm-up; the others need a few steps
+STEPS = {"growth": "24", "ranks": "24", "backward": "24", "raised": "24", "raised-bounded": "24", "returned": "24"}  # growth is judged after warm-up; the others need a few steps
 
 
 def tpaudit(*args):
@@ -40,7 +44,8 @@ def runs(tmp_path_factory):
     """case -> (directory, completed `tpaudit run`), each case run once."""
     base = tmp_path_factory.mktemp("oom")
     done = {}
-    for case in ("growth", "peak", "fragmentation", "other", "caught", "clean", "ranks", "killed"):
+    for case in ("growth", "peak", "fragmentation", "other", "caught", "clean", "ranks", "killed", "backward", "raised",
+                 "raised-bounded", "returned"):
         done[case] = (base / case, run_case(base / case, sys.executable, HOST, case, steps=STEPS.get(case, "6")))
     for case in ("fatal", "caught"):
         name = "native-" + case
@@ -197,3 +202,67 @@ def test_the_native_path_names_the_runtimes_allocation_stack(runs):
     assert any(fr["function"] and "arena_alloc_activations" in fr["function"] for fr in f["oom"]["native_stack"])
     caught = report(runs["native-caught"][0])
     assert not ooms(caught, "out_of_memory") and len(ooms(caught, "caught_out_of_memory")) == 1
+
+
+def line_of(text):
+    """The line number of the first line of oom_host.py that holds `text`."""
+    return next(n for n, line in enumerate(Path(HOST).read_text().splitlines(), 1) if text in line)
+
+
+def growth_named_kept(doc):
+    (g,) = [g for g in doc["findings"] if g["kind"] == "memory_growth"]
+    assert g["tensor"]["name"] == "kept" and g["severity"] == "error"
+    assert g["created_at"] and g["created_at"][0]["file"].endswith("oom_host.py")
+    assert g["created_at"][0]["line"] == line_of("kept.append(")
+    return g
+
+
+def test_an_oom_seen_from_a_native_thread_has_the_stack_of_the_thread_in_backward(runs):
+    """The observer called from a thread with no Python frame (as the autograd
+    engine's device threads call it): no part goes off, the oom audit and row
+    are taken, the stack is the program's thread's, through its backward()."""
+    out, r = runs["backward"]
+    assert r.returncode == 1 and "torch.OutOfMemoryError" in r.stderr
+    assert "off after an internal error" not in r.stderr
+    doc = report(out)
+    assert doc["runs"][0]["python"] == "on"
+    f = died(doc)
+    assert f["oom"]["cause"] == "growth" and "`kept` +" in f["oom"]["cause_text"]
+    stack = [(fr["file"], fr["line"]) for fr in f["oom"]["python_stack"]]
+    assert (HOST, line_of("loss.backward()  # the line")) in stack
+    assert stack[0][0] == HOST  # the user's line first
+    assert "oom" in labels(out)
+    growth_named_kept(doc)
+    assert tpaudit("gate", out).returncode == 1
+
+
+@pytest.mark.parametrize("case", ["raised", "returned"])
+def test_a_growth_finding_stands_when_its_loop_ends(runs, case):
+    """The loop grew: its finding stands in the final verdict and the gate
+    whether its function then died of an uncaught exception (the list kept
+    by the traceback's frames, which the exit audit walks: named there) or
+    returned normally (the list freed, the model and optimizer kept)."""
+    out, r = runs[case]
+    assert r.returncode == (1 if case == "raised" else 0)
+    doc = report(out)
+    growth_named_kept(doc)
+    text = tpaudit("report", out).stdout
+    assert text.splitlines()[1].startswith("verdict: MEMORY GROWTH: `kept` +")
+    assert tpaudit("gate", out).returncode == 1
+    seen = labels(out)
+    assert seen.count("growth") >= 4  # the growth audits and the one at exit, each of them taken
+    if case == "raised":  # the exit audit, after the exception, names the list its traceback keeps
+        (db,) = Path(out).glob("*.db")
+        held = sqlite3.connect(db).execute(
+            "SELECT owner, sum(bytes) FROM ledger WHERE audit_id=(SELECT max(id) FROM audit) AND owner_kind='held'"
+            " GROUP BY owner ORDER BY 2 DESC").fetchall()
+        assert held[0][0] in ("kept", "__main__.kept") and held[0][1] == 24 << 20
+
+
+def test_the_bounded_twin_of_a_loop_that_raises_is_clean(runs):
+    out, r = runs["raised-bounded"]
+    assert r.returncode == 1 and "RuntimeError: the program's own error" in r.stderr
+    doc = report(out)
+    assert doc["findings"] == []
+    assert labels(out)[:2] == ["step", "step"]  # audited
+    assert tpaudit("gate", out).returncode == 0
