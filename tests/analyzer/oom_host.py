@@ -20,7 +20,9 @@ loop, and its twin that keeps the last four steps only, in a function that
 then dies of an uncaught exception: the list lives on in the traceback's
 frames only), returned (the growth loop in a function that returns
 normally, its list freed, while the program keeps the model and optimizer
-to exit)."""
+to exit), fragmented-growth (the growth loop, and the allocator's free
+bytes in no one block large enough at its OOM), losses (a loop that keeps
+each step's loss with its graph, retain_graph=True, until the OOM)."""
 import ctypes
 import functools
 import os
@@ -85,7 +87,7 @@ def train(case, steps):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    kept = []
+    kept, losses = [], []
     batch = 64
     step = 0
     while step < steps:
@@ -103,16 +105,23 @@ def train(case, steps):
         kept.append(torch.cat([logits] * 64, dim=1))  # the leak: 1 MiB a step, with its graph
         if case == "raised-bounded":
             del kept[:-4]  # the twin: the last four steps only
-        elif case not in ("growth", "ranks", "backward", "raised", "returned"):
+        elif case not in ("growth", "ranks", "backward", "raised", "returned", "fragmented-growth"):
             kept.clear()
         loss = logits.square().mean()
         opt.zero_grad()
-        loss.backward()
+        if case == "losses":
+            loss = torch.cat([logits] * 64, dim=1).square().mean()  # its graph saves 1 MiB
+            losses.append(loss)  # the leak: each step's loss with its graph
+            loss.backward(retain_graph=True)
+        else:
+            loss.backward()
         opt.step()
         step += 1
-    if case in ("growth", "ranks"):
+    if case in ("growth", "ranks", "losses"):
         logits = model(torch.randn(batch, 64))
         out_of_memory(2 * GIB, **CAP)
+    if case == "fragmented-growth":
+        out_of_memory(1 * GIB, **CAP, allocator=(3 * GIB, 512 * MIB))
     if case == "backward":
         loss = OutOfMemoryInBackward.apply(model(torch.randn(batch, 64))).square().mean()
         loss.backward()  # the line the OOM's stack must name

@@ -10,9 +10,12 @@ killed run.  The observer called from a native thread with no Python frame
 (as a CUDA backward calls it) keeps the OOM's audit and the stack of the
 thread in backward(); a growth finding stands when its loop's function
 raises (the exit audit walks the traceback's frames) or returns, and its
-bounded twin is clean.  Needs TPAUDIT_BUILD (the build tree) in the environment."""
+bounded twin is clean; growth is the cause before fragmentation, and the
+Held list goes by bytes with each named holder's graph on its own.  Needs
+TPAUDIT_BUILD (the build tree) in the environment."""
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -25,7 +28,8 @@ BUILD = Path(os.environ["TPAUDIT_BUILD"])
 TPAUDIT = str(BUILD / "bin" / "tpaudit")
 SCHEMA = json.loads((HERE.parents[1] / "docs" / "report.schema.json").read_text())
 HOST = str(HERE / "oom_host.py")
-STEPS = {"growth": "24", "ranks": "24", "backward": "24", "raised": "24", "raised-bounded": "24", "returned": "24"}  # growth is judged after warm-up; the others need a few steps
+LONG = ("growth", "ranks", "backward", "raised", "raised-bounded", "returned", "fragmented-growth", "losses")
+STEPS = dict.fromkeys(LONG, "24")  # growth is judged after warm-up; the others need a few steps
 
 
 def tpaudit(*args):
@@ -44,8 +48,7 @@ def runs(tmp_path_factory):
     """case -> (directory, completed `tpaudit run`), each case run once."""
     base = tmp_path_factory.mktemp("oom")
     done = {}
-    for case in ("growth", "peak", "fragmentation", "other", "caught", "clean", "ranks", "killed", "backward", "raised",
-                 "raised-bounded", "returned"):
+    for case in ("peak", "fragmentation", "other", "caught", "clean", "killed") + LONG:
         done[case] = (base / case, run_case(base / case, sys.executable, HOST, case, steps=STEPS.get(case, "6")))
     for case in ("fatal", "caught"):
         name = "native-" + case
@@ -124,6 +127,9 @@ def test_fragmentation_names_the_allocator_setting(runs):
     f = died(report(runs["fragmentation"][0]))
     assert f["oom"]["cause"] == "fragmentation"
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in f["oom"]["cause_text"]
+    # how far it was, in numbers: what the free bytes had over the request, what the largest block lacked
+    assert "3.0 GiB reserved but free, 2.0 GiB more than the 1.0 GiB asked" in f["oom"]["cause_text"]
+    assert "largest free block is 512.0 MiB, 512.0 MiB short" in f["oom"]["cause_text"]
     assert f["oom"]["reserved_free_bytes"] == 3 << 30 and f["oom"]["largest_free_block"] == 512 << 20
 
 
@@ -266,3 +272,46 @@ def test_the_bounded_twin_of_a_loop_that_raises_is_clean(runs):
     assert doc["findings"] == []
     assert labels(out)[:2] == ["step", "step"]  # audited
     assert tpaudit("gate", out).returncode == 0
+
+
+SIZE = re.compile(r"(\d+(?:\.\d+)?) (B|KiB|MiB|GiB)\b")
+UNIT = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def held_entries(held):
+    """[(words, bytes)] of a Held list, in its order, the allocator's cache left out."""
+    out = []
+    for entry in held.split(" · "):
+        if not entry.startswith("allocator cache"):
+            m = SIZE.search(entry)
+            out.append((entry[:m.start()].strip(), float(m.group(1)) * UNIT[m.group(2)]))
+    return out
+
+
+def test_growth_is_the_cause_before_fragmentation(runs):
+    """The growth loop whose OOM also fails for fragmentation: what grew filled the device."""
+    f = died(report(runs["fragmented-growth"][0]))
+    assert f["oom"]["cause"] == "growth"
+    text = f["oom"]["cause_text"]
+    assert "`kept` +" in text and "oom_host.py:%d" % line_of("kept.append(") in text
+    assert "holding 24.0 MiB, 1% of the process's cap of 2.0 GiB" in text
+    assert f["oom"]["reserved_free_bytes"] == 3 << 30 and f["oom"]["largest_free_block"] == 512 << 20
+
+
+def test_the_held_list_leads_with_the_largest_and_names_the_graph_a_holder_keeps(runs):
+    """Losses kept with their graphs: the graph `losses` keeps is its own entry,
+    first (largest), not folded into "saved for backward by this step"; every
+    entry by bytes, largest first; the cause names it with its rate and line."""
+    out, r = runs["losses"]
+    doc = report(out)
+    f = died(doc)
+    entries = held_entries(f["oom"]["held"])
+    assert entries[0][0] == "autograd graph of losses" and entries[0][1] >= 24 << 20, entries
+    sizes = [b for _, b in entries]
+    assert sizes == sorted(sizes, reverse=True), entries
+    assert f["oom"]["cause"] == "growth" and "`autograd graph of losses` +" in f["oom"]["cause_text"]
+    assert "oom_host.py:" in f["oom"]["cause_text"]
+    assert "oom" in labels(out) and tpaudit("gate", out).returncode == 1
+    for case in ("growth", "fragmented-growth"):  # the list first there too
+        held = held_entries(died(report(runs[case][0]))["oom"]["held"])
+        assert held[0][0] == "kept" and [b for _, b in held] == sorted((b for _, b in held), reverse=True), held
