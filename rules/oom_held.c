@@ -64,7 +64,9 @@ static void named_entry(held_entry_t *e, const char *owner, int64_t bytes,
     e->named = 1;
 }
 
-/* Adds `bytes` of owner kind `kind` to its sum; 1 when the kind is a named holder's. */
+/* Adds `bytes` of owner kind `kind` to its sum; 1 when the row names a
+ * holder: a Python object, the autograd graph one keeps, or a library's
+ * allocation in PyTorch's allocator (the cuBLAS workspaces). */
 static int add_to_sums(tpa_held_sums_t *s, const char *kind, const char *owner, int64_t bytes) {
     struct {
         const char *kind;
@@ -74,7 +76,7 @@ static int add_to_sums(tpa_held_sums_t *s, const char *kind, const char *owner, 
                 {"allocator_cache", &s->cache}, {"unattributed", &s->unattributed}, {"held", &s->held}};
     for (size_t i = 0; i < sizeof sums / sizeof *sums; i++)
         if (!strcmp(kind, sums[i].kind)) *sums[i].sum = tpa_add_bytes(*sums[i].sum, bytes);
-    return owner && (!strcmp(kind, "held") || !strcmp(kind, "autograd"));
+    return owner && (!strcmp(kind, "held") || !strcmp(kind, "autograd") || !strcmp(kind, "library"));
 }
 
 void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t largest_free, const tpa_finding_t *growth,

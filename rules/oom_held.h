@@ -30,7 +30,8 @@ typedef struct tpa_held_sums {
 /* The Held list of the ledger of audit `audit_id` on device `dev` ("" any)
  * into `t`, its sums into `s`: every entry by bytes, largest first (a
  * named holder before a sum of as many bytes), the named holders (a
- * Python object's path, or the autograd graph one keeps) each on its own,
+ * Python object's path, the autograd graph one keeps, a library's
+ * allocation such as the cuBLAS workspace) each on its own,
  * then optimizer state, parameters, gradients, stale tensors and what the
  * step saved for backward that no holder keeps; the allocator's cache
  * last, with `largest_free` (-1 unknown).  The growing holder `growth`

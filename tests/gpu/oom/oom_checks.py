@@ -41,6 +41,20 @@ def frames_text(frames):
     return ["%s:%s %s" % (Path(f.get("file") or "?").name, f.get("line"), f.get("function")) for f in frames[:8]]
 
 
+NAMED_SHARE = 0.99  # of the device memory allocated at the OOM, named owners hold at least this
+
+
+def named_share(run):
+    """(named owners' bytes / allocated bytes, unattributed bytes) of a run's
+    ledger (the one at the OOM): allocated is the measured total less the
+    allocator's free cache."""
+    rows = run.get("ledger") or []
+    cache = sum(r["bytes"] for r in rows if r["owner_kind"] == "allocator_cache")
+    left = sum(r["bytes"] for r in rows if r["owner_kind"] == "unattributed")
+    allocated = (run.get("ledger_total") or 0) - cache
+    return ((allocated - left) / allocated if allocated > 0 else 0.0), left
+
+
 def check_case(case, doc, gate_exit, check):
     """Calls check(ok, what) for each fact case's report `doc` (the JSON
     report) and the default gate's exit status must show."""
@@ -54,6 +68,9 @@ def check_case(case, doc, gate_exit, check):
     check(oom["cause"] == want["cause"], "%s: cause %s (%s: %s)" % (case, want["cause"], oom["cause"], oom["cause_text"]))
     if want["holder"]:
         check(want["holder"] in oom["cause_text"], "%s: the cause names %s: %s" % (case, want["holder"], oom["cause_text"]))
+    share, left = named_share(doc["runs"][0])
+    check(share >= NAMED_SHARE, "%s: named owners hold >= %d%% of the memory allocated at the OOM (%.2f%%, %.1f MiB "
+          "unattributed)" % (case, 100 * NAMED_SHARE, 100 * share, left / (1 << 20)))
     stack = oom["python_stack"]
     check(bool(stack) and Path(stack[0]["file"] or "").name == CASES_FILE.name,
           "%s: the OOM's stack starts at the user's line: %s" % (case, frames_text(stack)))
