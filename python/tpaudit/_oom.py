@@ -122,35 +122,32 @@ def _in_backward(frame):
     return False
 
 
-def issuing_frame(depth=2):
+def issuing_frame(caller):
     """The innermost frame of the user's code that led to the failing
-    allocation: the observer's caller (`depth` frames up) when its stack has
-    a user line; else, for a thread of the autograd engine, a pin-memory
-    thread or one with no Python frame, the thread waiting in backward(),
-    else the main thread; None when no thread has one."""
-    try:
-        here = sys._getframe(depth)
-    except ValueError:  # called from a thread with no Python frame above
-        here = None
-    if here is not None and _growth.user_stack(here):
-        return here
+    allocation: `caller` (the observer's caller, None on a thread with no
+    Python frame) when its stack has a user line; else, for a thread of the
+    autograd engine, a pin-memory thread or one with no Python frame, the
+    thread waiting in backward(), else the main thread; None when no thread
+    has one."""
+    if caller is not None and _growth.user_stack(caller):
+        return caller
     me = threading.get_ident()
     frames = {ident: frame for ident, frame in sys._current_frames().items() if ident != me}
     for frame in frames.values():
         if _in_backward(frame):
             return frame
     main = frames.get(threading.main_thread().ident)
-    return main if main is not None else here
+    return main if main is not None else caller
 
 
 def _stage(what, fn, *args, default=None):
-    """fn(*args), or `default` after one line that turns the watch's verdict
-    off openly (_parts.fail) when it raises."""
+    """fn(*args), or `default` when it raises, after one line naming the
+    stage `what` that leaves the out-of-memory verdict unjudged (_parts.fail)."""
     try:
         return fn(*args)
     except Exception as exc:
         if watch.fail is not None:
-            watch.fail(exc)
+            watch.fail(RuntimeError("%s: %r" % (what, exc)))
         return default
 
 
@@ -172,7 +169,7 @@ def on_oom(device, requested, total, free, frame=None):
             return None
         import torch
         watch.seen += 1
-        frame = frame if frame is not None else _stage("stack", issuing_frame)
+        frame = frame if frame is not None else _stage("stack", issuing_frame, sys._getframe(0).f_back)
         py_stack = _stage("stack", _growth.user_stack, frame, default="") if frame is not None else ""
         frame = None  # no frame of the program's kept past here
         step = _stage("step", step_in_flight, default=-1)

@@ -22,7 +22,9 @@ frames only), returned (the growth loop in a function that returns
 normally, its list freed, while the program keeps the model and optimizer
 to exit), fragmented-growth (the growth loop, and the allocator's free
 bytes in no one block large enough at its OOM), losses (a loop that keeps
-each step's loss with its graph, retain_graph=True, until the OOM)."""
+each step's loss with its graph, retain_graph=True, until the OOM),
+observer-fails (the growth loop whose OOM's allocator state cannot be read:
+a stage of the observer fails)."""
 import ctypes
 import functools
 import os
@@ -42,13 +44,18 @@ def observer():
     return mod if mod is not None and mod.watch.recorder is not None else None
 
 
+def unreadable(_torch, _device):
+    raise RuntimeError("the allocator's state cannot be read")
+
+
 def out_of_memory(asked, total, free, allocator=None):
     """What the caching allocator does when it cannot allocate: its observers,
-    then the error."""
+    then the error.  allocator: its (reserved-but-free, largest free block),
+    or a function that reads them."""
     mod = observer()
     if mod is not None:
         if allocator is not None:
-            mod.allocator_state = lambda _torch, _device: allocator
+            mod.allocator_state = allocator if callable(allocator) else lambda _torch, _device: allocator
         mod.on_oom(0, asked, total, free, frame=sys._getframe(1))
     raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate %.2f GiB." % (asked / GIB))
 
@@ -105,7 +112,7 @@ def train(case, steps):
         kept.append(torch.cat([logits] * 64, dim=1))  # the leak: 1 MiB a step, with its graph
         if case == "raised-bounded":
             del kept[:-4]  # the twin: the last four steps only
-        elif case not in ("growth", "ranks", "backward", "raised", "returned", "fragmented-growth"):
+        elif case not in ("growth", "ranks", "backward", "raised", "returned", "fragmented-growth", "observer-fails"):
             kept.clear()
         loss = logits.square().mean()
         opt.zero_grad()
@@ -122,6 +129,8 @@ def train(case, steps):
         out_of_memory(2 * GIB, **CAP)
     if case == "fragmented-growth":
         out_of_memory(1 * GIB, **CAP, allocator=(3 * GIB, 512 * MIB))
+    if case == "observer-fails":
+        out_of_memory(1 * GIB, **CAP, allocator=unreadable)
     if case == "backward":
         loss = OutOfMemoryInBackward.apply(model(torch.randn(batch, 64))).square().mean()
         loss.backward()  # the line the OOM's stack must name

@@ -28,7 +28,8 @@ BUILD = Path(os.environ["TPAUDIT_BUILD"])
 TPAUDIT = str(BUILD / "bin" / "tpaudit")
 SCHEMA = json.loads((HERE.parents[1] / "docs" / "report.schema.json").read_text())
 HOST = str(HERE / "oom_host.py")
-LONG = ("growth", "ranks", "backward", "raised", "raised-bounded", "returned", "fragmented-growth", "losses")
+LONG = ("growth", "ranks", "backward", "raised", "raised-bounded", "returned", "fragmented-growth", "losses",
+        "observer-fails")
 STEPS = dict.fromkeys(LONG, "24")  # growth is judged after warm-up; the others need a few steps
 
 
@@ -208,6 +209,22 @@ def test_the_native_path_names_the_runtimes_allocation_stack(runs):
     assert any(fr["function"] and "arena_alloc_activations" in fr["function"] for fr in f["oom"]["native_stack"])
     caught = report(runs["native-caught"][0])
     assert not ooms(caught, "out_of_memory") and len(ooms(caught, "caught_out_of_memory")) == 1
+
+
+def test_a_stage_of_the_observer_that_fails_says_so_and_the_oom_still_counts(runs):
+    """The allocator's state cannot be read at the OOM: one `tpaudit:` line
+    names the stage, the oom row and its audit are written all the same,
+    the run died of the OOM (its growth cause), and the field says the
+    out-of-memory verdict was not fully judged."""
+    out, r = runs["observer-fails"]
+    assert r.returncode == 1 and "torch.OutOfMemoryError" in r.stderr
+    lines = [line for line in r.stderr.splitlines() if "oom_watch off" in line]
+    assert len(lines) == 1 and "allocator: RuntimeError" in lines[0], r.stderr
+    doc = report(out)
+    assert doc["runs"][0]["python"] == "on; unjudged: oom; parts off: oom_watch"
+    f = died(doc)
+    assert f["oom"]["cause"] == "growth" and f["oom"]["reserved_free_bytes"] is None
+    assert "oom" in labels(out) and tpaudit("gate", out).returncode == 1
 
 
 def line_of(text):
