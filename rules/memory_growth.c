@@ -22,9 +22,9 @@
  *     that later held nothing (freed as its loop or function returned, or
  *     kept only by the frames of the exception that ended the run) still
  *     grew, and the run is judged on it.  It is withdrawn only when a later
- *     audit shows it bounded: it held bytes there, no more than its most at
- *     an audit since it grew (it stopped growing or shrank while steps went
- *     on).
+ *     audit shows it bounded while steps went on: it held no more there
+ *     than its most at an audit since it grew (it stopped growing or
+ *     shrank), or nothing, with samples of later steps after it (cleared).
  * Its rate is the rise per step over the rising audits, up to the last of
  * them; below TPA_GROWTH_MIN_RATE it is no finding.  The steady state is
  * that up to the run's judged audit or, when the audits after it saw no
@@ -287,17 +287,28 @@ static int named_since(const tpa_report_t *r, size_t from, const unsigned char *
     return 0;
 }
 
+/* Whether steps went on after audit `a`: a sample of a later step was taken after it began. */
+static int steps_went_on(sqlite3_stmt *later, const tpa_steady_audit_t *a) {
+    if (!later) return 0;
+    sqlite3_reset(later);
+    sqlite3_bind_int64(later, 1, a->begin_ns);
+    sqlite3_bind_int64(later, 2, a->step);
+    return sqlite3_step(later) == SQLITE_ROW && sqlite3_column_int(later, 0);
+}
+
 /* Whether the holder, grown up to audit a[end], is shown bounded by a later
- * audit: one where it held bytes, no more than its most at any audit from
- * a[end] on before it (it stopped growing or shrank while steps went on).
- * An audit where it held nothing (freed as its loop or function returned,
- * or kept only where the walk cannot see) bounds nothing. */
-static int bounded_after(sqlite3_stmt *q, const tpa_steady_audit_t *a, size_t end, size_t n,
+ * audit while steps went on: it held no more there than its most at any
+ * audit from a[end] on before it (it stopped growing, or shrank), or held
+ * nothing there and the loop went on stepping after it (it was cleared).
+ * An audit where it held nothing after which no step came (freed as its
+ * loop or function returned, or kept only where the walk cannot see: the
+ * exit audit after an uncaught exception) bounds nothing. */
+static int bounded_after(sqlite3_stmt *q, sqlite3_stmt *later, const tpa_steady_audit_t *a, size_t end, size_t n,
                          const unsigned char *kind, const unsigned char *owner, int64_t at_end) {
     int64_t most = at_end;
     for (size_t i = end + 1; i < n; i++) {
         int64_t b = bytes_at(q, a[i].id, kind, owner);
-        if (b > 0 && b <= most) return 1;
+        if ((b > 0 && b <= most) || (b == 0 && steps_went_on(later, &a[i]))) return 1;
         if (b > most) most = b;
     }
     return 0;
@@ -309,8 +320,12 @@ static int bounded_after(sqlite3_stmt *q, const tpa_steady_audit_t *a, size_t en
  * named by findings[from..] already left out). */
 static int growth_over(sqlite3 *db, const tpa_kind_t *k, const tpa_steady_audit_t *a, size_t n, int64_t rank,
                        int64_t step, tpa_report_t *r, size_t from) {
-    sqlite3_stmt *c = NULL, *q = NULL;
+    sqlite3_stmt *c = NULL, *q = NULL, *went_on = NULL;
     int rc = 0;
+    if (table_exists(db, "sample") &&
+        sqlite3_prepare_v2(db, "SELECT EXISTS (SELECT 1 FROM sample WHERE ts_ns > ?1 AND step > ?2)", -1, &went_on,
+                           NULL) != SQLITE_OK)
+        went_on = NULL;
     if (sqlite3_prepare_v2(db,
                            "SELECT owner_kind, owner, sum(bytes), sum(tensors), max(shapes), max(dtype), max(device),"
                            " max(with_graph), max(created_at) FROM ledger WHERE audit_id=?1"
@@ -332,7 +347,8 @@ static int growth_over(sqlite3 *db, const tpa_kind_t *k, const tpa_steady_audit_
                 first--;
                 later = earlier;
             }
-            if (end + 1 - first < TPA_GROWTH_MIN_AUDITS || bounded_after(q, a, end, n, kind, owner, at_end)) continue;
+            if (end + 1 - first < TPA_GROWTH_MIN_AUDITS || bounded_after(q, went_on, a, end, n, kind, owner, at_end))
+                continue;
             tpa_finding_t f;
             make_finding(db, c, k, a, first, end + 1, later, rank, step, &f);
             if (f.growth_per_step < TPA_GROWTH_MIN_RATE || push(r, &f)) tpa_finding_free(&f);
@@ -340,6 +356,7 @@ static int growth_over(sqlite3 *db, const tpa_kind_t *k, const tpa_steady_audit_
     }
     sqlite3_finalize(c);
     sqlite3_finalize(q);
+    sqlite3_finalize(went_on);
     return rc;
 }
 

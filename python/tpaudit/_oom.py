@@ -24,8 +24,9 @@ else the main thread's.  Each stage (stack, audit, allocator state) is
 guarded on its own: the oom row is written whatever failed before it, and a
 failure says so on one `tpaudit:` line and leaves the out-of-memory verdict
 unjudged (_parts.py), never silently off.  It never raises: the program's
-exception, traceback and exit status are what they are without tpaudit.  Whether the OOM ended the run or was caught (a batch-size finder)
-is the analyzer's to judge (docs/ANALYZER.md, "Out of memory").
+exception, traceback and exit status are what they are without tpaudit.
+Whether the OOM ended the run or was caught (a batch-size finder) is the
+analyzer's to judge (docs/ANALYZER.md, "Out of memory").
 """
 import sys
 import threading
