@@ -38,6 +38,9 @@ for case in oom_checks.EXPECT:
     doc = findings(case)
     if doc is not None:
         oom_checks.check_case(case, doc, gate(case), check)
+        share, left = oom_checks.named_share(doc["runs"][0])
+        check(share >= oom_checks.NAMED_SHARE, "%s: named owners hold >= %d%% of the memory allocated at the OOM "
+              "(%.2f%%, %.1f MiB unattributed)" % (case, 100 * oom_checks.NAMED_SHARE, 100 * share, left / (1 << 20)))
         f = [f for f in doc["findings"] if f["kind"] == "out_of_memory"]
         if f:  # what the findings show, for docs/GPU_RUNS.md
             o = f[0]["oom"]

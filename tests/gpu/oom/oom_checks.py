@@ -57,7 +57,9 @@ def named_share(run):
 
 def check_case(case, doc, gate_exit, check):
     """Calls check(ok, what) for each fact case's report `doc` (the JSON
-    report) and the default gate's exit status must show."""
+    report) and the default gate's exit status must show: verdict, cause,
+    holder, line, gate (the named share of the ledger is judge.py's, on the
+    device only)."""
     want = EXPECT[case]
     died = [f for f in doc["findings"] if f["kind"] == want["kind"]]
     check(len(died) == 1, "%s: one %s finding (%d)" % (case, want["kind"], len(died)))
@@ -68,9 +70,6 @@ def check_case(case, doc, gate_exit, check):
     check(oom["cause"] == want["cause"], "%s: cause %s (%s: %s)" % (case, want["cause"], oom["cause"], oom["cause_text"]))
     if want["holder"]:
         check(want["holder"] in oom["cause_text"], "%s: the cause names %s: %s" % (case, want["holder"], oom["cause_text"]))
-    share, left = named_share(doc["runs"][0])
-    check(share >= NAMED_SHARE, "%s: named owners hold >= %d%% of the memory allocated at the OOM (%.2f%%, %.1f MiB "
-          "unattributed)" % (case, 100 * NAMED_SHARE, 100 * share, left / (1 << 20)))
     stack = oom["python_stack"]
     check(bool(stack) and Path(stack[0]["file"] or "").name == CASES_FILE.name,
           "%s: the OOM's stack starts at the user's line: %s" % (case, frames_text(stack)))
