@@ -6,9 +6,10 @@ gradients by module, optimizer state by optimizer, stale tensors (held by an
 optimizer for a parameter no live model has), tensors held by other Python
 objects by holder (_holders.py), tensors saved in live autograd graphs by
 the tensor whose graph it is, on a GPU the cuBLAS and cuBLASLt workspaces
-PyTorch's allocator gave out (kind 'library', _workspaces.py) and its free
-cache, and what is left as unattributed; plus the measured total the owners add up
-to.  Each storage is counted once, under the first owner in that order.
+PyTorch's allocator gave out (kind 'library'), at an OOM in backward the
+autograd engine's buffers in flight (kind 'autograd'; _workspaces.py) and
+the allocator's free cache, and what is left as unattributed; plus the
+measured total the owners add up to.  Each storage is counted once, under the first owner in that order.
 
 Torch functions run with torch-function overrides disabled, so a user's
 tensor subclass is never asked anything; tensors of other subclasses whose
@@ -120,8 +121,9 @@ class Ledger:
         """The groups' rows, each device's 'measured' row first, then owners
         in ORDER, the libraries' allocations, allocator_cache and
         unattributed last.  measured: device -> (how, bytes or None for the
-        storages found, allocator cache bytes); libraries: device -> {owner:
-        bytes} of allocations that are no tensor (_workspaces.named)."""
+        storages found, allocator cache bytes); libraries: device -> {(owner
+        kind, owner): bytes} of allocations that are no tensor
+        (_workspaces.named)."""
         out = []
         devices = sorted({g.device for g in self.groups.values()} | set(measured))
         found = collections.Counter()
@@ -141,8 +143,8 @@ class Ledger:
                 if g.kind != "unattributed":
                     out.append(g.row())
                     attributed += g.bytes
-            for owner, nbytes in sorted((libraries or {}).get(device, {}).items()):
-                out.append({"device": device, "owner_kind": "library", "owner": owner, "bytes": nbytes,
+            for (kind, owner), nbytes in sorted((libraries or {}).get(device, {}).items()):
+                out.append({"device": device, "owner_kind": kind, "owner": owner, "bytes": nbytes,
                             "tensors": 0, "with_graph": 0})
                 attributed += nbytes
             if cache:

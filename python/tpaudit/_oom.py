@@ -33,6 +33,7 @@ import threading
 
 from . import _facts
 from . import _growth
+from . import _workspaces
 
 # OOMs that get an audit of their own; later ones get their row only (the
 # shim counts them all, and keeps a native stack for its first few).
@@ -172,9 +173,14 @@ def on_oom(device, requested, total, free, frame=None):
         watch.seen += 1
         frame = frame if frame is not None else _stage("stack", issuing_frame, sys._getframe(0).f_back)
         py_stack = _stage("stack", _growth.user_stack, frame, default="") if frame is not None else ""
+        in_backward = _stage("stack", _in_backward, frame, default=False)
         frame = None  # no frame of the program's kept past here
         step = _stage("step", step_in_flight, default=-1)
-        audit_id = _stage("audit", _audit, step, default=0) if watch.seen <= KEEP_AUDITS else 0
+        _workspaces.backward_in_flight = in_backward  # the engine's buffers are then named in the ledger
+        try:
+            audit_id = _stage("audit", _audit, step, default=0) if watch.seen <= KEEP_AUDITS else 0
+        finally:
+            _workspaces.backward_in_flight = False
         reserved_free, largest = _stage("allocator", allocator_state, torch, device, default=(None, None))
         return watch.recorder.oom({
             "source": "torch", "api": "torch caching allocator", "device": int(device),

@@ -1,5 +1,6 @@
 """Device memory PyTorch's caching allocator gives out that is no tensor: the
-cuBLAS and cuBLASLt workspaces, named in the ledger instead of left
+cuBLAS and cuBLASLt workspaces, and at an OOM in backward the autograd
+engine's buffers in flight, named in the ledger instead of left
 unattributed.
 
 PyTorch allocates one cuBLAS workspace per (cuBLAS handle, stream) from its
@@ -17,14 +18,21 @@ that no live tensor's storage starts at and whose requested size is one of
 these is counted as a workspace (memory_snapshot: host memory only, no
 device memory allocated).  A tensor of exactly such a size that only C++
 keeps would be counted with them; docs/PROBE.md says so.
+
+While a backward runs (an OOM audit taken in one: _oom.py sets
+backward_in_flight), the gradients the engine passes from node to node
+and accumulates are allocator blocks no Python object reaches either: the
+other active blocks that start no live storage are counted as theirs.
 """
 import os
 import re
 
 MIB = 1 << 20
 KIB = 1 << 10
-CUBLAS = "cuBLAS workspace (PyTorch)"
-CUBLASLT = "cuBLASLt workspace (PyTorch)"
+CUBLAS = ("library", "cuBLAS workspace (PyTorch)")
+CUBLASLT = ("library", "cuBLASLt workspace (PyTorch)")
+IN_BACKWARD = ("autograd", "gradients in flight in backward (autograd engine)")
+backward_in_flight = False  # an audit taken while a backward runs (the OOM audit of one)
 
 
 def cublas_sizes(major):
@@ -44,9 +52,11 @@ def cublaslt_size():
 
 
 def named(torch, claimed):
-    """{device: {owner: bytes}} of the workspaces on each initialized CUDA
-    device: the active allocator blocks of a workspace's size that start no
-    storage in `claimed` ((device, data_ptr) keys of the ledger)."""
+    """{device: {(owner kind, owner): bytes}} of the allocations that are no
+    tensor on each initialized CUDA device: the active allocator blocks
+    that start no storage in `claimed` ((device, data_ptr) keys of the
+    ledger) of a workspace's size, and while a backward is in flight the
+    rest of them."""
     cuda = getattr(torch, "cuda", None)
     if cuda is None or not cuda.is_initialized():
         return {}
@@ -65,7 +75,7 @@ def named(torch, claimed):
             address += size
             if block.get("state") != "active_allocated" or start in starts:
                 continue
-            owner = sizes.get(int(block.get("requested_size", size)))
+            owner = sizes.get(int(block.get("requested_size", size)), IN_BACKWARD if backward_in_flight else None)
             if owner is not None:
                 mine = out.setdefault("cuda:%d" % index, {})
                 mine[owner] = mine.get(owner, 0) + size
