@@ -43,11 +43,12 @@ def cap():
     torch.cuda.set_per_process_memory_fraction(CAP / total, 0)
 
 
-def gpt2(layers=4):
+def gpt2(layers=4, optimizer=True):
+    """The model and its AdamW (None for an eval loop, which has no optimizer)."""
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=layers)).cuda()
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return model, (torch.optim.AdamW(model.parameters(), lr=1e-4) if optimizer else None)
 
 
 def batch_of(batch, seq=256):
@@ -82,7 +83,7 @@ def losses():
 
 
 def eval_function():
-    model, _ = gpt2()
+    model, _ = gpt2(optimizer=False)
     model.eval()
     outs = []
     with torch.no_grad():
@@ -175,7 +176,7 @@ if __name__ == "__main__":
             opt.zero_grad(set_to_none=True)
             kept.append(out.logits)  # oom-line: list-module
     else:  # eval-module: no optimizer, no grad
-        model, _ = gpt2()
+        model, _ = gpt2(optimizer=False)
         model.eval()
         outs = []
         with torch.no_grad():
