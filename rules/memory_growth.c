@@ -12,18 +12,24 @@
  *     library workspaces and compiled graphs all come before), with a
  *     ledger; an exit audit without a step counts at the last step sampled
  *     before it, and of two audits at one step the later counts;
- *   - the holder grows when it held bytes at each of the last
- *     TPA_GROWTH_MIN_AUDITS audits and they rose at each interval, the
- *     audit judged being the last (a holder first seen later is judged
- *     from then, so its rate is not taken from nothing): one rise alone is a one-time cost (a first eval, an EMA copy
+ *   - the holder grows when it held bytes at TPA_GROWTH_MIN_AUDITS
+ *     successive audits and they rose at each interval (a holder first
+ *     seen later is judged from then, so its rate is not taken from
+ *     nothing): one rise alone is a one-time cost (a first eval, an EMA copy
  *     made late), a fall is a bound (a cleared cache), flat is a full
- *     deque(maxlen=...).
- * Its rate is the rise per step over the rising audits; below
- * TPA_GROWTH_MIN_RATE it is no finding.  The audit judged for growth is
- * the run's judged audit or, when the audits after it saw no optimizer
- * (its training function returned before the exit audit), the last of
- * those: what the holder kept at exit is the evidence a short run has
- * (a holder gone by then is judged at the judged audit).
+ *     deque(maxlen=...);
+ *   - the finding stands however the run went on after it grew: a holder
+ *     that later held nothing (freed as its loop or function returned, or
+ *     kept only by the frames of the exception that ended the run) still
+ *     grew, and the run is judged on it.  It is withdrawn only when a later
+ *     audit shows it bounded while steps went on: it held no more there
+ *     than its most at an audit since it grew (it stopped growing or
+ *     shrank), or nothing, with samples of later steps after it (cleared).
+ * Its rate is the rise per step over the rising audits, up to the last of
+ * them; below TPA_GROWTH_MIN_RATE it is no finding.  The steady state is
+ * that up to the run's judged audit or, when the audits after it saw no
+ * optimizer (its training function returned before the exit audit), up to
+ * the last of those.
  * The creation line is the newest any audit recorded for the holder. */
 #include "memory_growth.h"
 
@@ -282,19 +288,45 @@ static int named_since(const tpa_report_t *r, size_t from, const unsigned char *
     return 0;
 }
 
-/* The growth findings of the steady state ending at audit `judged` (holders
- * named by findings[from..] already left out). */
-static int growth_at(sqlite3 *db, const tpa_kind_t *k, int64_t judged, int later_than_run, int64_t rank,
-                     int64_t step, tpa_report_t *r, size_t from) {
-    tpa_steady_audit_t *a = NULL;
-    int n = tpa_growth_steady_audits(db, judged, &a);
-    if (n < 0) return -1;
-    if (n < TPA_GROWTH_MIN_AUDITS) { /* too few to judge */
-        free(a);
-        return 0;
+/* Whether steps went on after audit `a`: a sample of a later step was taken after it began. */
+static int steps_went_on(sqlite3_stmt *later, const tpa_steady_audit_t *a) {
+    if (!later) return 0;
+    sqlite3_reset(later);
+    sqlite3_bind_int64(later, 1, a->begin_ns);
+    sqlite3_bind_int64(later, 2, a->step);
+    return sqlite3_step(later) == SQLITE_ROW && sqlite3_column_int(later, 0);
+}
+
+/* Whether the holder, grown up to audit a[end], is shown bounded by a later
+ * audit while steps went on: it held no more there than its most at any
+ * audit from a[end] on before it (it stopped growing, or shrank), or held
+ * nothing there and the loop went on stepping after it (it was cleared).
+ * An audit where it held nothing after which no step came (freed as its
+ * loop or function returned, or kept only where the walk cannot see: the
+ * exit audit after an uncaught exception) bounds nothing. */
+static int bounded_after(sqlite3_stmt *q, sqlite3_stmt *later, const tpa_steady_audit_t *a, size_t end, size_t n,
+                         const unsigned char *kind, const unsigned char *owner, int64_t at_end) {
+    int64_t most = at_end;
+    for (size_t i = end + 1; i < n; i++) {
+        int64_t b = bytes_at(q, a[i].id, kind, owner);
+        if ((b > 0 && b <= most) || (b == 0 && steps_went_on(later, &a[i]))) return 1;
+        if (b > most) most = b;
     }
-    sqlite3_stmt *c = NULL, *q = NULL;
+    return 0;
+}
+
+/* The growth findings over the steady state a[0..n): each holder whose
+ * bytes rose over TPA_GROWTH_MIN_AUDITS audits ending at some a[end] and
+ * that no later audit shows bounded, judged at the latest such end (holders
+ * named by findings[from..] already left out). */
+static int growth_over(sqlite3 *db, const tpa_kind_t *k, const tpa_steady_audit_t *a, size_t n, int64_t rank,
+                       int64_t step, tpa_report_t *r, size_t from) {
+    sqlite3_stmt *c = NULL, *q = NULL, *went_on = NULL;
     int rc = 0;
+    if (table_exists(db, "sample") &&
+        sqlite3_prepare_v2(db, "SELECT EXISTS (SELECT 1 FROM sample WHERE ts_ns > ?1 AND step > ?2)", -1, &went_on,
+                           NULL) != SQLITE_OK)
+        went_on = NULL;
     if (sqlite3_prepare_v2(db,
                            "SELECT owner_kind, owner, sum(bytes), sum(tensors), max(shapes), max(dtype), max(device),"
                            " max(with_graph), max(created_at) FROM ledger WHERE audit_id=?1"
@@ -304,34 +336,41 @@ static int growth_at(sqlite3 *db, const tpa_kind_t *k, int64_t judged, int later
         sqlite3_prepare_v2(db, "SELECT coalesce(sum(bytes), 0) FROM ledger WHERE audit_id=?1 AND owner_kind=?2 AND owner=?3",
                            -1, &q, NULL) != SQLITE_OK)
         rc = -1;
-    if (!rc) sqlite3_bind_int64(c, 1, judged);
-    if (later_than_run) step = a[n - 1].step; /* judged later than the run: the step that audit saw */
-    while (!rc && sqlite3_step(c) == SQLITE_ROW) {
-        const unsigned char *kind = sqlite3_column_text(c, 0), *owner = sqlite3_column_text(c, 1);
-        if (named_since(r, from, owner)) continue;
-        int64_t later = tpa_sane_bytes(sqlite3_column_int64(c, 2)), earlier = 0;
-        size_t first = (size_t)n - 1;
-        while (first > 0 && (earlier = bytes_at(q, a[first - 1].id, kind, owner)) > 0 && earlier < later) {
-            first--;
-            later = earlier;
+    for (size_t end = n; !rc && end-- >= TPA_GROWTH_MIN_AUDITS;) {
+        sqlite3_reset(c);
+        sqlite3_bind_int64(c, 1, a[end].id);
+        while (sqlite3_step(c) == SQLITE_ROW) {
+            const unsigned char *kind = sqlite3_column_text(c, 0), *owner = sqlite3_column_text(c, 1);
+            if (named_since(r, from, owner)) continue;
+            int64_t at_end = tpa_sane_bytes(sqlite3_column_int64(c, 2)), later = at_end, earlier = 0;
+            size_t first = end;
+            while (first > 0 && (earlier = bytes_at(q, a[first - 1].id, kind, owner)) > 0 && earlier < later) {
+                first--;
+                later = earlier;
+            }
+            if (end + 1 - first < TPA_GROWTH_MIN_AUDITS || bounded_after(q, went_on, a, end, n, kind, owner, at_end))
+                continue;
+            tpa_finding_t f;
+            make_finding(db, c, k, a, first, end + 1, later, rank, step, &f);
+            if (f.growth_per_step < TPA_GROWTH_MIN_RATE || push(r, &f)) tpa_finding_free(&f);
         }
-        if ((size_t)n - first < TPA_GROWTH_MIN_AUDITS) continue;
-        tpa_finding_t f;
-        make_finding(db, c, k, a, first, (size_t)n, later, rank, step, &f);
-        if (f.growth_per_step < TPA_GROWTH_MIN_RATE || push(r, &f)) tpa_finding_free(&f);
     }
     sqlite3_finalize(c);
     sqlite3_finalize(q);
-    free(a);
+    sqlite3_finalize(went_on);
     return rc;
 }
 
 int tpa_growth_findings(sqlite3 *db, const tpa_kind_t *k, int64_t audit, int64_t rank, int64_t step,
                         tpa_report_t *r) {
-    /* At the last audit after the run's judged one (a holder kept to exit),
-     * then at the judged one for the holders that died before exit. */
-    size_t from = r->n_findings;
+    /* Over the steady state up to the last audit after the run's judged one
+     * (a holder kept to exit), or up to the judged one. */
     int64_t judged = growth_audit(db, audit);
-    int rc = judged != audit ? growth_at(db, k, judged, 1, rank, step, r, from) : 0;
-    return rc ? rc : growth_at(db, k, audit, 0, rank, step, r, from);
+    tpa_steady_audit_t *a = NULL;
+    int n = tpa_growth_steady_audits(db, judged, &a);
+    int rc = n < 0 ? -1 : 0;
+    if (n >= TPA_GROWTH_MIN_AUDITS)
+        rc = growth_over(db, k, a, (size_t)n, rank, judged != audit ? a[n - 1].step : step, r, r->n_findings);
+    free(a);
+    return rc;
 }

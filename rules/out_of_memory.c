@@ -13,10 +13,13 @@
  * frees its cache and retries by itself).
  *
  * Why it ran out (docs/ANALYZER.md, "Out of memory"), in this order:
- *   - fragmentation: the allocator had the bytes free, reserved, but in no
- *     one block (reserved_free >= requested > largest_free);
- *   - growth: a holder kept growing up to the OOM (its memory_growth
- *     finding, judged at the oom audit);
+ *   - growth: a holder grew over the audits up to the OOM and no later one
+ *     showed it bounded (its memory_growth finding, judged at the oom
+ *     audit), even where the request also failed for fragmentation: what
+ *     grew is what filled the device;
+ *   - fragmentation: nothing grew, and the allocator had the bytes free,
+ *     reserved, but in no one block (reserved_free >= requested >
+ *     largest_free);
  *   - other memory: the device's bytes in use outside this process's
  *     allocator (total - free - reserved: other libraries, other processes)
  *     exceed what the allocator holds and would have fit the request;
@@ -25,7 +28,6 @@
  *   a native OOM with no ledger: the allocation (its stack) itself. */
 #include "out_of_memory.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,7 @@
 #include "finding_details.h"
 #include "frames.h"
 #include "memory_growth.h"
+#include "oom_held.h"
 
 /* Caught OOMs listed one by one; the rest are counted in the last. */
 #define TPA_OOM_LISTED_CAUGHT 3
@@ -139,26 +142,6 @@ static int ended_the_run(sqlite3 *db, int64_t ts) {
 
 /* ---- who held the device at the oom audit ---- */
 
-typedef struct text {
-    char v[2048];
-    size_t used;
-} text_t;
-
-static void add(text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add(text_t *t, const char *fmt, ...) {
-    if (t->used + 1 >= sizeof t->v) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->v + t->used, sizeof t->v - t->used, fmt, ap);
-    va_end(ap);
-    if (n > 0) t->used += (size_t)n < sizeof t->v - t->used ? (size_t)n : sizeof t->v - 1 - t->used;
-}
-
-static const char *bytes_text(int64_t b, char *buf, size_t len) {
-    tpa_format_bytes(b, buf, len);
-    return buf;
-}
-
 /* The growing holder at the oom audit (its memory_growth finding), in `g`; 1 found. */
 static int growing_holder(sqlite3 *db, int64_t audit, int64_t rank, int64_t step, tpa_finding_t *g) {
     const tpa_kind_t *k = growth_kind();
@@ -206,124 +189,86 @@ static void ledger_device(sqlite3 *db, const oom_row_t *o, char *dev, size_t len
     if (!have) dev[0] = 0;
 }
 
-/* Sums of the ledger at the oom audit, by owner kind. */
-typedef struct held_sums {
-    int64_t measured, parameter, gradient, optimizer_state, stale, autograd, cache, unattributed, held;
-    int has_ledger;
-} held_sums_t;
-
-static void held_text(sqlite3 *db, const oom_row_t *o, const tpa_finding_t *growth, held_sums_t *s, text_t *t) {
-    char dev[32], b[32], rate[32];
-    memset(s, 0, sizeof *s);
-    if (o->audit_id <= 0 || !has_table(db, "ledger")) return;
-    ledger_device(db, o, dev, sizeof dev);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT owner_kind, owner, sum(bytes) FROM ledger WHERE audit_id=?1 AND (?2='' OR device=?2)"
-                           " GROUP BY owner_kind, owner ORDER BY sum(bytes) DESC, owner",
-                           -1, &st, NULL) != SQLITE_OK)
-        return;
-    sqlite3_bind_int64(st, 1, o->audit_id);
-    sqlite3_bind_text(st, 2, dev, -1, SQLITE_TRANSIENT);
-    int holders = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *kind = (const char *)sqlite3_column_text(st, 0), *owner = (const char *)sqlite3_column_text(st, 1);
-        int64_t bytes = tpa_sane_bytes(sqlite3_column_int64(st, 2));
-        s->has_ledger = 1;
-        if (!kind) continue;
-        if (!strcmp(kind, "measured")) s->measured = tpa_add_bytes(s->measured, bytes);
-        else if (!strcmp(kind, "parameter")) s->parameter = tpa_add_bytes(s->parameter, bytes);
-        else if (!strcmp(kind, "gradient")) s->gradient = tpa_add_bytes(s->gradient, bytes);
-        else if (!strcmp(kind, "optimizer_state")) s->optimizer_state = tpa_add_bytes(s->optimizer_state, bytes);
-        else if (!strcmp(kind, "stale")) s->stale = tpa_add_bytes(s->stale, bytes);
-        else if (!strcmp(kind, "autograd")) s->autograd = tpa_add_bytes(s->autograd, bytes);
-        else if (!strcmp(kind, "allocator_cache")) s->cache = tpa_add_bytes(s->cache, bytes);
-        else if (!strcmp(kind, "unattributed")) s->unattributed = tpa_add_bytes(s->unattributed, bytes);
-        else if (!strcmp(kind, "held")) {
-            s->held = tpa_add_bytes(s->held, bytes);
-            if (holders++ >= 3 || !owner) continue;
-            add(t, "%s%s %s", t->used ? " · " : "", owner, bytes_text(bytes, b, sizeof b));
-            if (growth && growth->holder_path && !strcmp(growth->holder_path, owner)) {
-                const tpa_frame_t *at = tpa_first_user_frame(&growth->created_at);
-                add(t, " (+%s/step since step %lld", bytes_text(growth->growth_per_step, rate, sizeof rate),
-                    (long long)growth->growth_since_step);
-                if (at && at->file) add(t, ", made at %s:%ld", tpa_base_name(at->file), at->line);
-                add(t, ")");
-            }
-        }
-    }
-    sqlite3_finalize(st);
-    struct {
-        const char *words;
-        int64_t bytes;
-    } parts[] = {{"optimizer state", s->optimizer_state},
-                 {"parameters", s->parameter},
-                 {"gradients", s->gradient},
-                 {"stale tensors", s->stale},
-                 {"saved for backward by this step", tpa_add_bytes(s->autograd, s->unattributed)}};
-    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
-        if (parts[i].bytes > 0) add(t, "%s%s %s", t->used ? " · " : "", parts[i].words, bytes_text(parts[i].bytes, b, sizeof b));
-    if (s->cache > 0 || o->largest_free >= 0) {
-        add(t, "%sallocator cache %s", t->used ? " · " : "", bytes_text(s->cache, b, sizeof b));
-        if (o->largest_free >= 0) add(t, " (largest free block %s)", bytes_text(o->largest_free, b, sizeof b));
-    }
-}
-
 /* ---- the finding ---- */
 
-static void choose_cause(const oom_row_t *o, const held_sums_t *s, const tpa_finding_t *growth, int64_t outside,
+/* The process could use total_b: the device's bytes, or its cap under
+ * set_per_process_memory_fraction (the observer then gives the cap, below
+ * the device's free bytes). */
+static const char *limit_words(const oom_row_t *o) {
+    return o->free_b >= 0 && o->free_b < o->total_b ? "the device's" : "the process's cap of";
+}
+
+static void growth_cause(const oom_row_t *o, const tpa_held_sums_t *s, const tpa_finding_t *growth,
+                         tpa_oom_text_t *t) {
+    char a[32], b[32];
+    const tpa_frame_t *at = tpa_first_user_frame(&growth->created_at);
+    int64_t kept = s->grown >= 0 ? s->grown : growth->held_bytes;
+    tpa_oom_add(t, "a holder kept growing: `%s` +%s/step since step %lld", growth->name ? growth->name : "?",
+                tpa_oom_bytes(growth->growth_per_step, a, sizeof a), (long long)growth->growth_since_step);
+    if (at && at->file) tpa_oom_add(t, ", made at %s:%ld", tpa_base_name(at->file), at->line);
+    if (kept > 0 && o->total_b > 0)
+        tpa_oom_add(t, ", holding %s, %.0f%% of %s %s", tpa_oom_bytes(kept, a, sizeof a), 100.0 * (double)kept / (double)o->total_b,
+                    limit_words(o), tpa_oom_bytes(o->total_b, b, sizeof b));
+    tpa_oom_add(t, " (its memory_growth finding)");
+}
+
+/* The request would have fit in the allocator's reserved-but-free bytes but in none of its blocks. */
+static int fragmented(const oom_row_t *o) {
+    return o->reserved_free >= 0 && o->largest_free >= 0 && o->reserved_free >= o->requested &&
+           o->largest_free < o->requested;
+}
+
+/* Why it ran out, the first that holds: a holder that grew, fragmentation,
+ * memory outside the allocator, the step's own peak, the allocation. */
+static void choose_cause(const oom_row_t *o, const tpa_held_sums_t *s, const tpa_finding_t *growth, int64_t outside,
                          tpa_oom_t *x) {
-    char a[32], b[32], c[32];
-    text_t t = {{0}, 0};
-    if (o->reserved_free >= 0 && o->largest_free >= 0 && o->reserved_free >= o->requested &&
-        o->largest_free < o->requested) {
-        x->cause = tpa_strdup("fragmentation");
-        add(&t, "fragmentation: the allocator had %s reserved but free, more than the %s asked, but its largest "
-                "free block is %s; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-            bytes_text(o->reserved_free, a, sizeof a), bytes_text(o->requested, b, sizeof b),
-            bytes_text(o->largest_free, c, sizeof c));
-    } else if (growth) {
-        const tpa_frame_t *at = tpa_first_user_frame(&growth->created_at);
+    char a[32], b[32], c[32], d[32], e[32];
+    tpa_oom_text_t t = {{0}, 0};
+    if (growth) {
         x->cause = tpa_strdup("growth");
-        add(&t, "a holder kept growing: `%s` +%s/step since step %lld", growth->name ? growth->name : "?",
-            bytes_text(growth->growth_per_step, a, sizeof a), (long long)growth->growth_since_step);
-        if (at && at->file) add(&t, ", made at %s:%ld", tpa_base_name(at->file), at->line);
-        add(&t, " (its memory_growth finding)");
+        growth_cause(o, s, growth, &t);
+    } else if (fragmented(o)) {
+        x->cause = tpa_strdup("fragmentation");
+        tpa_oom_add(&t, "fragmentation: the allocator had %s reserved but free, %s more than the %s asked, but its "
+                        "largest free block is %s, %s short; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+                    tpa_oom_bytes(o->reserved_free, a, sizeof a), tpa_oom_bytes(o->reserved_free - o->requested, b, sizeof b),
+                    tpa_oom_bytes(o->requested, c, sizeof c), tpa_oom_bytes(o->largest_free, d, sizeof d),
+                    tpa_oom_bytes(o->requested - o->largest_free, e, sizeof e));
     } else if (outside >= 0 && outside > s->measured && outside >= o->requested) {
         x->cause = tpa_strdup("other_memory");
-        add(&t, "memory held outside this process's PyTorch allocator: %s in use on the device by other libraries "
-                "or other processes",
-            bytes_text(outside, a, sizeof a));
+        tpa_oom_add(&t, "memory held outside this process's PyTorch allocator: %s in use on the device by other "
+                        "libraries or other processes",
+                    tpa_oom_bytes(outside, a, sizeof a));
     } else if (s->has_ledger) {
         x->cause = tpa_strdup("step_peak");
-        add(&t, "the step's own peak: its tensors in flight (activations, those saved for backward) hold %s and "
-                "nothing grows; the step does not fit (a smaller batch, activation checkpointing)",
-            bytes_text(tpa_add_bytes(s->held, tpa_add_bytes(s->autograd, s->unattributed)), a, sizeof a));
+        tpa_oom_add(&t, "the step's own peak: its tensors in flight (activations, those saved for backward) hold %s "
+                        "and nothing grew; the step does not fit (a smaller batch, activation checkpointing)",
+                    tpa_oom_bytes(tpa_add_bytes(s->held, tpa_add_bytes(s->autograd, s->unattributed)), a, sizeof a));
     } else {
         x->cause = tpa_strdup("allocation");
-        add(&t, "the allocation itself: %s asked by %s needs more than the device had free (see its stack)",
-            bytes_text(o->requested, a, sizeof a), o->api ? o->api : "the program");
+        tpa_oom_add(&t, "the allocation itself: %s asked by %s needs more than the device had free (see its stack)",
+                    tpa_oom_bytes(o->requested, a, sizeof a), o->api ? o->api : "the program");
     }
     x->cause_text = tpa_strdup(t.v);
 }
 
 static char *verdict_line(const tpa_kind_t *k, const oom_row_t *o, const tpa_run_t *run, const tpa_oom_t *x) {
     char a[32], b[32], c[32], rank[48] = "";
-    text_t t = {{0}, 0};
+    tpa_oom_text_t t = {{0}, 0};
     if (run->has_rank) snprintf(rank, sizeof rank, " (rank %lld)", (long long)run->rank);
-    if (k->verdict) add(&t, "%s", k->verdict);
-    else add(&t, "out of memory, caught");
-    if (o->step >= 0) add(&t, " at step %lld", (long long)o->step);
-    add(&t, "%s: asked %s", rank, bytes_text(o->requested, a, sizeof a));
+    if (k->verdict) tpa_oom_add(&t, "%s", k->verdict);
+    else tpa_oom_add(&t, "out of memory, caught");
+    if (o->step >= 0) tpa_oom_add(&t, " at step %lld", (long long)o->step);
+    tpa_oom_add(&t, "%s: asked %s", rank, tpa_oom_bytes(o->requested, a, sizeof a));
     if (o->free_b >= 0 && o->total_b >= 0 && o->free_b < o->total_b)
-        add(&t, ", %s free of %s", bytes_text(o->free_b, b, sizeof b), bytes_text(o->total_b, c, sizeof c));
+        tpa_oom_add(&t, ", %s free of %s", tpa_oom_bytes(o->free_b, b, sizeof b), tpa_oom_bytes(o->total_b, c, sizeof c));
     else if (o->total_b >= 0) /* set_per_process_memory_fraction: the cap, not the device */
-        add(&t, ", over the process's cap of %s", bytes_text(o->total_b, c, sizeof c));
-    add(&t, ".");
-    if (x->held && *x->held) add(&t, " Held: %s.", x->held);
-    if (x->outside_bytes > 0) add(&t, " Outside the allocator: %s.", bytes_text(x->outside_bytes, a, sizeof a));
-    add(&t, " Cause: %s.", x->cause_text);
-    if (x->count > 1) add(&t, " (%lld OOMs in this process, %lld caught)", (long long)x->count, (long long)x->caught);
+        tpa_oom_add(&t, ", over the process's cap of %s", tpa_oom_bytes(o->total_b, c, sizeof c));
+    tpa_oom_add(&t, ".");
+    if (x->held && *x->held) tpa_oom_add(&t, " Held: %s.", x->held);
+    if (x->outside_bytes > 0) tpa_oom_add(&t, " Outside the allocator: %s.", tpa_oom_bytes(x->outside_bytes, a, sizeof a));
+    tpa_oom_add(&t, " Cause: %s.", x->cause_text);
+    if (x->count > 1) tpa_oom_add(&t, " (%lld OOMs in this process, %lld caught)", (long long)x->count, (long long)x->caught);
     return tpa_strdup(t.v);
 }
 
@@ -344,9 +289,12 @@ static int one_finding(sqlite3 *db, const tpa_kind_t *k, const oom_row_t *o, con
     tpa_oom_t *x = calloc(1, sizeof *x);
     if (!x) return -1;
     int grew = growing_holder(db, o->audit_id, rank, o->step, &growth);
-    held_sums_t sums;
-    text_t held = {{0}, 0};
-    held_text(db, o, grew ? &growth : NULL, &sums, &held);
+    tpa_held_sums_t sums;
+    tpa_oom_text_t held = {{0}, 0};
+    char ledger_dev[32] = "";
+    int64_t ledger_audit = has_table(db, "ledger") ? o->audit_id : 0;
+    if (ledger_audit > 0) ledger_device(db, o, ledger_dev, sizeof ledger_dev);
+    tpa_oom_held(db, ledger_audit, ledger_dev, o->largest_free, grew ? &growth : NULL, &sums, &held);
     x->source = tpa_strdup(o->source);
     x->api = tpa_strdup(o->api);
     x->device = o->device;
@@ -438,8 +386,8 @@ int tpa_oom_judge_at(sqlite3 *db, tpa_run_t *run, tpa_judged_audit_t *audit) {
 void tpa_oom_last_samples(sqlite3 *db, tpa_run_t *run) {
     if (!run->inconclusive || run->complete || !has_table(db, "sample")) return;
     sqlite3_stmt *st;
-    text_t t = {{0}, 0};
-    add(&t, "%s", run->why_inconclusive ? run->why_inconclusive : "the run did not end cleanly");
+    tpa_oom_text_t t = {{0}, 0};
+    tpa_oom_add(&t, "%s", run->why_inconclusive ? run->why_inconclusive : "the run did not end cleanly");
     if (sqlite3_prepare_v2(db,
                            "SELECT step, device, live_bytes, reserved_bytes FROM sample ORDER BY ts_ns DESC LIMIT 3",
                            -1, &st, NULL) != SQLITE_OK)
@@ -448,11 +396,11 @@ void tpa_oom_last_samples(sqlite3 *db, tpa_run_t *run) {
     while (sqlite3_step(st) == SQLITE_ROW) {
         char live[32], reserved[32];
         const char *device = (const char *)sqlite3_column_text(st, 1);
-        add(&t, "%s step %lld %s live on %s", n++ ? ";" : "; its last samples (killed by the OOM killer?):",
-            (long long)sqlite3_column_int64(st, 0), bytes_text(tpa_sane_bytes(sqlite3_column_int64(st, 2)), live, sizeof live),
+        tpa_oom_add(&t, "%s step %lld %s live on %s", n++ ? ";" : "; its last samples (killed by the OOM killer?):",
+            (long long)sqlite3_column_int64(st, 0), tpa_oom_bytes(tpa_sane_bytes(sqlite3_column_int64(st, 2)), live, sizeof live),
             device ? device : "?");
         if (sqlite3_column_type(st, 3) != SQLITE_NULL)
-            add(&t, " (%s reserved)", bytes_text(tpa_sane_bytes(sqlite3_column_int64(st, 3)), reserved, sizeof reserved));
+            tpa_oom_add(&t, " (%s reserved)", tpa_oom_bytes(tpa_sane_bytes(sqlite3_column_int64(st, 3)), reserved, sizeof reserved));
     }
     sqlite3_finalize(st);
     if (!n) return;

@@ -14,9 +14,11 @@
 # The cases cap the process with set_per_process_memory_fraction (CAP_GIB=6),
 # so each runs out within seconds.  Then the GPT-2 124M step with the
 # allocator's OOM observer attached against the plain step (bench/gpu/oom_observer.sh).
-# Saves $OUT/oom/fixture-oom.db (the logits run's database, small) for the
-# lead to commit as a test fixture, and $OUT/oom.md (the summary); exits 1
-# when a check failed.  About 3 minutes on an H200.
+# Saves $OUT/oom/fixtures/<case>.db (each case's database of the runs
+# oom_checks.FIXTURE_CASES names, compacted) for the lead to commit under
+# tests/analyzer/fixtures/oom/ (tests/analyzer/test_oom_fixtures.py checks
+# them in CI), and $OUT/oom.md (the summary); exits 1 when a check failed.
+# About 5 minutes on an H100.
 set -uo pipefail
 build="${TPAUDIT_GPU_BUILD:?}"
 tpaudit="$build/bin/tpaudit"
@@ -53,24 +55,25 @@ both() {
   grep -h '^verdict' "$out/$name.report.txt" | head -2 | sed 's/^/    /' | tee -a "$summary"
 }
 cases=tests/gpu/oom/gpu_oom_cases.py
-both logits python3 "$cases" logits
-both batch python3 "$cases" batch
-both frag python3 "$cases" frag
-both finder python3 "$cases" finder
+for case in logits list-module losses eval-module eval-function batch batch-backward frag finder; do
+  both "$case" python3 "$cases" "$case"
+done
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 300 python3 "$cases" frag > "$out/frag-expandable.out" 2>&1
 echo "| frag with expandable_segments:True | exit $? (0 expected) |" | tee -a "$summary"
 both tprt "$build/bin/tprt" train --model gpt2-124m --device cuda --steps 2 --batch 512 --seq 1024
 python3 tests/gpu/oom/judge.py "$out" "$tpaudit" | tee -a "$summary"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
-db=$(ls "$out"/logits/*.db 2>/dev/null | head -1)
-if [ -n "$db" ]; then
-  python3 - "$db" "$out/fixture-oom.db" <<'EOF'
+mkdir -p "$out/fixtures"
+for case in $(python3 -c 'import sys; sys.path.insert(0, "tests/gpu/oom"); import oom_checks; print(*oom_checks.FIXTURE_CASES)'); do
+  db=$(ls "$out/$case"/*.db 2>/dev/null | head -1)
+  [ -n "$db" ] || continue
+  python3 - "$db" "$out/fixtures/$case.db" <<'EOF'
 import sqlite3, sys
 src = sqlite3.connect(sys.argv[1])
 src.execute("VACUUM INTO ?", (sys.argv[2],))  # one file, WAL folded in, compacted
 EOF
-  echo "fixture: $out/fixture-oom.db ($(du -k "$out/fixture-oom.db" | cut -f1) KiB)" | tee -a "$summary"
-fi
+  echo "fixture: $out/fixtures/$case.db ($(du -k "$out/fixtures/$case.db" | cut -f1) KiB)" | tee -a "$summary"
+done
 echo "== bench: GPT-2 124M step, OOM observer attached vs plain"
 bash bench/gpu/oom_observer.sh 2>&1 | tee "$out/bench.log"
 grep -h '^gpt2 124M step median' "$out/bench.log" | sed 's/^/bench: /' >> "$summary"

@@ -8,7 +8,9 @@ How: a backward breadth-first walk from the targets, one level of
 referrers at a time, stopping at the roots: module globals, the locals of
 every live frame of every thread (sys._current_frames) and classes.  A small
 level (up to FEW objects) takes one gc.get_referrers call, a scan of the
-heap in C; a larger one takes one pass over gc.get_objects() in chunks
+heap in C; after an uncaught exception the frames its traceback keeps
+alive (the loop's function that raised, with its locals) are roots too
+(_ended_frames); a larger one takes one pass over gc.get_objects() in chunks
 whose referents are tested against the level's ids in C, so a level costs
 about one heap scan however many tensors are in it.  The part of the heap
 found is then walked forward from the roots it reached to name each
@@ -136,7 +138,7 @@ class _Roots:
                     continue
                 if type(d) is dict and (id(d) not in self.modules or name == "__main__"):
                     self.modules[id(d)] = name
-        for frame in list(sys._current_frames().values()):
+        for frame in list(sys._current_frames().values()) + _ended_frames():
             while frame is not None:
                 code = frame.f_code
                 file = code.co_filename
@@ -181,6 +183,23 @@ class _Roots:
         if _is(obj, type):
             return _TYPE_QUALNAME.__get__(obj, type(obj)), None, ""
         return None
+
+
+def _ended_frames():
+    """The innermost frame of the traceback of the exception that ended the
+    run (sys.last_exc, 3.12+, or sys.last_traceback, set before the exit
+    handlers run) and of the one being handled now: the frames the program
+    left by raising, which the traceback keeps alive with their locals."""
+    out = []
+    last = getattr(sys, "last_exc", None)
+    tracebacks = [getattr(last, "__traceback__", None) if last is not None else getattr(sys, "last_traceback", None),
+                  sys.exc_info()[2]]
+    for tb in tracebacks:
+        while tb is not None and type(tb) is types.TracebackType:
+            if tb.tb_next is None:
+                out.append(tb.tb_frame)
+            tb = tb.tb_next
+    return out
 
 
 def _edge(parent, child, mode):

@@ -335,7 +335,7 @@ def install(recorder):
         _versions.check(torch, say)
         _patch(torch)
         _oom.install(torch, recorder, functools.partial(_parts.fail, _oom.PART),
-                     lambda: state.enabled and _parts.on(_oom.PART), _set_rank)
+                     lambda: state.enabled, _set_rank)  # on after its own failure: the oom row still counts
         recorder.set_run_info("python", _parts.status())
     except Exception as exc:
         fail(exc)

@@ -5,9 +5,11 @@ owner group and device (docs/schema.md, table ledger): parameters by module,
 gradients by module, optimizer state by optimizer, stale tensors (held by an
 optimizer for a parameter no live model has), tensors held by other Python
 objects by holder (_holders.py), tensors saved in live autograd graphs by
-the tensor whose graph it is, on a GPU the caching allocator's free cache,
-and what is left as unattributed; plus the measured total the owners add up
-to.  Each storage is counted once, under the first owner in that order.
+the tensor whose graph it is, on a GPU the cuBLAS and cuBLASLt workspaces
+PyTorch's allocator gave out (kind 'library'), at an OOM in backward the
+autograd engine's buffers in flight (kind 'autograd'; _workspaces.py) and
+the allocator's free cache, and what is left as unattributed; plus the
+measured total the owners add up to.  Each storage is counted once, under the first owner in that order.
 
 Torch functions run with torch-function overrides disabled, so a user's
 tensor subclass is never asked anything; tensors of other subclasses whose
@@ -21,6 +23,7 @@ import sys
 
 from . import _holders
 from . import _parts
+from . import _workspaces
 
 OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 MODULE_DEPTH = 3          # parameters are grouped by their module path cut to this many parts
@@ -114,10 +117,13 @@ class Ledger:
             g.made_bytes, (g.newest, g.created_at) = nbytes, made
         return True
 
-    def rows(self, measured):
+    def rows(self, measured, libraries=None):
         """The groups' rows, each device's 'measured' row first, then owners
-        in ORDER, allocator_cache and unattributed last.  measured: device ->
-        (how, bytes or None for the storages found, allocator cache bytes)."""
+        in ORDER, the libraries' allocations, allocator_cache and
+        unattributed last.  measured: device -> (how, bytes or None for the
+        storages found, allocator cache bytes); libraries: device -> {(owner
+        kind, owner): bytes} of allocations that are no tensor
+        (_workspaces.named)."""
         out = []
         devices = sorted({g.device for g in self.groups.values()} | set(measured))
         found = collections.Counter()
@@ -137,6 +143,10 @@ class Ledger:
                 if g.kind != "unattributed":
                     out.append(g.row())
                     attributed += g.bytes
+            for (kind, owner), nbytes in sorted((libraries or {}).get(device, {}).items()):
+                out.append({"device": device, "owner_kind": kind, "owner": owner, "bytes": nbytes,
+                            "tensors": 0, "with_graph": 0})
+                attributed += nbytes
             if cache:
                 out.append({"device": device, "owner_kind": "allocator_cache", "bytes": cache,
                             "tensors": 0, "with_graph": 0})
@@ -374,7 +384,11 @@ def record(rec, models, optimizers, param_paths=None, walk=True, created=None):
     with torch._C.DisableTorchFunctionSubclass():
         led = build(torch, models, optimizers, param_paths or {}, walk=walk, created=created)
         devices = {d for d, _ in led.claimed}
-        rows = led.rows(_measured(torch, devices | _cuda_devices(torch)))
+        try:
+            libraries = _workspaces.named(torch, led.claimed)
+        except Exception:  # the workspaces are then left in unattributed, as before they were named
+            libraries = {}
+        rows = led.rows(_measured(torch, devices | _cuda_devices(torch)), libraries)
     for row in rows:
         write(row)
     return len(rows)

@@ -13,15 +13,27 @@ nothing until an OOM.  At one, the observer takes an audit labelled "oom"
 statistics and allocates no device memory), reads the allocator's
 reserved-but-free bytes and its largest free block (memory_stats and
 memory_snapshot: host memory only), and records an oom row with the Python
-stack of the failing allocation, the user's line first.  It never raises: the
-program's exception, traceback and exit status are what they are without
-tpaudit.  Whether the OOM ended the run or was caught (a batch-size finder)
-is the analyzer's to judge (docs/ANALYZER.md, "Out of memory").
+stack of the failing allocation, the user's line first.
+
+The observer runs on whichever thread asked for the memory: the program's,
+one of the autograd engine's device threads (a CUDA backward), a DataLoader's
+pin-memory thread, or a native thread with no Python frame at all.  The
+stack recorded is the user's (issuing_frame): the caller's when it has a line
+of user code, else that of the thread inside backward() or autograd.grad(),
+else the main thread's.  Each stage (stack, audit, allocator state) is
+guarded on its own: the oom row is written whatever failed before it, and a
+failure says so on one `tpaudit:` line and leaves the out-of-memory verdict
+unjudged (_parts.py), never silently off.  It never raises: the program's
+exception, traceback and exit status are what they are without tpaudit.
+Whether the OOM ended the run or was caught (a batch-size finder) is the
+analyzer's to judge (docs/ANALYZER.md, "Out of memory").
 """
 import sys
+import threading
 
 from . import _facts
 from . import _growth
+from . import _workspaces
 
 # OOMs that get an audit of their own; later ones get their row only (the
 # shim counts them all, and keeps a native stack for its first few).
@@ -97,26 +109,79 @@ def allocator_state(torch, device):
     return reserved_free, largest
 
 
+# the functions through which a thread waits for the autograd engine
+_BACKWARD_ENTRIES = ("_engine_run_backward", "backward", "grad", "run_backward")
+_AUTOGRAD_DIR = "torch/autograd/"
+
+
+def _in_backward(frame):
+    """Whether the thread whose innermost frame is `frame` waits in backward()."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in _BACKWARD_ENTRIES and _AUTOGRAD_DIR in code.co_filename.replace("\\", "/"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def issuing_frame(caller):
+    """The innermost frame of the user's code that led to the failing
+    allocation: `caller` (the observer's caller, None on a thread with no
+    Python frame) when its stack has a user line; else, for a thread of the
+    autograd engine, a pin-memory thread or one with no Python frame, the
+    thread waiting in backward(), else the main thread; None when no thread
+    has one."""
+    if caller is not None and _growth.user_stack(caller):
+        return caller
+    me = threading.get_ident()
+    frames = {ident: frame for ident, frame in sys._current_frames().items() if ident != me}
+    for frame in frames.values():
+        if _in_backward(frame):
+            return frame
+    main = frames.get(threading.main_thread().ident)
+    return main if main is not None else caller
+
+
+def _stage(what, fn, *args, default=None):
+    """fn(*args), or `default` when it raises, after one line naming the
+    stage `what` that leaves the out-of-memory verdict unjudged (_parts.fail)."""
+    try:
+        return fn(*args)
+    except Exception as exc:
+        if watch.fail is not None:
+            watch.fail(RuntimeError("%s: %r" % (what, exc)))
+        return default
+
+
+def _audit(step):
+    if watch.set_rank is not None:
+        watch.set_rank()
+    # the holder walk always: the one moment the user needs to know who holds what
+    return _facts.collect(watch.recorder, "oom", step,
+                          ledger=lambda rec, models, opts: _growth.leaks.ledger(rec, models, opts, True))
+
+
 def on_oom(device, requested, total, free, frame=None):
     """The allocator's observer: an "oom" audit (the first KEEP_AUDITS), then
-    the oom row.  Returns the row's count (tests call it with the observer's
-    arguments), None when the probe is off; never raises."""
-    if watch.recorder is None or (watch.enabled is not None and not watch.enabled()):
-        return None
+    the oom row, written whatever stage before it failed.  Returns the row's
+    count (tests call it with the observer's arguments), None when the probe
+    is off or the row could not be written; never raises."""
     try:
+        if watch.recorder is None or (watch.enabled is not None and not watch.enabled()):
+            return None
         import torch
         watch.seen += 1
-        frame = frame if frame is not None else sys._getframe(1)
-        py_stack = _growth.user_stack(frame)
-        step = step_in_flight()
-        audit_id = 0
-        if watch.seen <= KEEP_AUDITS:
-            if watch.set_rank is not None:
-                watch.set_rank()
-            # the holder walk always: the one moment the user needs to know who holds what
-            audit_id = _facts.collect(watch.recorder, "oom", step,
-                                      ledger=lambda rec, models, opts: _growth.leaks.ledger(rec, models, opts, True))
-        reserved_free, largest = allocator_state(torch, device)
+        frame = frame if frame is not None else _stage("stack", issuing_frame, sys._getframe(0).f_back)
+        py_stack = _stage("stack", _growth.user_stack, frame, default="") if frame is not None else ""
+        in_backward = _stage("stack", _in_backward, frame, default=False)
+        frame = None  # no frame of the program's kept past here
+        step = _stage("step", step_in_flight, default=-1)
+        _workspaces.backward_in_flight = in_backward  # the engine's buffers are then named in the ledger
+        try:
+            audit_id = _stage("audit", _audit, step, default=0) if watch.seen <= KEEP_AUDITS else 0
+        finally:
+            _workspaces.backward_in_flight = False
+        reserved_free, largest = _stage("allocator", allocator_state, torch, device, default=(None, None))
         return watch.recorder.oom({
             "source": "torch", "api": "torch caching allocator", "device": int(device),
             "requested": int(requested), "free_bytes": int(free), "total_bytes": int(total),

@@ -24,7 +24,8 @@ PARTS = {
     "ledger": ("the memory ledger", "growth"),
     "holder_walk": ("holder paths: tensors no model or optimizer owns are unattributed, so growth "
                     "findings cannot name a holder", "growth"),
-    "oom_watch": ("the audit and stack of an out-of-memory moment (the shim still counts it)", None),
+    "oom_watch": ("part of an out-of-memory moment's audit, stack or allocator state (its oom row is still "
+                  "written)", "oom"),
     "creation_stacks": ("the creation lines of held tensors", None),
     "wrapper_discovery": ("the framework wrappers above the optimizers: their masters are not paired", "stale"),
     "framework:generic": ("the generic master/working pairing of unknown wrappers", "stale"),
@@ -33,7 +34,7 @@ PARTS = {
     "framework:colossalai": ("ColossalAI's master/working pairs", "stale"),
     "framework:fsdp2": ("FSDP2's parameter swaps and sharded twins", "stale"),
 }
-VERDICTS = {"growth": "memory growth", "stale": "stale tensors"}
+VERDICTS = {"growth": "memory growth", "stale": "stale tensors", "oom": "out of memory"}
 
 off = {}  # part -> repr of the exception that turned it off, in the order they went off
 recorder = None  # where the run's python field is written (set by _hooks.install)

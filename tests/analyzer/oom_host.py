@@ -12,7 +12,21 @@ step's batch is too large), fragmentation (the allocator's free bytes are in
 no one block), other (another process holds the device), caught (a
 batch-size finder halves the batch and goes on), clean (no OOM), ranks (two
 ranks, rank 1 dies of a growth OOM), killed (SIGKILL after its steps, as the
-kernel's OOM killer ends a process out of host memory)."""
+kernel's OOM killer ends a process out of host memory), backward (the growth
+loop whose last backward runs out: the observer is called, as a CUDA
+backward calls it, from a native thread with no Python frame, while the
+program's thread waits in backward()), raised and raised-bounded (the growth
+loop, and its twin that keeps the last four steps only, in a function that
+then dies of an uncaught exception: the list lives on in the traceback's
+frames only), returned (the growth loop in a function that returns
+normally, its list freed, while the program keeps the model and optimizer
+to exit), fragmented-growth (the growth loop, and the allocator's free
+bytes in no one block large enough at its OOM), losses (a loop that keeps
+each step's loss with its graph, retain_graph=True, until the OOM),
+observer-fails (the growth loop whose OOM's allocator state cannot be read:
+a stage of the observer fails)."""
+import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -30,15 +44,47 @@ def observer():
     return mod if mod is not None and mod.watch.recorder is not None else None
 
 
+def unreadable(_torch, _device):
+    raise RuntimeError("the allocator's state cannot be read")
+
+
 def out_of_memory(asked, total, free, allocator=None):
     """What the caching allocator does when it cannot allocate: its observers,
-    then the error."""
+    then the error.  allocator: its (reserved-but-free, largest free block),
+    or a function that reads them."""
     mod = observer()
     if mod is not None:
         if allocator is not None:
-            mod.allocator_state = lambda _torch, _device: allocator
+            mod.allocator_state = allocator if callable(allocator) else lambda _torch, _device: allocator
         mod.on_oom(0, asked, total, free, frame=sys._getframe(1))
     raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate %.2f GiB." % (asked / GIB))
+
+
+def native_thread_oom(asked, total, free):
+    """The observer called from a new native thread (pthread_create) with no
+    Python frame above it, as the autograd engine's device threads call it;
+    then the error, on the program's thread."""
+    mod = observer()
+    if mod is not None:
+        libc = ctypes.CDLL(None)
+        entry = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(
+            functools.partial(mod.on_oom, 0, asked, total, free))  # called from C: no Python frame above on_oom
+        tid = ctypes.c_ulong()
+        assert libc.pthread_create(ctypes.byref(tid), None, entry, None) == 0
+        libc.pthread_join(tid, None)
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate %.2f GiB." % (asked / GIB))
+
+
+class OutOfMemoryInBackward(torch.autograd.Function):
+    """Identity forward; its backward runs out of memory (a native thread's observer)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        native_thread_oom(2 * GIB, **CAP)
 
 
 CAP = dict(total=2 * GIB, free=64 * GIB)  # set_per_process_memory_fraction: the cap is hit first
@@ -48,7 +94,7 @@ def train(case, steps):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    kept = []
+    kept, losses = [], []
     batch = 64
     step = 0
     while step < steps:
@@ -64,16 +110,32 @@ def train(case, steps):
                 continue
         logits = model[2](hidden)
         kept.append(torch.cat([logits] * 64, dim=1))  # the leak: 1 MiB a step, with its graph
-        if case != "growth" and case != "ranks":
+        if case == "raised-bounded":
+            del kept[:-4]  # the twin: the last four steps only
+        elif case not in ("growth", "ranks", "backward", "raised", "returned", "fragmented-growth", "observer-fails"):
             kept.clear()
         loss = logits.square().mean()
         opt.zero_grad()
-        loss.backward()
+        if case == "losses":
+            loss = torch.cat([logits] * 64, dim=1).square().mean()  # its graph saves 1 MiB
+            losses.append(loss)  # the leak: each step's loss with its graph
+            loss.backward(retain_graph=True)
+        else:
+            loss.backward()
         opt.step()
         step += 1
-    if case in ("growth", "ranks"):
+    if case in ("growth", "ranks", "losses"):
         logits = model(torch.randn(batch, 64))
         out_of_memory(2 * GIB, **CAP)
+    if case == "fragmented-growth":
+        out_of_memory(1 * GIB, **CAP, allocator=(3 * GIB, 512 * MIB))
+    if case == "observer-fails":
+        out_of_memory(1 * GIB, **CAP, allocator=unreadable)
+    if case == "backward":
+        loss = OutOfMemoryInBackward.apply(model(torch.randn(batch, 64))).square().mean()
+        loss.backward()  # the line the OOM's stack must name
+    if case in ("raised", "raised-bounded"):
+        raise RuntimeError("the program's own error, after its loop")
     if case == "fragmentation":
         out_of_memory(1 * GIB, **CAP, allocator=(3 * GIB, 512 * MIB))
     if case == "other":
@@ -99,4 +161,4 @@ if __name__ == "__main__":
     case = sys.argv[1]
     if case == "ranks":
         sys.exit(ranks())
-    train(case, steps=int(os.environ.get("OOM_HOST_STEPS", "24")))
+    model, opt = train(case, steps=int(os.environ.get("OOM_HOST_STEPS", "24")))[:2]  # the list freed here

@@ -86,6 +86,11 @@ TWINS = {
     "cleared": WARMUP + [(16, 0), (20, 4 * RATE), (24, 0), (28, 4 * RATE), (32, 0)],
     # a first eval or an EMA copy made late: one rise, then flat
     "one_time": WARMUP + [(16, 0), (20, 2 * RATE), (24, 2 * RATE), (32, 2 * RATE)],
+    # grew over three audits, then later steps of the loop show it bounded: flat, or shrunk
+    "grew_then_flat": WARMUP + [(16, 2 * RATE), (20, 4 * RATE), (24, 6 * RATE), (28, 6 * RATE), (32, 6 * RATE)],
+    "grew_then_shrank": WARMUP + [(16, 2 * RATE), (20, 4 * RATE), (24, 6 * RATE), (28, 7 * RATE), (32, 3 * RATE)],
+    # grew over three audits, then emptied while the loop stepped on (a cache cleared late)
+    "grew_then_cleared": WARMUP + [(16, 2 * RATE), (20, 4 * RATE), (24, 6 * RATE), (28, 0), (32, 0)],
     # predictions kept on the CPU: a few hundred bytes a step
     "argmax": WARMUP + [(s, 512 * s) for s in (16, 20, 24, 32)],
 }
@@ -99,6 +104,22 @@ def test_bounded_growth_twin_reports_nothing(tmp_path, case):
     assert run["audits"] == len(TWINS[case]) and not run["inconclusive"]
     assert_ledger_adds_up(run)
     assert tpaudit("gate", tmp_path / f"{case}.db").returncode == 0
+
+
+def test_growth_stands_when_its_holder_is_freed_after(tmp_path):
+    """A holder that grew and then held nothing at the exit audit, after which
+    no step came (freed as its function returned, or kept only by an
+    exception's traceback) still grew: the finding stands in the verdict and
+    the gate, its rate from the rising audits."""
+    after = [(-1, 0)]
+    path = g.build(tmp_path / "freed.db", WARMUP + [(16, 2 * RATE), (20, 4 * RATE), (24, 6 * RATE)] + after)
+    doc = report(path)
+    (f,) = growth(doc)
+    assert f["tensor"]["name"] == "kept" and f["severity"] == "error"
+    assert f["growth"]["bytes_per_step"] == RATE // 2 and f["growth"]["since_step"] == 16
+    assert f["created_at"][0]["line"] == 18
+    assert doc["runs"][0]["audits"] == 3 + 3 + len(after)
+    assert tpaudit("gate", path).returncode == 1
 
 
 def test_verdicts_name_the_growth_and_stale_tensors_beside_it(tmp_path):

@@ -6,9 +6,16 @@ records its OOM through the public API (oom_native_host.c).  Each cause is
 chosen where it must be, a caught twin is not judged died-of-OOM (warnings),
 a clean twin reports nothing, and each asserts the audits it took; text,
 JSON (against its schema), HTML, JUnit, the default gate, diff, ranks and a
-killed run.  Needs TPAUDIT_BUILD (the build tree) in the environment."""
+killed run.  The observer called from a native thread with no Python frame
+(as a CUDA backward calls it) keeps the OOM's audit and the stack of the
+thread in backward(); a growth finding stands when its loop's function
+raises (the exit audit walks the traceback's frames) or returns, and its
+bounded twin is clean; growth is the cause before fragmentation, and the
+Held list goes by bytes with each named holder's graph on its own.  Needs
+TPAUDIT_BUILD (the build tree) in the environment."""
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -21,7 +28,9 @@ BUILD = Path(os.environ["TPAUDIT_BUILD"])
 TPAUDIT = str(BUILD / "bin" / "tpaudit")
 SCHEMA = json.loads((HERE.parents[1] / "docs" / "report.schema.json").read_text())
 HOST = str(HERE / "oom_host.py")
-STEPS = {"growth": "24", "ranks": "24"}  # growth is judged after warm-up; the others need a few steps
+LONG = ("growth", "ranks", "backward", "raised", "raised-bounded", "returned", "fragmented-growth", "losses",
+        "observer-fails")
+STEPS = dict.fromkeys(LONG, "24")  # growth is judged after warm-up; the others need a few steps
 
 
 def tpaudit(*args):
@@ -40,7 +49,7 @@ def runs(tmp_path_factory):
     """case -> (directory, completed `tpaudit run`), each case run once."""
     base = tmp_path_factory.mktemp("oom")
     done = {}
-    for case in ("growth", "peak", "fragmentation", "other", "caught", "clean", "ranks", "killed"):
+    for case in ("peak", "fragmentation", "other", "caught", "clean", "killed") + LONG:
         done[case] = (base / case, run_case(base / case, sys.executable, HOST, case, steps=STEPS.get(case, "6")))
     for case in ("fatal", "caught"):
         name = "native-" + case
@@ -119,6 +128,9 @@ def test_fragmentation_names_the_allocator_setting(runs):
     f = died(report(runs["fragmentation"][0]))
     assert f["oom"]["cause"] == "fragmentation"
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in f["oom"]["cause_text"]
+    # how far it was, in numbers: what the free bytes had over the request, what the largest block lacked
+    assert "3.0 GiB reserved but free, 2.0 GiB more than the 1.0 GiB asked" in f["oom"]["cause_text"]
+    assert "largest free block is 512.0 MiB, 512.0 MiB short" in f["oom"]["cause_text"]
     assert f["oom"]["reserved_free_bytes"] == 3 << 30 and f["oom"]["largest_free_block"] == 512 << 20
 
 
@@ -197,3 +209,126 @@ def test_the_native_path_names_the_runtimes_allocation_stack(runs):
     assert any(fr["function"] and "arena_alloc_activations" in fr["function"] for fr in f["oom"]["native_stack"])
     caught = report(runs["native-caught"][0])
     assert not ooms(caught, "out_of_memory") and len(ooms(caught, "caught_out_of_memory")) == 1
+
+
+def test_a_stage_of_the_observer_that_fails_says_so_and_the_oom_still_counts(runs):
+    """The allocator's state cannot be read at the OOM: one `tpaudit:` line
+    names the stage, the oom row and its audit are written all the same,
+    the run died of the OOM (its growth cause), and the field says the
+    out-of-memory verdict was not fully judged."""
+    out, r = runs["observer-fails"]
+    assert r.returncode == 1 and "torch.OutOfMemoryError" in r.stderr
+    lines = [line for line in r.stderr.splitlines() if "oom_watch off" in line]
+    assert len(lines) == 1 and "allocator: RuntimeError" in lines[0], r.stderr
+    doc = report(out)
+    assert doc["runs"][0]["python"] == "on; unjudged: oom; parts off: oom_watch"
+    f = died(doc)
+    assert f["oom"]["cause"] == "growth" and f["oom"]["reserved_free_bytes"] is None
+    assert "oom" in labels(out) and tpaudit("gate", out).returncode == 1
+
+
+def line_of(text):
+    """The line number of the first line of oom_host.py that holds `text`."""
+    return next(n for n, line in enumerate(Path(HOST).read_text().splitlines(), 1) if text in line)
+
+
+def growth_named_kept(doc):
+    (g,) = [g for g in doc["findings"] if g["kind"] == "memory_growth"]
+    assert g["tensor"]["name"] == "kept" and g["severity"] == "error"
+    assert g["created_at"] and g["created_at"][0]["file"].endswith("oom_host.py")
+    assert g["created_at"][0]["line"] == line_of("kept.append(")
+    return g
+
+
+def test_an_oom_seen_from_a_native_thread_has_the_stack_of_the_thread_in_backward(runs):
+    """The observer called from a thread with no Python frame (as the autograd
+    engine's device threads call it): no part goes off, the oom audit and row
+    are taken, the stack is the program's thread's, through its backward()."""
+    out, r = runs["backward"]
+    assert r.returncode == 1 and "torch.OutOfMemoryError" in r.stderr
+    assert "off after an internal error" not in r.stderr
+    doc = report(out)
+    assert doc["runs"][0]["python"] == "on"
+    f = died(doc)
+    assert f["oom"]["cause"] == "growth" and "`kept` +" in f["oom"]["cause_text"]
+    stack = [(fr["file"], fr["line"]) for fr in f["oom"]["python_stack"]]
+    assert (HOST, line_of("loss.backward()  # the line")) in stack
+    assert stack[0][0] == HOST  # the user's line first
+    assert "oom" in labels(out)
+    growth_named_kept(doc)
+    assert tpaudit("gate", out).returncode == 1
+
+
+@pytest.mark.parametrize("case", ["raised", "returned"])
+def test_a_growth_finding_stands_when_its_loop_ends(runs, case):
+    """The loop grew: its finding stands in the final verdict and the gate
+    whether its function then died of an uncaught exception (the list kept
+    by the traceback's frames, which the exit audit walks: named there) or
+    returned normally (the list freed, the model and optimizer kept)."""
+    out, r = runs[case]
+    assert r.returncode == (1 if case == "raised" else 0)
+    doc = report(out)
+    growth_named_kept(doc)
+    text = tpaudit("report", out).stdout
+    assert text.splitlines()[1].startswith("verdict: MEMORY GROWTH: `kept` +")
+    assert tpaudit("gate", out).returncode == 1
+    seen = labels(out)
+    assert seen.count("growth") >= 4  # the growth audits and the one at exit, each of them taken
+    if case == "raised":  # the exit audit, after the exception, names the list its traceback keeps
+        (db,) = Path(out).glob("*.db")
+        held = sqlite3.connect(db).execute(
+            "SELECT owner, sum(bytes) FROM ledger WHERE audit_id=(SELECT max(id) FROM audit) AND owner_kind='held'"
+            " GROUP BY owner ORDER BY 2 DESC").fetchall()
+        assert held[0][0] in ("kept", "__main__.kept") and held[0][1] == 24 << 20
+
+
+def test_the_bounded_twin_of_a_loop_that_raises_is_clean(runs):
+    out, r = runs["raised-bounded"]
+    assert r.returncode == 1 and "RuntimeError: the program's own error" in r.stderr
+    doc = report(out)
+    assert doc["findings"] == []
+    assert labels(out)[:2] == ["step", "step"]  # audited
+    assert tpaudit("gate", out).returncode == 0
+
+
+SIZE = re.compile(r"(\d+(?:\.\d+)?) (B|KiB|MiB|GiB)\b")
+UNIT = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def held_entries(held):
+    """[(words, bytes)] of a Held list, in its order, the allocator's cache left out."""
+    out = []
+    for entry in held.split(" · "):
+        if not entry.startswith("allocator cache"):
+            m = SIZE.search(entry)
+            out.append((entry[:m.start()].strip(), float(m.group(1)) * UNIT[m.group(2)]))
+    return out
+
+
+def test_growth_is_the_cause_before_fragmentation(runs):
+    """The growth loop whose OOM also fails for fragmentation: what grew filled the device."""
+    f = died(report(runs["fragmented-growth"][0]))
+    assert f["oom"]["cause"] == "growth"
+    text = f["oom"]["cause_text"]
+    assert "`kept` +" in text and "oom_host.py:%d" % line_of("kept.append(") in text
+    assert "holding 24.0 MiB, 1% of the process's cap of 2.0 GiB" in text
+    assert f["oom"]["reserved_free_bytes"] == 3 << 30 and f["oom"]["largest_free_block"] == 512 << 20
+
+
+def test_the_held_list_leads_with_the_largest_and_names_the_graph_a_holder_keeps(runs):
+    """Losses kept with their graphs: the graph `losses` keeps is its own entry,
+    first (largest), not folded into "saved for backward by this step"; every
+    entry by bytes, largest first; the cause names it with its rate and line."""
+    out, r = runs["losses"]
+    doc = report(out)
+    f = died(doc)
+    entries = held_entries(f["oom"]["held"])
+    assert entries[0][0] == "autograd graph of losses" and entries[0][1] >= 24 << 20, entries
+    sizes = [b for _, b in entries]
+    assert sizes == sorted(sizes, reverse=True), entries
+    assert f["oom"]["cause"] == "growth" and "`autograd graph of losses` +" in f["oom"]["cause_text"]
+    assert "oom_host.py:" in f["oom"]["cause_text"]
+    assert "oom" in labels(out) and tpaudit("gate", out).returncode == 1
+    for case in ("growth", "fragmented-growth"):  # the list first there too
+        held = held_entries(died(report(runs[case][0]))["oom"]["held"])
+        assert held[0][0] == "kept" and [b for _, b in held] == sorted((b for _, b in held), reverse=True), held

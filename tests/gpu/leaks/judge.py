@@ -99,7 +99,7 @@ def ledger_checks(label, out, doc):
         for step, audit_label, measured, cache, attributed in con.execute(
                 "select a.step, a.label, sum(case when owner_kind='measured' then bytes end),"
                 " sum(case when owner_kind='allocator_cache' then bytes else 0 end),"
-                " sum(case when owner_kind in ('parameter','gradient','optimizer_state','stale','held','autograd')"
+                " sum(case when owner_kind in ('parameter','gradient','optimizer_state','stale','held','autograd','library')"
                 " then bytes else 0 end) from audit a join ledger l on l.audit_id=a.id"
                 " where l.device like 'cuda%' group by a.id order by a.id"):
             allocated = (measured or 0) - cache

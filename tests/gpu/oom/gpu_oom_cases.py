@@ -1,17 +1,31 @@
 """Programs that run out of device memory on one GPU, quickly: each caps the
 process with torch.cuda.set_per_process_memory_fraction (CAP_GIB, default 6)
-and runs unmodified with and without tpaudit (scripts/gpu_oom.sh).
+and runs unmodified with and without tpaudit (scripts/gpu_oom.sh).  A line
+the findings must name ends in a `# oom-line: <name>` comment
+(tests/gpu/oom/oom_checks.py reads them).
 
 cases:
-  logits   a 4-layer GPT-2 loop that keeps each step's logits in a list
-           until it runs out (the finding names the list, its rate, its line)
-  batch    two steps at batch 2, then one whose batch is far too large for the
-           cap (the step's own peak, no holder)
-  frag     8 MiB tensors, every other one freed: the allocator has the bytes
-           free but in no block large enough for 256 MiB (fragmentation; with
-           PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True it runs)
-  finder   a batch-size finder: catches the OOM, halves the batch, trains on
-           (exit 0: not died of OOM, the caught OOMs are warnings)
+  logits          a 4-layer GPT-2 loop in a function that keeps each step's
+                  logits in a list until it runs out (in backward, on the
+                  autograd engine's thread): the list, its rate, its line
+  list-module     the same loop at module level
+  losses          a training loop in a function that keeps each step's loss
+                  with its graph (retain_graph=True) until it runs out
+  eval-module     an eval loop under no_grad at module level that keeps each
+                  batch's logits until it runs out (no optimizer)
+  eval-function   the same eval loop in a function
+  batch           two steps at batch 2, then one whose batch is far too large
+                  for the cap: out of memory in forward (the step's own peak,
+                  no holder, the forward line inside the function)
+  batch-backward  a batch whose forward fits and whose backward does not,
+                  sized from the peaks measured at batch 1 and 2: out of
+                  memory in backward (the step's own peak, the backward line)
+  frag            8 MiB tensors, every other one freed: the allocator has the
+                  bytes free but in no block large enough for 256 MiB
+                  (fragmentation; with expandable_segments:True it runs)
+  finder          a batch-size finder: catches the OOM, halves the batch,
+                  trains on (exit 0: not died of OOM, the caught OOMs are
+                  warnings)
 """
 import os
 import sys
@@ -20,24 +34,31 @@ import torch
 
 GIB = 1 << 30
 MIB = 1 << 20
+CAP = float(os.environ.get("CAP_GIB", "6")) * GIB
+VOCAB = 50257
 
 
 def cap():
     total = torch.cuda.get_device_properties(0).total_memory
-    torch.cuda.set_per_process_memory_fraction(float(os.environ.get("CAP_GIB", "6")) * GIB / total, 0)
+    torch.cuda.set_per_process_memory_fraction(CAP / total, 0)
 
 
-def gpt2(layers=4):
+def gpt2(layers=4, optimizer=True):
+    """The model and its AdamW (None for an eval loop, which has no optimizer)."""
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=layers)).cuda()
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return model, (torch.optim.AdamW(model.parameters(), lr=1e-4) if optimizer else None)
 
 
-def step(model, opt, batch, seq=256):
-    x = torch.randint(0, 50257, (batch, seq), device="cuda")
-    out = model(x, labels=x)
-    out.loss.backward()
+def batch_of(batch, seq=256):
+    return torch.randint(0, VOCAB, (batch, seq), device="cuda")
+
+
+def step(model, opt, batch, seq=256, retain_graph=False):
+    x = batch_of(batch, seq)
+    out = model(x, labels=x)  # oom-line: forward
+    out.loss.backward(retain_graph=retain_graph)  # oom-line: backward
     opt.step()
     opt.zero_grad(set_to_none=True)
     return out
@@ -48,8 +69,27 @@ def logits():
     kept = []
     for n in range(10000):
         out = step(model, opt, 2)
-        kept.append(out.logits)  # the leak: 2 x 256 x 50257 floats a step, with the graph
+        kept.append(out.logits)  # oom-line: logits (2 x 256 x 50257 floats a step, with the graph)
     return kept
+
+
+def losses():
+    model, opt = gpt2()
+    losses = []
+    for n in range(10000):
+        out = step(model, opt, 2, retain_graph=True)
+        losses.append(out.loss)  # oom-line: losses (each step's loss, with the graph it saved)
+    return losses
+
+
+def eval_function():
+    model, _ = gpt2(optimizer=False)
+    model.eval()
+    outs = []
+    with torch.no_grad():
+        for n in range(10000):
+            outs.append(model(batch_of(2)).logits)  # oom-line: eval-function
+    return outs
 
 
 def batch():
@@ -57,6 +97,39 @@ def batch():
     for n in range(2):
         step(model, opt, 2)
     step(model, opt, 256, seq=1024)
+
+
+def peaks(model, batch, seq):
+    """(forward peak, forward and backward peak) of one step at `batch`, in bytes."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    x = batch_of(batch, seq)
+    out = model(x, labels=x)
+    torch.cuda.synchronize()
+    forward = torch.cuda.max_memory_allocated()
+    out.loss.backward()
+    torch.cuda.synchronize()
+    both = torch.cuda.max_memory_allocated()
+    del out, x
+    model.zero_grad(set_to_none=True)
+    return forward, both
+
+
+def batch_backward():
+    """A batch sized so that its forward fits under the cap with a margin and
+    its backward needs more than the cap, from the peaks of batches 1 and 2
+    (each grows by the same bytes a sample; the backward's grows faster:
+    the logits' gradient and each saved activation's)."""
+    model, opt = gpt2()
+    seq = 1024
+    f1, b1 = peaks(model, 1, seq)
+    f2, b2 = peaks(model, 2, seq)
+    per_forward, per_backward = f2 - f1, b2 - b1
+    size = max(2, int((0.93 * CAP - (f1 - per_forward)) // per_forward))
+    print("batch-backward: batch %d, forward peak about %.2f GiB, backward peak about %.2f GiB of the %.2f GiB cap"
+          % (size, (f1 + (size - 1) * per_forward) / GIB, (b1 + (size - 1) * per_backward) / GIB, CAP / GIB))
+    sys.stdout.flush()
+    step(model, opt, size, seq=seq)
 
 
 def frag():
@@ -82,8 +155,31 @@ def finder():
     print("finder: batch", size)
 
 
-CAP = float(os.environ.get("CAP_GIB", "6")) * GIB
+FUNCTIONS = {"logits": logits, "losses": losses, "eval-function": eval_function, "batch": batch,
+             "batch-backward": batch_backward, "frag": frag, "finder": finder}
+MODULE_LEVEL = ("list-module", "eval-module")
 
 if __name__ == "__main__":
+    case = sys.argv[1]
+    if case not in FUNCTIONS and case not in MODULE_LEVEL:
+        sys.exit("gpu_oom_cases.py: no case %r (cases: %s)" % (case, ", ".join(list(FUNCTIONS) + list(MODULE_LEVEL))))
     cap()
-    {"logits": logits, "batch": batch, "frag": frag, "finder": finder}[sys.argv[1]]()
+    if case in FUNCTIONS:
+        FUNCTIONS[case]()
+    elif case == "list-module":  # the loop at module level, as a first script has it
+        model, opt = gpt2()
+        kept = []
+        for n in range(10000):
+            x = batch_of(2)
+            out = model(x, labels=x)  # oom-line: list-module-forward
+            out.loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            kept.append(out.logits)  # oom-line: list-module
+    else:  # eval-module: no optimizer, no grad
+        model, _ = gpt2(optimizer=False)
+        model.eval()
+        outs = []
+        with torch.no_grad():
+            for n in range(10000):
+                outs.append(model(batch_of(2)).logits)  # oom-line: eval-module

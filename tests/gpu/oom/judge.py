@@ -1,10 +1,15 @@
 """Checks of scripts/gpu_oom.sh: the finding each OOM case must give, read
-from its JSON report (OUT/<case>.json).  Prints one `check:` line each and
-exits 1 when one failed.  usage: judge.py OUT TPAUDIT"""
+from its JSON report (OUT/<case>.json) by the checks the CI fixtures share
+(oom_checks.py), then those of the device-only cases (finder, tprt) and
+the free-of-tpaudit twin of each (OUT/summary rows).  Prints one `check:`
+line each and exits 1 when one failed.  usage: judge.py OUT TPAUDIT"""
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import oom_checks  # noqa: E402
 
 out, tpaudit = Path(sys.argv[1]), sys.argv[2]
 failed = []
@@ -21,42 +26,37 @@ def findings(case, kind=None):
         doc = json.loads((out / (case + ".json")).read_text())
     except (OSError, ValueError) as exc:
         check(False, "%s: no JSON report (%s)" % (case, exc))
-        return []
-    return [f for f in doc["findings"] if kind is None or f["kind"] == kind]
+        return None
+    return doc if kind is None else [f for f in doc["findings"] if f["kind"] == kind]
 
 
-def died(case, cause):
-    f = findings(case, "out_of_memory")
-    check(len(f) == 1, "%s: one out_of_memory finding (%d)" % (case, len(f)))
-    if f:
-        o = f[0]["oom"]
-        check(o["cause"] == cause, "%s: cause %s (%s: %s)" % (case, cause, o["cause"], o["cause_text"]))
-        return f[0]
-    return None
+def gate(case):
+    return subprocess.run([tpaudit, "gate", str(out / case)], capture_output=True, text=True).returncode
 
 
-f = died("logits", "growth")
-if f:
-    text = f["oom"]["cause_text"]
-    check("kept" in text and "gpu_oom_cases.py:" in text, "logits: names `kept`, its rate and line: " + text)
-died("batch", "step_peak")
-check(not findings("batch", "memory_growth"), "batch: no memory_growth finding")
-f = died("frag", "fragmentation")
-if f:
-    check("expandable_segments:True" in f["oom"]["cause_text"], "frag: names expandable_segments:True")
-check(not findings("finder", "out_of_memory"), "finder: not judged died of OOM")
-caught = findings("finder", "caught_out_of_memory")
+for case in oom_checks.EXPECT:
+    doc = findings(case)
+    if doc is not None:
+        oom_checks.check_case(case, doc, gate(case), check)
+        share, left = oom_checks.named_share(doc["runs"][0])
+        check(share >= oom_checks.NAMED_SHARE, "%s: named owners hold >= %d%% of the memory allocated at the OOM "
+              "(%.2f%%, %.1f MiB unattributed)" % (case, 100 * oom_checks.NAMED_SHARE, 100 * share, left / (1 << 20)))
+        f = [f for f in doc["findings"] if f["kind"] == "out_of_memory"]
+        if f:  # what the findings show, for docs/GPU_RUNS.md
+            o = f[0]["oom"]
+            print("case: %s cause %s: %s | stack %s" % (case, o["cause"], o["cause_text"],
+                                                        oom_checks.frames_text(o["python_stack"])[:3]))
+check(not (findings("finder", "out_of_memory") or []), "finder: not judged died of OOM")
+caught = findings("finder", "caught_out_of_memory") or []
 check(len(caught) >= 1 and all(c["severity"] == "warning" for c in caught),
       "finder: caught OOMs are warnings (%d)" % len(caught))
-gate = subprocess.run([tpaudit, "gate", str(out / "finder")], capture_output=True, text=True)
-check(gate.returncode == 0, "finder: the default gate passes (exit %d)" % gate.returncode)
-gate = subprocess.run([tpaudit, "gate", str(out / "logits")], capture_output=True, text=True)
-check(gate.returncode == 1, "logits: the default gate fails (exit %d)" % gate.returncode)
-f = died("tprt", "allocation")
+check(gate("finder") == 0, "finder: the default gate passes")
+f = findings("tprt", "out_of_memory") or []
+check(len(f) == 1 and f[0]["oom"]["cause"] == "allocation", "tprt: one out_of_memory, cause allocation")
 if f:
-    stack = f["oom"]["native_stack"]
+    stack = f[0]["oom"]["native_stack"]
     named = [fr for fr in stack if "gpt2_cuda" in (fr["file"] or "") or "tprt" in (fr["module"] or "")]
-    check(f["oom"]["source"] == "cuda" and bool(named),
+    check(f[0]["oom"]["source"] == "cuda" and bool(named),
           "tprt: the native stack names tprt's allocation: %s" % ["%s:%s %s" % (fr["file"], fr["line"], fr["function"])
                                                                 for fr in stack[:6]])
 sys.exit(1 if failed else 0)

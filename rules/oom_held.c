@@ -1,0 +1,128 @@
+/* oom_held.c - the "Held:" list of an out-of-memory finding: who held the
+ * device at the oom audit, read from its ledger (table ledger), largest
+ * first, so the holder that filled the device leads the line. */
+#include "oom_held.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frames.h"
+
+/* Named holders listed on their own, the largest; the rest are summed. */
+#define TPA_OOM_NAMED_LISTED 4
+/* Entries of one Held list at most: the named ones and the sums. */
+#define TPA_OOM_HELD_ENTRIES (TPA_OOM_NAMED_LISTED + 6)
+
+void tpa_oom_add(tpa_oom_text_t *t, const char *fmt, ...) {
+    if (t->used + 1 >= sizeof t->v) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->v + t->used, sizeof t->v - t->used, fmt, ap);
+    va_end(ap);
+    if (n > 0) t->used += (size_t)n < sizeof t->v - t->used ? (size_t)n : sizeof t->v - 1 - t->used;
+}
+
+const char *tpa_oom_bytes(int64_t b, char *buf, size_t len) {
+    tpa_format_bytes(b, buf, len);
+    return buf;
+}
+
+/* One entry of the list: its words, its bytes, whether it names a holder. */
+typedef struct held_entry {
+    char words[512];
+    int64_t bytes;
+    int named;
+} held_entry_t;
+
+static int by_bytes(const void *pa, const void *pb) {
+    const held_entry_t *a = pa, *b = pb;
+    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
+    return b->named - a->named;
+}
+
+/* The named entry of holder `owner` (a held object or its graph), with the
+ * growing holder's rate and line. */
+static void named_entry(held_entry_t *e, const char *owner, int64_t bytes,
+                        const tpa_finding_t *growth, tpa_held_sums_t *s) {
+    char b[32], rate[32];
+    tpa_oom_text_t t = {{0}, 0};
+    tpa_oom_add(&t, "%s %s", owner, tpa_oom_bytes(bytes, b, sizeof b));
+    if (growth && growth->holder_path && !strcmp(growth->holder_path, owner)) {
+        const tpa_frame_t *at = tpa_first_user_frame(&growth->created_at);
+        s->grown = bytes;
+        tpa_oom_add(&t, " (+%s/step since step %lld", tpa_oom_bytes(growth->growth_per_step, rate, sizeof rate),
+                    (long long)growth->growth_since_step);
+        if (at && at->file) tpa_oom_add(&t, ", made at %s:%ld", tpa_base_name(at->file), at->line);
+        tpa_oom_add(&t, ")");
+    }
+    size_t len = t.used < sizeof e->words - 1 ? t.used : sizeof e->words - 1;
+    memcpy(e->words, t.v, len);
+    e->words[len] = 0;
+    e->bytes = bytes;
+    e->named = 1;
+}
+
+/* Adds `bytes` of owner kind `kind` to its sum; 1 when the row names a
+ * holder: a Python object, the autograd graph one keeps, or a library's
+ * allocation in PyTorch's allocator (the cuBLAS workspaces). */
+static int add_to_sums(tpa_held_sums_t *s, const char *kind, const char *owner, int64_t bytes) {
+    struct {
+        const char *kind;
+        int64_t *sum;
+    } sums[] = {{"measured", &s->measured},   {"parameter", &s->parameter}, {"gradient", &s->gradient},
+                {"optimizer_state", &s->optimizer_state}, {"stale", &s->stale}, {"autograd", &s->autograd},
+                {"allocator_cache", &s->cache}, {"unattributed", &s->unattributed}, {"held", &s->held}};
+    for (size_t i = 0; i < sizeof sums / sizeof *sums; i++)
+        if (!strcmp(kind, sums[i].kind)) *sums[i].sum = tpa_add_bytes(*sums[i].sum, bytes);
+    return owner && (!strcmp(kind, "held") || !strcmp(kind, "autograd") || !strcmp(kind, "library"));
+}
+
+void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t largest_free, const tpa_finding_t *growth,
+                  tpa_held_sums_t *s, tpa_oom_text_t *t) {
+    char b[32];
+    memset(s, 0, sizeof *s);
+    s->grown = -1;
+    sqlite3_stmt *st;
+    if (audit_id <= 0 ||
+        sqlite3_prepare_v2(db,
+                           "SELECT owner_kind, owner, sum(bytes) FROM ledger WHERE audit_id=?1 AND (?2='' OR device=?2)"
+                           " GROUP BY owner_kind, owner ORDER BY sum(bytes) DESC, owner",
+                           -1, &st, NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_int64(st, 1, audit_id);
+    sqlite3_bind_text(st, 2, dev, -1, SQLITE_TRANSIENT);
+    held_entry_t e[TPA_OOM_HELD_ENTRIES];
+    size_t n = 0;
+    int64_t named_autograd = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *kind = (const char *)sqlite3_column_text(st, 0), *owner = (const char *)sqlite3_column_text(st, 1);
+        int64_t bytes = tpa_sane_bytes(sqlite3_column_int64(st, 2));
+        s->has_ledger = 1;
+        if (!kind || !add_to_sums(s, kind, owner, bytes) || n >= TPA_OOM_NAMED_LISTED) continue;
+        if (!strcmp(kind, "autograd")) named_autograd = tpa_add_bytes(named_autograd, bytes);
+        named_entry(&e[n++], owner, bytes, growth, s);
+    }
+    sqlite3_finalize(st);
+    struct {
+        const char *words;
+        int64_t bytes;
+    } parts[] = {{"optimizer state", s->optimizer_state},
+                 {"parameters", s->parameter},
+                 {"gradients", s->gradient},
+                 {"stale tensors", s->stale},
+                 {"saved for backward by this step", tpa_add_bytes(s->autograd - named_autograd, s->unattributed)}};
+    for (size_t i = 0; i < sizeof parts / sizeof *parts && n < TPA_OOM_HELD_ENTRIES; i++)
+        if (parts[i].bytes > 0) {
+            snprintf(e[n].words, sizeof e[n].words, "%s %s", parts[i].words, tpa_oom_bytes(parts[i].bytes, b, sizeof b));
+            e[n].bytes = parts[i].bytes;
+            e[n++].named = 0;
+        }
+    qsort(e, n, sizeof *e, by_bytes);
+    for (size_t i = 0; i < n; i++) tpa_oom_add(t, "%s%s", t->used ? " · " : "", e[i].words);
+    if (s->cache > 0 || largest_free >= 0) {
+        tpa_oom_add(t, "%sallocator cache %s", t->used ? " · " : "", tpa_oom_bytes(s->cache, b, sizeof b));
+        if (largest_free >= 0) tpa_oom_add(t, " (largest free block %s)", tpa_oom_bytes(largest_free, b, sizeof b));
+    }
+}

@@ -1,0 +1,42 @@
+/* oom_held.h - who held the device at an out-of-memory audit, as the OOM
+ * finding's "Held:" list says it (rules/oom_held.c), and the bounded text
+ * buffer the OOM rule writes its lines in. */
+#ifndef TPA_RULES_OOM_HELD_H
+#define TPA_RULES_OOM_HELD_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "findings.h"
+
+/* A line being written; what does not fit is cut. */
+typedef struct tpa_oom_text {
+    char v[2048];
+    size_t used;
+} tpa_oom_text_t;
+
+void tpa_oom_add(tpa_oom_text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* tpa_format_bytes into buf, returned. */
+const char *tpa_oom_bytes(int64_t b, char *buf, size_t len);
+
+/* Sums of the ledger at the oom audit, by owner kind; `grown` the bytes
+ * the growing holder kept there (-1 when it kept none). */
+typedef struct tpa_held_sums {
+    int64_t measured, parameter, gradient, optimizer_state, stale, autograd, cache, unattributed, held, grown;
+    int has_ledger;
+} tpa_held_sums_t;
+
+/* The Held list of the ledger of audit `audit_id` on device `dev` ("" any)
+ * into `t`, its sums into `s`: every entry by bytes, largest first (a
+ * named holder before a sum of as many bytes), the named holders (a
+ * Python object's path, the autograd graph one keeps, a library's
+ * allocation such as the cuBLAS workspace) each on its own,
+ * then optimizer state, parameters, gradients, stale tensors and what the
+ * step saved for backward that no holder keeps; the allocator's cache
+ * last, with `largest_free` (-1 unknown).  The growing holder `growth`
+ * (NULL when none) carries its rate and line. */
+void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t largest_free, const tpa_finding_t *growth,
+                  tpa_held_sums_t *s, tpa_oom_text_t *t);
+
+#endif
