@@ -53,6 +53,8 @@ _TYPE_QUALNAME = type.__dict__["__qualname__"]
 _TYPE_NAME = type.__dict__["__name__"]
 _TYPE_MRO = type.__dict__["__mro__"]
 _TYPE_DICT = type.__dict__["__dict__"]
+_CONTAINERS = (list, dict, tuple, set, frozenset, collections.deque, collections.OrderedDict,
+               collections.defaultdict)
 _CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot
 
 
@@ -127,6 +129,7 @@ class _Roots:
     def __init__(self, skip_file):
         self.modules = {}  # id(module dict) -> module name
         self.locals = {}   # id(value) -> (variable name, class name of the value)
+        self.running = set()  # ids of a running module body's variables (below)
         self.snapshots = []  # the f_locals snapshots read (forget() empties them)
         for name, mod in list(sys.modules.items()):
             if _is(mod, types.ModuleType):
@@ -152,7 +155,30 @@ class _Roots:
                             self.snapshots.append(names)
                         for var, value in names.items():
                             self.locals.setdefault(id(value), (var, _name(type(value))))
+                    elif type(names) is dict and code.co_name == "<module>":
+                        self._module_body(names)
                 frame = frame.f_back
+        main = sys.modules.get("__main__")
+        if _is(main, types.ModuleType):
+            self._module_body(_MODULE_DICT.__get__(main, type(main)))
+
+    def _module_body(self, names):
+        """The variables of a module body that is running (a loop at module
+        level) or ran (the script's, `__main__`, at exit): those that are not
+        a builtin container (the loop's `out`, `logits`) are climbed from as
+        a function's locals are, so a list the module also keeps is the
+        holder of the newest tensor too; named `module.var` when nothing
+        else holds them."""
+        if type(names) is not dict:
+            return
+        module = self.modules.get(id(names), "__main__")
+        for var, value in names.items():
+            kind = type(value)
+            if any(kind is k for k in _CONTAINERS) or _is(value, (types.ModuleType, type, types.FunctionType)):
+                continue
+            if id(value) not in self.locals:
+                self.locals[id(value)] = (module + "." + var, _name(kind))
+                self.running.add(id(value))
 
     def forget(self):
         """Empties the f_locals snapshots the walk made: before Python 3.13 a
@@ -291,13 +317,17 @@ class _Walk:
             self.blocked.add(id(c))
 
     def _reached(self, seeds):
-        """ids below the objects of seeds (ids), over the references found so far."""
+        """ids below the objects of seeds (ids), over the references found so
+        far (a running module body's variable is a root of its own, not
+        reached from its module)."""
         reached = set(seeds)
         todo = list(seeds)
         children = self.children
+        modules, running = self.roots.modules, self.roots.running
         while todo:
-            for c in children.get(todo.pop(), ()):
-                if c not in reached:
+            parent = todo.pop()
+            for c in children.get(parent, ()):
+                if c not in reached and not (c in running and parent in modules):
                     reached.add(c)
                     todo.append(c)
         return reached
@@ -400,7 +430,7 @@ class _Walk:
                 queue.append(pid)
         objs = self.objs
         targets = {id(t) for t in self.targets}
-        self._breadth_first(best, queue, children, objs, targets)
+        self._breadth_first(best, queue, children, objs, targets, self.roots)
         early = set(best)
         for pid in later:
             if pid not in best:
@@ -432,19 +462,22 @@ class _Walk:
         return out
 
     @staticmethod
-    def _breadth_first(best, queue, children, objs, later):
+    def _breadth_first(best, queue, children, objs, later, roots=None):
         """Names each object reached from the queued ones by its shortest
         chain; a target of `later` is not taken from a generator or its
         locals' snapshot (the generator's local `logits`, while its list
-        `seen` keeps them all)."""
+        `seen` keeps them all); with roots, a running module body's variable
+        is not taken from its module (it is named after the other roots)."""
+        running = roots.running if roots is not None else ()
         while queue:
             oid = queue.popleft()
             path, mode, _pid, _step, suffix = best[oid]
             obj = objs[oid]
             up = objs.get(_pid) if _pid is not None else None
             paused = any(type(o) is types.GeneratorType or type(o) is types.CoroutineType for o in (obj, up))
+            from_module = bool(running) and oid in roots.modules
             for cid in children.get(oid, ()):
-                if cid in best or (paused and cid in later):
+                if cid in best or (paused and cid in later) or (from_module and cid in running):
                     continue
                 child = objs.get(cid)
                 if child is None:
