@@ -387,6 +387,8 @@ class Leaks:
         growth = self.on_step(step, optimizer=False)
         if growth:
             self.audit(growth, step)
+            # as a step audit: an unchanged run takes no second audit at exit after its growth audit there
+            _track.changes.at_last_step_audit = _track.changes.count
 
     def on_step(self, step, optimizer=True):
         """'growth' when a growth audit is due before this step, else None."""

@@ -440,6 +440,7 @@ class _Walk:
         # the references left for later: a generator's locals, named from the generator first
         queue.extend(sorted(early, key=lambda i: type(objs.get(i)) not in (types.GeneratorType, types.CoroutineType)))
         self._breadth_first(best, queue, children, objs, ())
+        self._prefer_lists(best)
         out = {}
         for t in self.targets:
             entry = best.get(id(t))
@@ -460,6 +461,24 @@ class _Walk:
         early.clear()
         targets.clear()
         return out
+
+    def _prefer_lists(self, best):
+        """A target named by an attribute or a variable that a list or deque
+        reached also holds is named as that list's element: the newest
+        tensor of a loop that keeps each step's (`state.seen`) is also its
+        `state.last`, and the list is what grows."""
+        for t in self.targets:
+            entry = best.get(id(t))
+            if entry is None or entry[3].startswith("["):
+                continue
+            for parent in self.parents.get(id(t), ()):
+                up = best.get(id(parent))
+                if up is None or not (type(parent) is list or type(parent) is collections.deque):
+                    continue
+                step, _mode = _edge(parent, t, up[1])
+                if step.startswith("["):
+                    best[id(t)] = (up[0] + step, None, id(parent), step, up[4])
+                    break
 
     @staticmethod
     def _breadth_first(best, queue, children, objs, later, roots=None):
