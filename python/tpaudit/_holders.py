@@ -44,6 +44,9 @@ FEW = 96            # a level this small asks gc.get_referrers; a larger one sca
 CHUNK = 256         # objects per gc.get_referents call of a heap scan
 MAX_LEVEL = 20000   # objects a level keeps, at most (past it the walk gives up on the rest)
 LOCAL_CLIMB = 4     # levels from the target a frame's local is walked up for a longer-lived holder
+# Frames that returned but whose locals are still roots for the audit being
+# taken: the pytest plugin's test function, kept until its end-of-test audit.
+finished_frames = []
 
 _PLAIN_KEYS = (str, int, float, bool, type(None))
 _GETSET = type(types.FunctionType.__dict__["__code__"])
@@ -139,7 +142,7 @@ class _Roots:
                     continue
                 if type(d) is dict and (id(d) not in self.modules or name == "__main__"):
                     self.modules[id(d)] = name
-        for frame in list(sys._current_frames().values()):
+        for frame in list(sys._current_frames().values()) + list(finished_frames):
             while frame is not None:
                 code = frame.f_code
                 file = code.co_filename
@@ -456,20 +459,24 @@ class _Walk:
             holder = objs.get(pid) if pid is not None else None
             container = best[pid][0] if pid is not None and step.startswith("[") else best[cid][0]
             out[id(t)] = (path + suffix, container + suffix, _name(type(holder)) if holder is not None else None,
-                          id(t) not in early)
+                          id(t) not in early and _root_of(best, id(t)) not in self.roots.running)
         best.clear()
         early.clear()
         targets.clear()
         return out
 
     def _prefer_lists(self, best):
-        """A target named by an attribute or a variable that a list or deque
-        reached also holds is named as that list's element: the newest
-        tensor of a loop that keeps each step's (`state.seen`) is also its
-        `state.last`, and the list is what grows."""
+        """A target named by an attribute, a variable or a dict's key that a
+        list or deque reached also holds is named as that list's element:
+        the newest tensor of a loop that keeps each step's (`state.seen`) is
+        also its `state.last` or `out['logits']`, and the list is what grows."""
+        objs = self.objs
         for t in self.targets:
             entry = best.get(id(t))
-            if entry is None or entry[3].startswith("["):
+            if entry is None:
+                continue
+            holder = type(objs.get(entry[2]))
+            if holder is list or holder is collections.deque:
                 continue
             for parent in self.parents.get(id(t), ()):
                 up = best.get(id(parent))
@@ -517,6 +524,17 @@ class _Walk:
         for c in (self.objs, self.parents, self.hits, self.children, self.blocked):
             c.clear()
         self.targets = None
+
+
+def _root_of(best, oid):
+    """The id of the root whose chain names oid (a module body's variable
+    is named after the other roots, but it is a global, not a frame's local)."""
+    for _ in range(MAX_DEPTH + 2):
+        parent = best[oid][2]
+        if parent is None:
+            return oid
+        oid = parent
+    return oid
 
 
 def _list_element(objs, best, cid, step, pid):

@@ -174,24 +174,36 @@ class Auditor:
             with keeper:
                 outcome = yield
             if outcome.excinfo is None:
-                self.results[item.nodeid] = self._audit_and_judge(item, *before)
+                self.results[item.nodeid] = self._audit_and_judge(item, keeper.frame, *before)
         finally:
             keeper.release()
 
-    def _audit_and_judge(self, item, optimizers_before, models_before):
-        from tpaudit import _facts, _hooks, _track
+    def _audit_and_judge(self, item, frame, optimizers_before, models_before):
+        """The test's own audit, its test function's locals among the roots
+        of the holder walk, judged.  A test whose optimizers are gone (a
+        helper or a fixture trained and returned) or that had none (an eval
+        loop) is judged for memory growth alone."""
+        from tpaudit import _facts, _growth, _holders, _hooks, _track
         optimizers = [o for o, _ in _track.optimizers.live() if o not in optimizers_before]
-        if not optimizers:
+        watch = _growth.leaks.watch
+        if not optimizers and (watch is None or not watch.taken):  # no growth audit: no growth of its own
             return _Result("no optimizer")
         group_params = {id(p) for o in optimizers for g in getattr(o, "param_groups", ()) for p in g["params"]}
         models = [m for m in _facts.find_models()
                   if m not in models_before or any(id(p) in group_params for p in m.parameters())]
-        if _hooks.run_audit("test " + item.nodeid, -1, models, optimizers) is None:
+        if frame is not None:
+            _holders.finished_frames.append(frame)
+        try:
+            audit_id = _hooks.run_audit("test " + item.nodeid, -1, models, optimizers)
+        finally:
+            _holders.finished_frames.clear()
+        if audit_id is None:
             return _Result("error", "tpaudit: the audit did not run (the probe is off)")
         flush = getattr(_hooks.state.recorder.lib, "tpaudit_v1_flush", None)
         if flush is not None:
             flush()
-        return self._judge(item)
+        result = self._judge(item, growth_only=not optimizers)
+        return _Result("no optimizer") if not optimizers and result.verdict == "clean" else result
 
     def _database(self):
         """This process's database: tpaudit-<host>-<pid>.db (or -<pid>-<n>.db), the newest."""
@@ -199,7 +211,7 @@ class Auditor:
         found = glob.glob(stem + ".db") + glob.glob(stem + "-[0-9]*.db")
         return max(found, key=os.path.getmtime) if found else None
 
-    def _judge(self, item):
+    def _judge(self, item, growth_only=False):
         import tpaudit
         db = self._database()
         if db is None:
@@ -212,7 +224,7 @@ class Auditor:
                            % (", ".join(unknown), ", ".join(GATE_OPTIONS)))
         tool = tpaudit.cli_path()
         args = [tool, "gate", "--allow-incomplete"]
-        for key, value in self._gate_options(given).items():
+        for key, value in self._gate_options(given, growth_only).items():
             args += ["--" + key.replace("_", "-"), str(value)]
         gate = subprocess.run(args + [db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               universal_newlines=True)
@@ -226,16 +238,21 @@ class Auditor:
         return _Result(_what_failed(tool, db, gate.stdout), gate.stdout.strip() + "\n" + _findings_block(report),
                        report)
 
-    def _gate_options(self, given):
+    def _gate_options(self, given, growth_only=False):
         """The gate's options for a test: its marker's keywords; --tpaudit-max-growth
         adds max_growth where the marker gives none, and then max_retained 0
-        unless the marker gives a rule, so stale tensors still fail it."""
+        unless the marker gives a rule, so stale tensors still fail it.  A
+        test with no live optimizer of its own is judged on growth alone
+        (its limit, else 0): the process's judged audit for stale tensors
+        would be an earlier test's."""
         options = {key: given[key] for key in GATE_OPTIONS if key in given}
         limit = self.config.getoption("tpaudit_max_growth")
         if limit is not None and "max_growth" not in options:
             options["max_growth"] = limit
             if "max_retained" not in options and "max_findings" not in options:
                 options["max_retained"] = "0"
+        if growth_only:
+            return {"max_growth": options.get("max_growth", "0")}
         return options
 
     # --- the verdict in the test's report -------------------------------------------
