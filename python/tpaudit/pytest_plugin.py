@@ -3,7 +3,8 @@
 `pytest --tpaudit` audits every test; `@pytest.mark.tpaudit(max_retained="0")`
 audits one test (with or without the option); `max_growth="1MiB"` (or
 --tpaudit-max-growth for every audited test, as pytest-memray's limit_leaks)
-fails a test whose loop keeps more than that per optimizer step.  An audited test is audited
+fails a test whose loop keeps more than that per step (an optimizer step, or
+an iteration of a loop that takes none).  An audited test is audited
 once more at its end, while its locals and fixtures are still alive: the
 optimizers it created (in the test or its fixtures) and the models they
 train.  The verdict is `tpaudit gate` on the process's database, so it is
@@ -11,7 +12,10 @@ the analyzer's, with the marker's keywords as the gate's options
 (max_retained, max_findings, fail_on, max_growth); a failing test shows the
 gate's lines and the findings, and the full report as a section.  Each
 audited test is a run of its own for the growth watch (its step count
-starts again), so a loop's growth is judged over that test's steps.
+starts again), so a loop's growth is judged over that test's steps; a test
+whose optimizers are gone at its end (trained in a helper or a fixture) or
+that had none (an eval loop) is judged on growth alone when its growth audits
+ran.  The test function's locals are roots of its audit's holder walk.
 Follows pytest-memray's conventions: --tpaudit / ini `tpaudit`,
 --hide-tpaudit-summary, a "TPAUDIT REPORT" summary, and a status naming
 what failed the test: "STALE TENSORS", "MEMORY GROWTH" or both.
@@ -57,7 +61,7 @@ def pytest_addoption(parser):
     group.addoption("--tpaudit-out", metavar="DIR", default=None,
                     help="Directory of the audit databases (default: a new temporary directory)")
     group.addoption("--tpaudit-max-growth", metavar="SIZE", default=None,
-                    help="Fail an audited test whose memory grows by more than SIZE per optimizer step "
+                    help="Fail an audited test whose memory grows by more than SIZE per step or iteration "
                          "(e.g. 1MiB; a test's marker max_growth wins)")
     group.addoption("--hide-tpaudit-summary", action="store_true", default=False,
                     help="Hide the tpaudit summary at the end of the session")
