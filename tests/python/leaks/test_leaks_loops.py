@@ -5,7 +5,8 @@ optimizer at all (module level and in a function), each at 10 and 20 steps
 with the rate within 5% of the bytes kept a step, the line that made them
 and a failing gate; the twins (a module-level loop keeping argmax only, an
 eval loop's deque(maxlen=6), which makes the probe take growth audits and
-then stays flat) clean with their audits checked: scenarios/loops.py."""
+then stays flat) clean with their audits checked; an eval loop after training
+found by its iterations: scenarios/loops.py."""
 import pytest
 
 from leakrun import (assert_clean_and_audited, assert_every_ledger_adds_up, assert_growth, audits_with_ledgers, cli,
@@ -70,3 +71,20 @@ def test_loop_twin_reports_nothing(audited_run, case, steps):
         labels = [a["label"] for _, a, _, _ in audits_with_ledgers(out)]
         assert labels.count("growth") >= 3, labels
     assert doc["findings"] == []
+
+
+def test_eval_loop_after_training_is_sampled_by_its_iterations(audited_run):
+    """10 optimizer steps keeping nothing, then 20 eval batches keeping their
+    logits: past max(8, twice the calls between steps) model calls without an
+    optimizer step the iterations are the sample point, and the eval loop's
+    list is found with its rate and line."""
+    out, r = audited_run(SCRIPT, "train_then_eval", "--steps", "10")
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert_every_ledger_adds_up(out)
+    finding = one_growth(report(out))
+    assert finding["holder"]["path"] == "__main__.kept", finding
+    rate = finding["growth"]["bytes_per_step"]
+    assert abs(rate - LOGITS) <= RATE_TOLERANCE * LOGITS, (rate, LOGITS)
+    file, line = first_user_frame(finding["growth"]["created_at"])
+    assert file.endswith(SCRIPT) and line == line_of(SCRIPT, "train_then_eval"), finding
+    assert cli("gate", out).returncode == 1

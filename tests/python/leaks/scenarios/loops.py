@@ -10,6 +10,8 @@ Training loops (an optimizer step each iteration):
 Loops with no optimizer at all (eval, inference):
   eval_module   a module-level loop under no_grad keeping each batch's logits
   eval_function the same inside a function
+  train_then_eval  a module-level training loop that keeps nothing, then an eval loop of twice as
+                many batches keeping each batch's logits
 Twins (nothing kept beyond a bound):
   module_twin   the module-level `for` loop keeping `logits.argmax(-1)` only
   eval_twin     the function's eval loop keeping a deque(maxlen=6) of logits (growth audits, then flat)
@@ -86,6 +88,18 @@ elif args.case == "eval_module":
         for step in range(1, STEPS + 1):
             out = model(tokens(step))  # made:eval_module
             kept.append(out)
+elif args.case == "train_then_eval":
+    model = make_model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for step in range(1, STEPS + 1):
+        x = tokens(step)
+        F.cross_entropy(model(x).flatten(0, 1), x.flatten()).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        for step in range(1, 2 * STEPS + 1):
+            logits = model(tokens(step))  # made:train_then_eval
+            kept.append(logits)
 elif args.case == "eval_function":
     eval_function(STEPS, kept)
 elif args.case == "eval_twin":
