@@ -43,11 +43,14 @@ def _user_caller(frame):
 class RootCalls:
     """The listener of module calls (one per probe).  on_iteration(step) is
     called when iteration `step` is done; on_restart() when the calls become
-    the sample point again after optimizer steps."""
+    the sample point again after optimizer steps; on_error(exc) after an
+    error in it (the listener is then off: the growth watch says so)."""
 
-    def __init__(self, on_iteration, on_restart):
+    def __init__(self, on_iteration, on_restart, on_error):
         self.on_iteration = on_iteration
         self.on_restart = on_restart
+        self.on_error = on_error
+        self.off = False
         self.reset()
 
     def reset(self):
@@ -60,11 +63,21 @@ class RootCalls:
         self.stepping = False  # an optimizer step is the sample point
 
     def __call__(self, module):
-        if id(module) != self.marker:
-            if self.marker is None:
-                self._choose(module)
+        if id(module) != self.marker and self.marker is not None:
             return
-        if not _user_caller(sys._getframe(1)):
+        if self.off:
+            return
+        try:
+            self._call(module)
+        except Exception as exc:
+            self.off = True
+            self.on_error(exc)
+
+    def _call(self, module):
+        if self.marker is None:
+            self._choose(module)
+            return
+        if not _user_caller(sys._getframe(2)):
             return
         if self.stepping:
             self.since_step += 1
@@ -77,7 +90,7 @@ class RootCalls:
             self.on_iteration(self.calls - 1)
 
     def _choose(self, module):
-        if _track.parents.get(module) is not None or not _user_caller(sys._getframe(1)):
+        if _track.parents.get(module) is not None or not _user_caller(sys._getframe(2)):
             return
 
         def gone(_ref, self=self):

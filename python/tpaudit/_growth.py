@@ -366,7 +366,7 @@ class Leaks:
         self.watch = Watch(recorder) if self.on and hasattr(recorder, "sample") else None
         if self.watch is not None and audit is not None:
             self.audit = audit
-            self.calls = _calls.RootCalls(self._on_iteration, self._restart_watch)
+            self.calls = _calls.RootCalls(self._on_iteration, self._restart_watch, self._watch_failed)
             _track.module_call_listeners.append(self.calls)
 
     def restart(self):
