@@ -10,6 +10,11 @@
 #               (for a screenshot)
 #   hook        a forward hook keeping the last block's activations vs a summary
 #   total_loss  `total_loss += loss` with retain_graph=True vs loss.item()
+#   module      (tests/gpu/leaks/gpt2_loops.py) a module-level loop keeping out.logits, its
+#               global `out` binding the newest, at 10 and 20 steps (GPT-2 124M)
+#   eval        a module-level eval loop under no_grad with no optimizer at all, and
+#   eval_function  the same in a function, each keeping every batch's logits for 10
+#               steps vs a deque(maxlen=6)
 # Each: the finding (holder, line, rate within 5% of memory_allocated()'s
 # per-step rise), the ledger's held-by row against the
 # device growth memory_allocated() shows (within 5%), the ledger's owners
@@ -34,7 +39,8 @@ want() { [ -z "${LEAK_CASES:-}" ] || [[ " $LEAK_CASES " == *" $1 "* ]]; }
 audited() {  # name, args of gpt2_leaks.py...
   local name=$1; shift
   rm -rf "${out:?}/$name"
-  timeout 600 "$tpaudit" run -o "$out/$name" -- python3 tests/gpu/leaks/gpt2_leaks.py "$@" > "$out/$name.log" 2> "$out/$name.err"
+  timeout 600 "$tpaudit" run -o "$out/$name" -- python3 "${script:-tests/gpu/leaks/gpt2_leaks.py}" "$@" \
+    > "$out/$name.log" 2> "$out/$name.err"
   echo "$name: exit $?; $(grep -h '^tpaudit: verdict' "$out/$name.err")"
   "$tpaudit" report "$out/$name" > "$out/$name.report.txt" 2>&1
 }
@@ -57,6 +63,11 @@ want logits-4layer && "$tpaudit" report --format html -o "$OUT/leaks-logits-4lay
   && echo "html: $OUT/leaks-logits-4layer.html ($(wc -c < "$OUT/leaks-logits-4layer.html") bytes)"
 want hook-124M && case_pair hook-124M hook --steps 60 --layers 12
 want total_loss-4layer && case_pair total_loss-4layer total_loss --steps 60 --layers 4
+loops=tests/gpu/leaks/gpt2_loops.py  # issue 49: module-level loops and loops with no optimizer
+want module-124M-10 && script=$loops case_pair module-124M-10 module --steps 10
+want module-124M-20 && script=$loops case_pair module-124M-20 module --steps 20
+want eval-124M-10 && script=$loops case_pair eval-124M-10 eval --steps 10
+want eval_function-124M-10 && script=$loops case_pair eval_function-124M-10 eval_function --steps 10
 # --fail-fast: the 124M logits loop stops at the first audit that proves growth
 want fail-fast && { rm -rf "$out/fail-fast"
 "$tpaudit" run --fail-fast -o "$out/fail-fast" -- python3 tests/gpu/leaks/gpt2_leaks.py logits --steps 60 \

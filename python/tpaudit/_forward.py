@@ -3,7 +3,9 @@
 torch.nn.Module.__call__ is replaced by a descriptor: an instance fetching
 its __call__ (every `module(x)` does) is remembered in _track.forwarded, and
 gets the bound original, so the forward runs exactly as before and no frame
-of the probe is on the stack while it does.  Fetched from the class it gives
+of the probe is on the stack while it does.  Each such eager call is also
+told to _track.notify_module_call (the growth watch's iterations without an
+optimizer step, _growth.RootCalls).  Fetched from the class it gives
 the original function itself, so `torch.nn.Module.__call__` is unchanged for
 whoever compares or pickles it.
 
@@ -36,8 +38,10 @@ class ModuleCall:
             return self.call
         if self.enabled:
             try:
-                if not self.is_compiling() and id(module) not in _track.forwarded.data:
-                    _track.forwarded.put(module, None)
+                if not self.is_compiling():
+                    if id(module) not in _track.forwarded.data:
+                        _track.forwarded.put(module, None)
+                    _track.notify_module_call(module)
             except Exception as exc:  # never break the user's call
                 self.enabled = False
                 self.on_error(exc)

@@ -31,7 +31,9 @@ import os
 import sys
 import weakref
 
+from . import _calls
 from . import _parts
+from . import _track
 
 WARMUP = 3
 WINDOW = 3
@@ -355,23 +357,45 @@ class Leaks:
     def __init__(self):
         self.on = False
         self.watch = None
+        self.calls = None  # _calls.RootCalls: the sample point of loops without an optimizer step
+        self.audit = None  # audit(label, step): the probe's growth audit (_hooks.growth_audit)
 
-    def install(self, recorder):
+    def install(self, recorder, audit=None):
         self.rec = recorder
         self.on = enabled()
         self.watch = Watch(recorder) if self.on and hasattr(recorder, "sample") else None
+        if self.watch is not None and audit is not None:
+            self.audit = audit
+            self.calls = _calls.RootCalls(self._on_iteration, self._restart_watch, self._watch_failed)
+            _track.module_call_listeners.append(self.calls)
 
     def restart(self):
         """A new watch, its step count from 1 (the pytest plugin, at each
         audited test: each test is a run of its own)."""
+        if self.calls is not None:
+            self.calls.reset()
+        self._restart_watch()
+
+    def _restart_watch(self):
         if self.watch is not None:
             self.watch.close()
             self.watch = Watch(self.rec)
 
-    def on_step(self, step):
+    def _on_iteration(self, step):
+        """Iteration `step` of a loop without an optimizer step is done: its
+        sample, and the growth audit when one is due."""
+        growth = self.on_step(step, optimizer=False)
+        if growth:
+            self.audit(growth, step)
+            # as a step audit: an unchanged run takes no second audit at exit after its growth audit there
+            _track.changes.at_last_step_audit = _track.changes.count
+
+    def on_step(self, step, optimizer=True):
         """'growth' when a growth audit is due before this step, else None."""
         if self.watch is None:
             return None
+        if optimizer and self.calls is not None and self.calls.optimizer_step():
+            self._restart_watch()
         try:
             return self.watch.sample(step)
         except Exception as exc:
@@ -417,6 +441,9 @@ class Leaks:
         watch = self.watch
         if watch is None or not watch.wants_exit_audit():
             return None
+        last = self.calls.final_step() if self.calls is not None else None
+        if last is not None:  # the last iteration's sample: what it kept is at exit too
+            _parts.guard("growth_watch", watch.sample, last)
         watch.close()
         gc.collect()
         return run_audit("growth", watch.last_step)

@@ -46,6 +46,9 @@ FEW = 96            # a level this small asks gc.get_referrers; a larger one sca
 CHUNK = 256         # objects per gc.get_referents call of a heap scan
 MAX_LEVEL = 20000   # objects a level keeps, at most (past it the walk gives up on the rest)
 LOCAL_CLIMB = 4     # levels from the target a frame's local is walked up for a longer-lived holder
+# Frames that returned but whose locals are still roots for the audit being
+# taken: the pytest plugin's test function, kept until its end-of-test audit.
+finished_frames = []
 
 _PLAIN_KEYS = (str, int, float, bool, type(None))
 _GETSET = type(types.FunctionType.__dict__["__code__"])
@@ -55,6 +58,8 @@ _TYPE_QUALNAME = type.__dict__["__qualname__"]
 _TYPE_NAME = type.__dict__["__name__"]
 _TYPE_MRO = type.__dict__["__mro__"]
 _TYPE_DICT = type.__dict__["__dict__"]
+_CONTAINERS = (list, dict, tuple, set, frozenset, collections.deque, collections.OrderedDict,
+               collections.defaultdict)
 _CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot
 
 
@@ -129,6 +134,7 @@ class _Roots:
     def __init__(self, skip_file):
         self.modules = {}  # id(module dict) -> module name
         self.locals = {}   # id(value) -> (variable name, class name of the value)
+        self.running = set()  # ids of a running module body's variables (below)
         self.snapshots = []  # the f_locals snapshots read (forget() empties them)
         for name, mod in list(sys.modules.items()):
             if _is(mod, types.ModuleType):
@@ -138,7 +144,7 @@ class _Roots:
                     continue
                 if type(d) is dict and (id(d) not in self.modules or name == "__main__"):
                     self.modules[id(d)] = name
-        for frame in list(sys._current_frames().values()) + _ended_frames():
+        for frame in list(sys._current_frames().values()) + _ended_frames() + list(finished_frames):
             while frame is not None:
                 code = frame.f_code
                 file = code.co_filename
@@ -154,7 +160,30 @@ class _Roots:
                             self.snapshots.append(names)
                         for var, value in names.items():
                             self.locals.setdefault(id(value), (var, _name(type(value))))
+                    elif type(names) is dict and code.co_name == "<module>":
+                        self._module_body(names)
                 frame = frame.f_back
+        main = sys.modules.get("__main__")
+        if _is(main, types.ModuleType):
+            self._module_body(_MODULE_DICT.__get__(main, type(main)))
+
+    def _module_body(self, names):
+        """The variables of a module body that is running (a loop at module
+        level) or ran (the script's, `__main__`, at exit): those that are not
+        a builtin container (the loop's `out`, `logits`) are climbed from as
+        a function's locals are, so a list the module also keeps is the
+        holder of the newest tensor too; named `module.var` when nothing
+        else holds them."""
+        if type(names) is not dict:
+            return
+        module = self.modules.get(id(names), "__main__")
+        for var, value in names.items():
+            kind = type(value)
+            if any(kind is k for k in _CONTAINERS) or _is(value, (types.ModuleType, type, types.FunctionType)):
+                continue
+            if id(value) not in self.locals:
+                self.locals[id(value)] = (module + "." + var, _name(kind))
+                self.running.add(id(value))
 
     def forget(self):
         """Empties the f_locals snapshots the walk made: before Python 3.13 a
@@ -310,13 +339,17 @@ class _Walk:
             self.blocked.add(id(c))
 
     def _reached(self, seeds):
-        """ids below the objects of seeds (ids), over the references found so far."""
+        """ids below the objects of seeds (ids), over the references found so
+        far (a running module body's variable is a root of its own, not
+        reached from its module)."""
         reached = set(seeds)
         todo = list(seeds)
         children = self.children
+        modules, running = self.roots.modules, self.roots.running
         while todo:
-            for c in children.get(todo.pop(), ()):
-                if c not in reached:
+            parent = todo.pop()
+            for c in children.get(parent, ()):
+                if c not in reached and not (c in running and parent in modules):
                     reached.add(c)
                     todo.append(c)
         return reached
@@ -419,7 +452,7 @@ class _Walk:
                 queue.append(pid)
         objs = self.objs
         targets = {id(t) for t in self.targets}
-        self._breadth_first(best, queue, children, objs, targets)
+        self._breadth_first(best, queue, children, objs, targets, self.roots)
         early = set(best)
         for pid in later:
             if pid not in best:
@@ -429,6 +462,7 @@ class _Walk:
         # the references left for later: a generator's locals, named from the generator first
         queue.extend(sorted(early, key=lambda i: type(objs.get(i)) not in (types.GeneratorType, types.CoroutineType)))
         self._breadth_first(best, queue, children, objs, ())
+        self._prefer_lists(best)
         out = {}
         for t in self.targets:
             entry = best.get(id(t))
@@ -444,26 +478,51 @@ class _Walk:
             holder = objs.get(pid) if pid is not None else None
             container = best[pid][0] if pid is not None and step.startswith("[") else best[cid][0]
             out[id(t)] = (path + suffix, container + suffix, _name(type(holder)) if holder is not None else None,
-                          id(t) not in early)
+                          id(t) not in early and _root_of(best, id(t)) not in self.roots.running)
         best.clear()
         early.clear()
         targets.clear()
         return out
 
+    def _prefer_lists(self, best):
+        """A target named by an attribute, a variable or a dict's key that a
+        list or deque reached also holds is named as that list's element:
+        the newest tensor of a loop that keeps each step's (`state.seen`) is
+        also its `state.last` or `out['logits']`, and the list is what grows."""
+        objs = self.objs
+        for t in self.targets:
+            entry = best.get(id(t))
+            if entry is None:
+                continue
+            holder = type(objs.get(entry[2]))
+            if holder is list or holder is collections.deque:
+                continue
+            for parent in self.parents.get(id(t), ()):
+                up = best.get(id(parent))
+                if up is None or not (type(parent) is list or type(parent) is collections.deque):
+                    continue
+                step, _mode = _edge(parent, t, up[1])
+                if step.startswith("["):
+                    best[id(t)] = (up[0] + step, None, id(parent), step, up[4])
+                    break
+
     @staticmethod
-    def _breadth_first(best, queue, children, objs, later):
+    def _breadth_first(best, queue, children, objs, later, roots=None):
         """Names each object reached from the queued ones by its shortest
         chain; a target of `later` is not taken from a generator or its
         locals' snapshot (the generator's local `logits`, while its list
-        `seen` keeps them all)."""
+        `seen` keeps them all); with roots, a running module body's variable
+        is not taken from its module (it is named after the other roots)."""
+        running = roots.running if roots is not None else ()
         while queue:
             oid = queue.popleft()
             path, mode, _pid, _step, suffix = best[oid]
             obj = objs[oid]
             up = objs.get(_pid) if _pid is not None else None
             paused = any(type(o) is types.GeneratorType or type(o) is types.CoroutineType for o in (obj, up))
+            from_module = bool(running) and oid in roots.modules
             for cid in children.get(oid, ()):
-                if cid in best or (paused and cid in later):
+                if cid in best or (paused and cid in later) or (from_module and cid in running):
                     continue
                 child = objs.get(cid)
                 if child is None:
@@ -484,6 +543,17 @@ class _Walk:
         for c in (self.objs, self.parents, self.hits, self.children, self.blocked):
             c.clear()
         self.targets = None
+
+
+def _root_of(best, oid):
+    """The id of the root whose chain names oid (a module body's variable
+    is named after the other roots, but it is a global, not a frame's local)."""
+    for _ in range(MAX_DEPTH + 2):
+        parent = best[oid][2]
+        if parent is None:
+            return oid
+        oid = parent
+    return oid
 
 
 def _list_element(objs, best, cid, step, pid):

@@ -198,6 +198,15 @@ def _discover_holders(opt, frame):
     _track.remember_holders(opt, holders.from_frames(opt, frame))
 
 
+def growth_audit(label, step):
+    """A growth audit at `step` (Leaks: an optimizer step's or an iteration's);
+    under TPAUDIT_FAIL_FAST its verdict may end the run."""
+    grown = run_audit(label, step)
+    _growth.leaks.audited(step)
+    if grown is not None and state.fail_fast:
+        judge(grown)
+
+
 def exit_audit():
     """The exit audit, taken only when ownership changed after the last step
     audit (or none was taken), or live memory moved since the last audit
@@ -293,10 +302,7 @@ def _patch(torch):
         n = entry[0]
         growth = _growth.leaks.on_step(n)
         if n != entry[1] and growth:
-            grown = run_audit(growth, n)
-            _growth.leaks.audited(n)
-            if grown is not None and state.fail_fast:
-                judge(grown)
+            growth_audit(growth, n)
         if n != entry[1]:
             return
         try:
@@ -330,7 +336,7 @@ def install(recorder):
     try:
         state.plan = _config.audit_plan()
         state.fail_fast = os.environ.get("TPAUDIT_FAIL_FAST", "0") not in ("", "0")
-        _growth.leaks.install(recorder)
+        _growth.leaks.install(recorder, growth_audit)
         import torch
         _versions.check(torch, say)
         _patch(torch)

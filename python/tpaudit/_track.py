@@ -42,6 +42,18 @@ names = WeakIdMap()        # tensor -> best dotted name
 holders = WeakIdMap()      # optimizer -> [weakref(object holding it)] (frameworks/holders.py)
 scanned = WeakIdMap()      # optimizer -> True once its gc referrer scan ran
 step_counts = {}           # id(optimizer) -> [steps taken, next step due]
+module_call_listeners = []  # functions called with the module at every eager module call
+
+
+def notify_module_call(module):
+    """Calls each of module_call_listeners with module; the forward mechanism
+    (_forward.py) calls it at every eager module call, outside dynamo's
+    tracing.  Never raises: a listener's error is the listener's to report."""
+    for listener in module_call_listeners:
+        try:
+            listener(module)
+        except Exception:
+            pass
 
 
 class _Changes:

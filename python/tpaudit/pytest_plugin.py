@@ -3,7 +3,8 @@
 `pytest --tpaudit` audits every test; `@pytest.mark.tpaudit(max_retained="0")`
 audits one test (with or without the option); `max_growth="1MiB"` (or
 --tpaudit-max-growth for every audited test, as pytest-memray's limit_leaks)
-fails a test whose loop keeps more than that per optimizer step.  An audited test is audited
+fails a test whose loop keeps more than that per step (an optimizer step, or
+an iteration of a loop that takes none).  An audited test is audited
 once more at its end, while its locals and fixtures are still alive: the
 optimizers it created (in the test or its fixtures) and the models they
 train.  The verdict is `tpaudit gate --format json` on the process's
@@ -11,7 +12,10 @@ database, so it is the analyzer's, with the marker's keywords as the gate's opti
 (max_retained, max_findings, fail_on, max_growth); a failing test shows the
 gate's lines and the findings, and the full report as a section.  Each
 audited test is a run of its own for the growth watch (its step count
-starts again), so a loop's growth is judged over that test's steps.
+starts again), so a loop's growth is judged over that test's steps; a test
+whose optimizers are gone at its end (trained in a helper or a fixture) or
+that had none (an eval loop) is judged on growth alone when its growth audits
+ran.  The test function's locals are roots of its audit's holder walk.
 Follows pytest-memray's conventions: --tpaudit / ini `tpaudit`,
 --hide-tpaudit-summary, a "TPAUDIT REPORT" summary, and a status naming
 what failed the test: "STALE TENSORS", "MEMORY GROWTH" or both.
@@ -58,7 +62,7 @@ def pytest_addoption(parser):
     group.addoption("--tpaudit-out", metavar="DIR", default=None,
                     help="Directory of the audit databases (default: a new temporary directory)")
     group.addoption("--tpaudit-max-growth", metavar="SIZE", default=None,
-                    help="Fail an audited test whose memory grows by more than SIZE per optimizer step "
+                    help="Fail an audited test whose memory grows by more than SIZE per step or iteration "
                          "(e.g. 1MiB; a test's marker max_growth wins)")
     group.addoption("--hide-tpaudit-summary", action="store_true", default=False,
                     help="Hide the tpaudit summary at the end of the session")
@@ -176,24 +180,36 @@ class Auditor:
             with keeper:
                 outcome = yield
             if outcome.excinfo is None:
-                self.results[item.nodeid] = self._audit_and_judge(item, *before)
+                self.results[item.nodeid] = self._audit_and_judge(item, keeper.frame, *before)
         finally:
             keeper.release()
 
-    def _audit_and_judge(self, item, optimizers_before, models_before):
-        from tpaudit import _facts, _hooks, _track
+    def _audit_and_judge(self, item, frame, optimizers_before, models_before):
+        """The test's own audit, its test function's locals among the roots
+        of the holder walk, judged.  A test whose optimizers are gone (a
+        helper or a fixture trained and returned) or that had none (an eval
+        loop) is judged for memory growth alone."""
+        from tpaudit import _facts, _growth, _holders, _hooks, _track
         optimizers = [o for o, _ in _track.optimizers.live() if o not in optimizers_before]
-        if not optimizers:
+        watch = _growth.leaks.watch
+        if not optimizers and (watch is None or not watch.taken):  # no growth audit: no growth of its own
             return _Result("no optimizer")
         group_params = {id(p) for o in optimizers for g in getattr(o, "param_groups", ()) for p in g["params"]}
         models = [m for m in _facts.find_models()
                   if m not in models_before or any(id(p) in group_params for p in m.parameters())]
-        if _hooks.run_audit("test " + item.nodeid, -1, models, optimizers) is None:
+        if frame is not None:
+            _holders.finished_frames.append(frame)
+        try:
+            audit_id = _hooks.run_audit("test " + item.nodeid, -1, models, optimizers)
+        finally:
+            _holders.finished_frames.clear()
+        if audit_id is None:
             return _Result("error", "tpaudit: the audit did not run (the probe is off)")
         flush = getattr(_hooks.state.recorder.lib, "tpaudit_v1_flush", None)
         if flush is not None:
             flush()
-        return self._judge(item)
+        result = self._judge(item, growth_only=not optimizers)
+        return _Result("no optimizer") if not optimizers and result.verdict == "clean" else result
 
     def _database(self):
         """This process's database: tpaudit-<host>-<pid>.db (or -<pid>-<n>.db), the newest."""
@@ -201,7 +217,7 @@ class Auditor:
         found = glob.glob(stem + ".db") + glob.glob(stem + "-[0-9]*.db")
         return max(found, key=os.path.getmtime) if found else None
 
-    def _judge(self, item):
+    def _judge(self, item, growth_only=False):
         import tpaudit
         db = self._database()
         if db is None:
@@ -214,7 +230,7 @@ class Auditor:
                            % (", ".join(unknown), ", ".join(GATE_OPTIONS)))
         tool = tpaudit.cli_path()
         args = [tool, "gate", "--allow-incomplete"]
-        for key, value in self._gate_options(given).items():
+        for key, value in self._gate_options(given, growth_only).items():
             args += ["--" + key.replace("_", "-"), str(value)]
         # The verdict from the gate's JSON document (each rule's outcome);
         # its text, printed the same way again, only for the reader.
@@ -235,16 +251,21 @@ class Auditor:
         report = _about_the_test(report)
         return _Result(_what_failed(tool, db, rules), text.strip() + "\n" + _findings_block(report), report)
 
-    def _gate_options(self, given):
+    def _gate_options(self, given, growth_only=False):
         """The gate's options for a test: its marker's keywords; --tpaudit-max-growth
         adds max_growth where the marker gives none, and then max_retained 0
-        unless the marker gives a rule, so stale tensors still fail it."""
+        unless the marker gives a rule, so stale tensors still fail it.  A
+        test with no live optimizer of its own is judged on growth alone
+        (its limit, else 0): the process's judged audit for stale tensors
+        would be an earlier test's."""
         options = {key: given[key] for key in GATE_OPTIONS if key in given}
         limit = self.config.getoption("tpaudit_max_growth")
         if limit is not None and "max_growth" not in options:
             options["max_growth"] = limit
             if "max_retained" not in options and "max_findings" not in options:
                 options["max_retained"] = "0"
+        if growth_only:
+            return {"max_growth": options.get("max_growth", "0")}
         return options
 
     # --- the verdict in the test's report -------------------------------------------

@@ -108,3 +108,22 @@ def test_growth_limit_fails_the_leaking_loop_and_passes_its_twin(prefix, tmp_pat
     assert "with memory growth" in stdout and "STALE TENSORS cases_growth" not in stdout, stdout
     report = section(stdout, "tpaudit report")
     assert "cases_growth.kept" in report, report
+
+
+def test_growth_limit_fails_an_hf_model_leak_wherever_its_list_lives(prefix, tmp_path):
+    """GPT-2 trained 30 steps keeping 16 MiB of logits a step, under
+    max_growth="1MiB": in the test body, in a helper whose optimizer is gone
+    at the test's end (no "without an optimizer" pass), in a fixture; each
+    bounded twin passes."""
+    failures, stdout, _ = session(prefix, tmp_path, "-rA", cases_file="cases_growth_hf.py")
+    for place in ("body", "helper", "fixture"):
+        assert failures["test_%s_twin" % place] is None, failures
+        text = failures["test_%s_keeps_logits" % place]
+        assert text and "memory grows step over step in cases_growth_hf.py::test_%s_keeps_logits" % place in text, text
+        assert "FAIL max-growth" in text and "16.0 MiB/step" in text, text
+        assert "MEMORY GROWTH cases_growth_hf.py::test_%s_keeps_logits" % place in stdout, stdout
+    assert "3 with memory growth" in stdout, stdout
+    report = section(stdout, "tpaudit report")
+    made = {m: n + 1 for n, line in enumerate((CASES / "cases_growth_hf.py").read_text().splitlines())
+            for m in ("body", "helper") if line.rstrip().endswith("# made:" + m)}
+    assert "cases_growth_hf.py:%d" % made["body"] in report, report

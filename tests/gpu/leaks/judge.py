@@ -21,13 +21,15 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPT = "gpt2_leaks.py"
 GIB, MIB = float(1 << 30), float(1 << 20)
-# case: (words of the holder path, the `# made:` markers the user's line may be at)
+# case: (words of the holder path, the `# made:` markers the user's line may be at, the scenario script)
 EXPECTED = {
-    "logits": (["__main__.kept"], {"forward"}),
-    "hook": (["acts"], {"forward"}),
-    "total_loss": (["total_loss"], {"forward", "total_loss"}),
+    "logits": (["__main__.kept"], {"forward"}, "gpt2_leaks.py"),
+    "hook": (["acts"], {"forward"}, "gpt2_leaks.py"),
+    "total_loss": (["total_loss"], {"forward", "total_loss"}, "gpt2_leaks.py"),
+    "module": (["__main__.kept"], {"module"}, "gpt2_loops.py"),
+    "eval": (["__main__.kept"], {"eval"}, "gpt2_loops.py"),
+    "eval_function": (["__main__.kept"], {"eval_function"}, "gpt2_loops.py"),
 }
 failed = []
 
@@ -72,8 +74,8 @@ def held_at_audit(out, path, step):
     return None, False
 
 
-def made_lines(markers):
-    lines = (HERE / SCRIPT).read_text().splitlines()
+def made_lines(script, markers):
+    lines = (HERE / script).read_text().splitlines()
     return {i + 1 for i, text in enumerate(lines) for m in markers if text.rstrip().endswith("# made:" + m)}
 
 
@@ -130,7 +132,7 @@ def ledger_checks(label, out, doc):
 def main():
     label, case, leak_out, leak_log, twin_out, twin_log = sys.argv[1:7]
     tpaudit = sys.argv[7] if len(sys.argv) > 7 else "tpaudit"
-    words, markers = EXPECTED[case]
+    words, markers, script = EXPECTED[case]
     leak, twin = report(tpaudit, leak_out), report(tpaudit, twin_out)
     leak_alloc, twin_alloc = allocs(leak_log), allocs(twin_log)
     found = [f for f in leak["findings"] if f["kind"] == "memory_growth"]
@@ -142,8 +144,8 @@ def main():
         at = f["growth"].get("created_at") or ""
         m = re.search(r"([^\s:]+):(\d+) in ", at)
         check(f"{label}: names the holder", all(w in (path or "") for w in words), path)
-        check(f"{label}: names the user's line", bool(m) and m.group(1).endswith(SCRIPT)
-              and int(m.group(2)) in made_lines(markers), at)
+        check(f"{label}: names the user's line", bool(m) and m.group(1).endswith(script)
+              and int(m.group(2)) in made_lines(script, markers), at)
         print(f"  finding {label}: step {f['step']}: {f['message']}")
         step = f["step"] if f["step"] > 0 else max(k for k in leak_alloc if k != "end")
         # the finding's own audit: at exit, against memory_allocated() after the loop

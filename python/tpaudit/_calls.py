@@ -1,0 +1,113 @@
+"""Iterations of a loop that takes no optimizer step (an eval or inference
+loop, preprocessing through modules): the growth watch's sample point where
+there is no optimizer step to sample at (docs/ANALYZER.md, "Loops without an
+optimizer step", says why this point).
+
+The forward mechanism tells every eager module call to
+_track.notify_module_call, outside dynamo's tracing.  An iteration begins
+at each call of the *marker*: the first root module (one no module holds)
+that the user's own code called (not torch's, not an installed package's:
+`generate`'s per-token calls of the model, a framework's eval loop).  At
+its n-th call n - 1 iterations are done, and the watch samples step n - 1;
+at exit all n are (final_step).  Any other module call costs one id
+comparison.
+
+Once an optimizer steps, its step pre-hook is the sample point and the
+calls only count: a loop that calls the marker more than max(EVAL_AFTER,
+twice the most calls seen between two optimizer steps) times since the
+last optimizer step (an eval loop after training) becomes a run of calls
+again, its count from 1.
+"""
+import os
+import sys
+import weakref
+
+from . import _track
+
+EVAL_AFTER = 8
+_OWN_DIR = os.path.dirname(sys._getframe().f_code.co_filename)
+_LIBRARY_PARTS = (os.sep + "torch" + os.sep, "-packages" + os.sep)
+
+
+def _user_caller(frame):
+    """Whether the first frame outside the probe, from frame outwards, is the
+    user's (not torch's or an installed package's)."""
+    while frame is not None and frame.f_code.co_filename.startswith(_OWN_DIR):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    name = frame.f_code.co_filename
+    return not any(part in name for part in _LIBRARY_PARTS)
+
+
+class RootCalls:
+    """The listener of module calls (one per probe).  on_iteration(step) is
+    called when iteration `step` is done; on_restart() when the calls become
+    the sample point again after optimizer steps; on_error(exc) after an
+    error in it (the listener is then off: the growth watch says so)."""
+
+    def __init__(self, on_iteration, on_restart, on_error):
+        self.on_iteration = on_iteration
+        self.on_restart = on_restart
+        self.on_error = on_error
+        self.off = False
+        self.reset()
+
+    def reset(self):
+        """No marker and no calls counted (the pytest plugin's next test)."""
+        self.marker = None     # id of the marker module
+        self.ref = None        # weakref to it; its death lets the next root be chosen
+        self.calls = 0         # calls of the marker since the count began
+        self.since_step = 0    # calls since the last optimizer step
+        self.most_between = 0  # the most calls seen between two optimizer steps
+        self.stepping = False  # an optimizer step is the sample point
+
+    def __call__(self, module):
+        if id(module) != self.marker and self.marker is not None:
+            return
+        if self.off:
+            return
+        try:
+            self._call(module)
+        except Exception as exc:
+            self.off = True
+            self.on_error(exc)
+
+    def _call(self, module):
+        if self.marker is None:
+            self._choose(module)
+            return
+        if not _user_caller(sys._getframe(2)):
+            return
+        if self.stepping:
+            self.since_step += 1
+            if self.since_step <= max(EVAL_AFTER, 2 * self.most_between):
+                return
+            self.stepping, self.calls = False, 0
+            self.on_restart()
+        self.calls += 1
+        if self.calls > 1:
+            self.on_iteration(self.calls - 1)
+
+    def _choose(self, module):
+        if _track.parents.get(module) is not None or not _user_caller(sys._getframe(2)):
+            return
+
+        def gone(_ref, self=self):
+            self.marker, self.ref = None, None
+        if not self.stepping and self.calls > 1:
+            self.on_restart()  # a loop over another model: a count of its own
+        self.marker, self.ref = id(module), weakref.ref(module, gone)
+        self.calls = 0 if self.stepping else 1
+
+    def optimizer_step(self):
+        """An optimizer is about to step: True when the calls were the sample
+        point until now (the watch then starts again, counting steps)."""
+        sampled = not self.stepping and self.calls > 1
+        self.most_between = max(self.most_between, self.since_step)
+        self.since_step, self.stepping = 0, True
+        return sampled
+
+    def final_step(self):
+        """The iterations done at exit when the calls are the sample point, else None."""
+        return self.calls if not self.stepping and self.calls > 1 else None

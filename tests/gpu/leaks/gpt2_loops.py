@@ -1,0 +1,80 @@
+"""GPT-2 loops on one GPU as a new user writes them (issue 49): at module
+level, with the loop's global `out` binding the newest output, and eval
+loops that never call an optimizer; each beside a bounded twin.
+
+    python gpt2_loops.py CASE [--twin] [--steps 10] [--layers 12] [--batch 4] [--seq 256]
+
+  module         a module-level training loop keeping each step's `out.logits` in `kept`;
+                 twin: keeps `out.logits.argmax(-1).cpu()`
+  eval           a module-level loop under no_grad, no optimizer at all, keeping each batch's logits;
+                 twin: keeps the last 6 in a deque (it rises, so growth audits come, then stays flat)
+  eval_function  the same eval loop inside a function
+
+The model is HF GPT2LMHeadModel from GPT2Config (n_layer=--layers; 12 is GPT-2
+124M), fp32.  After each step (training: at its optimizer step pre-hook, where
+tpaudit samples; eval: after each batch, the moment tpaudit samples at the
+next model call) it prints `alloc <step> <memory_allocated()> <memory_reserved()>`,
+and after the loop, its `out` dropped (and the twin's deque emptied),
+`alloc_end ...`, for tests/gpu/leaks/judge.py.  Nothing here calls tpaudit.
+"""
+import argparse
+import collections
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+from transformers import GPT2Config, GPT2LMHeadModel
+
+ap = argparse.ArgumentParser()
+ap.add_argument("case", choices=["module", "eval", "eval_function"])
+ap.add_argument("--twin", action="store_true")
+ap.add_argument("--steps", type=int, default=10)
+ap.add_argument("--layers", type=int, default=12)
+ap.add_argument("--batch", type=int, default=4)
+ap.add_argument("--seq", type=int, default=256)
+args = ap.parse_args()
+
+
+def alloc(step):
+    print("alloc", step, torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), flush=True)
+
+
+torch.manual_seed(0)
+model = GPT2LMHeadModel(GPT2Config(n_layer=args.layers)).cuda()
+x = torch.randint(0, 50257, (args.batch, args.seq), device="cuda")
+kept = collections.deque(maxlen=6) if args.twin and args.case != "module" else []
+
+
+def eval_function(steps):
+    with torch.no_grad():
+        for step in range(1, steps + 1):
+            logits = model(input_ids=x).logits  # made:eval_function
+            kept.append(logits)
+            alloc(step)
+
+
+if args.case == "module":
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    register_optimizer_step_pre_hook(lambda optimizer, *_: alloc(len(kept)))
+    for step in range(1, args.steps + 1):
+        out = model(input_ids=x, labels=x)  # made:module
+        kept.append(out.logits.argmax(-1).cpu() if args.twin else out.logits)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    del out
+elif args.case == "eval":
+    model.eval()
+    with torch.no_grad():
+        for step in range(1, args.steps + 1):
+            out = model(input_ids=x)  # made:eval
+            kept.append(out.logits)
+            alloc(step)
+    del out
+else:
+    model.eval()
+    eval_function(args.steps)
+if args.twin:
+    kept.clear()
+torch.cuda.synchronize()
+print("alloc_end", torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), flush=True)
+print("done", args.case, "twin" if args.twin else "leak", args.steps, "peak", torch.cuda.max_memory_allocated())
