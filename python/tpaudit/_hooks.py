@@ -278,7 +278,7 @@ def _patch(torch):
     Module.register_parameter = register_parameter
     Module.__setattr__ = setattr_
     Module.add_module = add_module
-    _parts.guard("forward_descriptor", _forward.install, torch, functools.partial(_parts.fail, "forward_descriptor"))
+    _parts.guard("forward_descriptor", _forward.install, torch)
 
     counts = _track.step_counts
     plan = state.plan

@@ -35,13 +35,25 @@ class WeakIdMap:
 
 
 optimizers = WeakIdMap()   # optimizer -> None
-forwarded = WeakIdMap()    # module that ran forward -> None
+forwarded = {}             # id(module that ran forward) -> weakref(module): _forward.py's twin fills it
+module_call_listeners = []  # callables(module), called at each eager module call (notify_module_call)
 parents = WeakIdMap()      # module -> (weakref(parent), attribute name)
 owners = WeakIdMap()       # parameter -> (weakref(module), attribute name)
 names = WeakIdMap()        # tensor -> best dotted name
 holders = WeakIdMap()      # optimizer -> [weakref(object holding it)] (frameworks/holders.py)
 scanned = WeakIdMap()      # optimizer -> True once its gc referrer scan ran
 step_counts = {}           # id(optimizer) -> [steps taken, next step due]
+
+
+def notify_module_call(module):
+    """Calls each of module_call_listeners with module (the twin of
+    Module.__call__ calls it at each eager module call while the list is not
+    empty); a listener's exception is swallowed: it never reaches the call."""
+    for listener in list(module_call_listeners):
+        try:
+            listener(module)
+        except Exception:
+            pass
 
 
 class _Changes:
