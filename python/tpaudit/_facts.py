@@ -31,6 +31,8 @@ def _storage_of(t):
     that has none of its own (torchao's WeightWithDynamicFloat8CastTensor)
     of the one tensor it wraps (__tensor_flatten__), so bytes are counted
     where they live; None when there is none to read."""
+    if _track.is_fake(t):
+        return None
     try:
         storage = t.untyped_storage()
         return storage.data_ptr(), storage.nbytes()

@@ -75,6 +75,13 @@ def fail(exc):
             pass
 
 
+def _never():
+    return False
+
+
+_compiling = _never  # torch's is_dynamo_compiling (_patch): dynamo reads it by this module's name
+
+
 def _stack():
     return _track.python_stack(_OWN_DIR)
 
@@ -282,10 +289,12 @@ def _patch(torch):
 
     counts = _track.step_counts
     plan = state.plan
+    global _compiling
+    _compiling = _forward.compiling_test(torch) or _never
 
     def step_pre(opt, _args, _kwargs):
-        if not state.enabled:
-            return
+        if _compiling() or not state.enabled:
+            return  # a compiled step: dynamo folds the test, and traces nothing of the probe
         entry = counts.get(id(opt))
         if entry is None:
             entry = counts[id(opt)] = [0, plan.first]  # [steps taken, next step due]

@@ -21,6 +21,7 @@ import sys
 
 from . import _holders
 from . import _parts
+from . import _track
 
 OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 MODULE_DEPTH = 3          # parameters are grouped by their module path cut to this many parts
@@ -64,7 +65,7 @@ class Ledger:
         try:
             if type(t).__name__ == "DTensor":
                 t = t._local_tensor  # this rank's shard holds the bytes
-            if t.is_meta or t.layout != self.torch.strided:
+            if t.is_meta or t.layout != self.torch.strided or _track.is_fake(t):
                 return None
             s = t.untyped_storage()
             ptr, nbytes = s.data_ptr(), s.nbytes()

@@ -142,6 +142,19 @@ def remember_name(tensor, name):
         names.put(tensor, name)
 
 
+def is_fake(t):
+    """True for a FakeTensor (dynamo's, export's: example values it keeps)
+    or a tensor over one: it has no memory, and reading its data pointer
+    makes torch print a warning into the program's stderr."""
+    fake = sys.modules.get("torch._subclasses.fake_tensor")
+    if fake is None:
+        return False
+    try:
+        return bool(fake.is_fake(t))
+    except Exception:
+        return True
+
+
 def python_stack(skip_prefix):
     """Caller's stack as "file:line:function" lines, innermost first, own frames left out."""
     lines = []
