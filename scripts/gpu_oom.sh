@@ -5,6 +5,7 @@
 # `tpaudit:` lines) and its exit status, then the finding each must give
 # (tests/gpu/oom/judge.py):
 #   logits  keeps each step's logits until the cap: out_of_memory, cause growth, names `kept`
+#   logits_compiled  the same through torch.compile(model): the same finding, name and line
 #   batch   one step far too large: out_of_memory, cause step_peak (no holder)
 #   frag    8 MiB holes, 256 MiB asked: cause fragmentation; the same program with
 #           PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True exits 0
@@ -54,6 +55,7 @@ both() {
 }
 cases=tests/gpu/oom/gpu_oom_cases.py
 both logits python3 "$cases" logits
+both logits_compiled python3 "$cases" logits_compiled
 both batch python3 "$cases" batch
 both frag python3 "$cases" frag
 both finder python3 "$cases" finder

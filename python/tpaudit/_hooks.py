@@ -3,9 +3,11 @@
 Optimizer construction, the global optimizer step pre-hook (audits at the
 steps TPAUDIT_AUDIT names; under TPAUDIT_FAIL_FAST it waits for each audit's
 verdict and ends the run at one with an error), the modules that ran
-forward (_forward.py: no module hook, so torch.compile sees none), and
+forward (_forward.py: a twin of Module.__call__, no module hook), and
 register_parameter / __setattr__ / add_module patches that record parent
-links and replacement events.  An exception in one of the parts _parts.py
+links and replacement events.  Each patched function and the step
+pre-hook test torch's is_dynamo_compiling first: dynamo folds it to True,
+so what it traces of them is the original call alone.  An exception in one of the parts _parts.py
 names turns that part off alone; any other (the optimizer hooks, the
 audit's ownership facts) turns the probe off.  Each says so in one
 "tpaudit:" line on stderr (when the program has one); none reaches the
@@ -237,8 +239,9 @@ def _after(on_call, *args):
 
 
 def _events():
-    """True while the probe records replacement and creation events."""
-    return state.enabled and _parts.on("replacement_events")
+    """True while the probe records replacement and creation events (never
+    while dynamo traces: it folds _compiling() and traces no further)."""
+    return not _compiling() and state.enabled and _parts.on("replacement_events")
 
 
 def _patch(torch):

@@ -5,6 +5,7 @@ and runs unmodified with and without tpaudit (scripts/gpu_oom.sh).
 cases:
   logits   a 4-layer GPT-2 loop that keeps each step's logits in a list
            until it runs out (the finding names the list, its rate, its line)
+  logits_compiled  the same loop through torch.compile(model): the same finding
   batch    two steps at batch 2, then one whose batch is far too large for the
            cap (the step's own peak, no holder)
   frag     8 MiB tensors, every other one freed: the allocator has the bytes
@@ -34,20 +35,21 @@ def gpt2(layers=4):
     return model, torch.optim.AdamW(model.parameters(), lr=1e-4)
 
 
-def step(model, opt, batch, seq=256):
+def step(model, opt, batch, seq=256, run=None):
     x = torch.randint(0, 50257, (batch, seq), device="cuda")
-    out = model(x, labels=x)
+    out = (run or model)(x, labels=x)
     out.loss.backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
     return out
 
 
-def logits():
+def logits(compiled=False):
     model, opt = gpt2()
+    run = torch.compile(model) if compiled else model
     kept = []
     for n in range(10000):
-        out = step(model, opt, 2)
+        out = step(model, opt, 2, run=run)
         kept.append(out.logits)  # the leak: 2 x 256 x 50257 floats a step, with the graph
     return kept
 
@@ -86,4 +88,5 @@ CAP = float(os.environ.get("CAP_GIB", "6")) * GIB
 
 if __name__ == "__main__":
     cap()
-    {"logits": logits, "batch": batch, "frag": frag, "finder": finder}[sys.argv[1]]()
+    {"logits": logits, "logits_compiled": lambda: logits(compiled=True), "batch": batch, "frag": frag,
+     "finder": finder}[sys.argv[1]]()

@@ -2,6 +2,7 @@
 from its JSON report (OUT/<case>.json).  Prints one `check:` line each and
 exits 1 when one failed.  usage: judge.py OUT TPAUDIT"""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,12 @@ f = died("logits", "growth")
 if f:
     text = f["oom"]["cause_text"]
     check("kept" in text and "gpu_oom_cases.py:" in text, "logits: names `kept`, its rate and line: " + text)
+    g = died("logits_compiled", "growth")
+    if g:  # compiled: the same holder and line as in eager mode
+        where = lambda t: sorted(set(re.findall(r"gpu_oom_cases\.py:\d+", t)))
+        other = g["oom"]["cause_text"]
+        check("kept" in other and where(other) == where(text),
+              "logits_compiled: names `kept` and the eager run's lines %s: %s" % (where(text), other))
 died("batch", "step_peak")
 check(not findings("batch", "memory_growth"), "batch: no memory_growth finding")
 f = died("frag", "fragmentation")
