@@ -84,6 +84,17 @@ def _never():
 _compiling = _never  # torch's is_dynamo_compiling (_patch): dynamo reads it by this module's name
 
 
+def _checked(test):
+    """test when it answers False here (outside dynamo), else _never: the
+    patched calls and the step hook must never raise from it."""
+    try:
+        if test is not None and test() is False:
+            return test
+    except Exception:
+        pass
+    return _never
+
+
 def _stack():
     return _track.python_stack(_OWN_DIR)
 
@@ -249,6 +260,8 @@ def _patch(torch):
     and add_module; each keeps the original's name, qualname, module, doc
     and signature (functools.wraps), so it pickles and reads as before."""
     import functools
+    global _compiling
+    _compiling = _checked(_forward.compiling_test(torch))
     Module = torch.nn.Module
     orig_init = torch.optim.Optimizer.__init__
     orig_register = Module.register_parameter
@@ -292,8 +305,6 @@ def _patch(torch):
 
     counts = _track.step_counts
     plan = state.plan
-    global _compiling
-    _compiling = _forward.compiling_test(torch) or _never
 
     def step_pre(opt, _args, _kwargs):
         if _compiling() or not state.enabled:
