@@ -132,7 +132,7 @@ def find_models(extra_modules=(), tensors=()):
         if module is not None:
             candidates.append(module)
     for module in candidates:
-        top = _track.module_top(module)
+        top = _track.module_top(_track.compiled_from(module) or module)
         if top is not None:
             tops[id(top)] = top
     inside = set()

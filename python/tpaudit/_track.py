@@ -91,16 +91,35 @@ def holders_of(opt):
     return [obj for obj in (r() for r in refs) if obj is not None]
 
 
+def compiled_from(module):
+    """The module torch.compile(module) wrapped when module is its
+    OptimizedModule, else None: the wrapper is no part of the model's names
+    (a compiled model's findings name what eager mode names)."""
+    if type(module).__name__ == "OptimizedModule":
+        return module.__dict__.get("_modules", {}).get("_orig_mod")
+    return None
+
+
+def _parent(module):
+    """(live parent, attribute name) of module, or None for a root (no
+    link, a dead parent, or torch.compile's wrapper above it)."""
+    link = parents.get(module)
+    if link is None:
+        return None
+    parent = link[0]()
+    if parent is None or compiled_from(parent) is module:
+        return None
+    return parent, link[1]
+
+
 def module_path(module, depth=0):
     """Dotted path of module from its root ("" for a root), None if detached."""
     parts = []
     while depth < 64:
-        link = parents.get(module)
+        link = _parent(module)
         if link is None:
             return ".".join(reversed(parts))
-        parent = link[0]()
-        if parent is None:
-            return ".".join(reversed(parts))
+        parent = link[0]
         if parent._modules.get(link[1]) is not module:
             return None
         parts.append(link[1])
@@ -113,12 +132,10 @@ def module_top(module):
     """The root module holding module, or None when it was replaced out of a
     live parent.  A dead parent (a wrapper let go) makes module a root."""
     for _ in range(64):
-        link = parents.get(module)
+        link = _parent(module)
         if link is None:
             return module
-        parent = link[0]()
-        if parent is None:
-            return module
+        parent = link[0]
         if parent._modules.get(link[1]) is not module:
             return None
         module = parent

@@ -1,6 +1,6 @@
 """compile_fsdp2.py - FSDP2 (fully_shard on each block and the root) under
-torch.compile on 2 gloo ranks (torchrun), a few AdamW steps on the CPU; each
-rank prints dynamo's counters, the code of its graphs and its losses, so
+torch.compile on 2 gloo ranks (torchrun), a few AdamW steps on the CPU; rank
+0 prints each rank's dynamo counters, the code of its graphs and its losses, so
 that a run under tpaudit must print what a run without it prints
 (test_compile.py).  A torch without FSDP2 prints "skip: <why>"."""
 import hashlib
@@ -50,9 +50,13 @@ def main():
         losses.append(loss.item().hex())
     seen = {k: dict(v) for k, v in counters.items() if k in ("stats", "frames", "graph_break", "recompiles")}
     rank = dist.get_rank()
-    print(rank, "counters", json.dumps(seen, sort_keys=True))
-    print(rank, "graphs", len(graphs), hashlib.sha256(json.dumps(graphs).encode()).hexdigest()[:16])
-    print(rank, "losses", " ".join(losses))
+    lines = ["%d counters %s" % (rank, json.dumps(seen, sort_keys=True)),
+             "%d graphs %d %s" % (rank, len(graphs), hashlib.sha256(json.dumps(graphs).encode()).hexdigest()[:16]),
+             "%d losses %s" % (rank, " ".join(losses))]
+    every = [None] * dist.get_world_size()
+    dist.all_gather_object(every, lines)  # rank 0 prints all: the ranks' writes never interleave
+    if rank == 0:
+        print("\n".join(line for lines in every for line in lines))
     dist.destroy_process_group()
     return 0
 
