@@ -134,8 +134,10 @@ def from_frames(frame, Module):
     graph makes no eager call to note)."""
     found = []
     while frame is not None:
-        values = list(frame.f_locals.values())
-        me = frame.f_locals.get("self")
+        local = frame.f_locals
+        values = list(local.values())
+        me = local.get("self")
+        forget(frame, local)
         if me is not None and not isinstance(me, Module):
             try:
                 values.extend(list(vars(me).values())[:256])
@@ -144,6 +146,16 @@ def from_frames(frame, Module):
         found.extend(v for v in values if isinstance(v, Module))
         frame = frame.f_back
     return found
+
+
+def forget(frame, local):
+    """Empties the snapshot of a function frame's locals that reading
+    f_locals left on the frame (Python 3.11, 3.12), so that it keeps no
+    object the function lets go later (it is refilled at the next read);
+    one that the program holds too (a locals() it kept) is left alone."""
+    if (type(local) is dict and frame.f_code.co_flags & inspect.CO_OPTIMIZED
+            and sys.getrefcount(local) <= 4):  # the frame's, the caller's, `local` and the argument
+        local.clear()
 
 
 def noted():
