@@ -18,6 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from importlib.metadata import version
+
+TORCH = tuple(int(v) for v in version("torch").split("+")[0].split(".")[:2])
+# On torch 2.2 the probe still shows through (its step hook is traced and
+# models compiled with torch.compile take no step audit): open, issue 47.
+pytestmark = pytest.mark.skipif(TORCH < (2, 6), reason="torch %d.%d: the probe is not yet invisible to "
+                                "dynamo before torch 2.6 (issue 47 open there)" % TORCH)
+
 HERE = Path(__file__).resolve().parent
 LIB = os.environ["TPAUDIT_TEST_LIB"]
 TPAUDIT = str(Path(LIB).resolve().parents[1] / "bin" / "tpaudit")

@@ -4,6 +4,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from importlib.metadata import version
 
 import pytest
 
@@ -69,6 +70,8 @@ def findings(tmp_path):
                        for f in doc["findings"])
 
 
+@pytest.mark.skipif(tuple(int(v) for v in version("torch").split("+")[0].split(".")[:2]) < (2, 6),
+                    reason="the probe is not yet invisible to dynamo before torch 2.6 (issue 47 open there)")
 @pytest.mark.parametrize("order", ["buggy", "fixed"])
 def test_seed_compiled_same_findings(tmp_path, order):
     """torch.compile(model) (inductor) finds what eager mode finds: the same
