@@ -5,6 +5,7 @@
 # `tpaudit:` lines) and its exit status, then the finding each must give
 # (tests/gpu/oom/judge.py):
 #   logits  keeps each step's logits until the cap: out_of_memory, cause growth, names `kept`
+#   logits_compiled  the same through torch.compile(model): the same finding, name and line
 #   batch   one step far too large: out_of_memory, cause step_peak (no holder)
 #   frag    8 MiB holes, 256 MiB asked: cause fragmentation; the same program with
 #           PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True exits 0
@@ -55,7 +56,7 @@ both() {
   grep -h '^verdict' "$out/$name.report.txt" | head -2 | sed 's/^/    /' | tee -a "$summary"
 }
 cases=tests/gpu/oom/gpu_oom_cases.py
-for case in logits list-module losses eval-module eval-function batch batch-backward frag finder; do
+for case in logits logits_compiled list-module losses eval-module eval-function batch batch-backward frag finder; do
   both "$case" python3 "$cases" "$case"
 done
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 300 python3 "$cases" frag > "$out/frag-expandable.out" 2>&1

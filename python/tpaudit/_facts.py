@@ -6,6 +6,7 @@ double).  It reads only; it never changes a tensor or draws random numbers.
 """
 import sys
 
+from . import _forward
 from . import _native as N
 from . import _parts
 from . import _track
@@ -30,6 +31,8 @@ def _storage_of(t):
     that has none of its own (torchao's WeightWithDynamicFloat8CastTensor)
     of the one tensor it wraps (__tensor_flatten__), so bytes are counted
     where they live; None when there is none to read."""
+    if _track.is_fake(t):
+        return None
     try:
         storage = t.untyped_storage()
         return storage.data_ptr(), storage.nbytes()
@@ -96,23 +99,40 @@ def _owner(t):
     return link[0]() if link else None
 
 
+def _seen_modules():
+    """Modules that ran forward in an eager call (_forward.py's twin), and
+    those in the callers' locals and __main__'s globals (a compiled
+    function's models, whose calls only its graph makes); an error here
+    turns the part forward_descriptor off (the optimizers' params remain)."""
+    import torch
+    Module = torch.nn.Module
+    found = _forward.noted() + _forward.from_frames(sys._getframe(2), Module)
+    main = sys.modules.get("__main__")
+    if main is not None:
+        found.extend(v for v in list(vars(main).values()) if isinstance(v, Module))
+    return found
+
+
 def find_models(extra_modules=(), tensors=()):
-    """Live roots: modules that ran forward, owners of optimizer params, owners
-    of `tensors` (a wrapper's working tensors), extra_modules.
+    """Live roots: modules that ran forward or that the callers' frames and
+    __main__ hold, owners of optimizer params, owners of `tensors` (a
+    wrapper's working tensors), extra_modules.
 
     A candidate is lifted to its root through recorded parent links (a dead
     parent, such as a DDP or torch.compile wrapper that was let go, ends the
     climb: the module is a root); one replaced out of a live parent is
     dropped; a root contained in another root is dropped."""
     tops = {}
-    candidates = [m for m, _ in _track.forwarded.live()] + list(extra_modules)
+    candidates = list(extra_modules)
+    if _parts.on("forward_descriptor"):
+        candidates += _parts.guard("forward_descriptor", _seen_modules) or []
     held = [p for opt, _ in _track.optimizers.live() for group in opt.param_groups for p in group["params"]]
     for t in held + list(tensors):
         module = _owner(t)
         if module is not None:
             candidates.append(module)
     for module in candidates:
-        top = _track.module_top(module)
+        top = _track.module_top(_track.compiled_from(module) or module)
         if top is not None:
             tops[id(top)] = top
     inside = set()

@@ -3,9 +3,11 @@
 Optimizer construction, the global optimizer step pre-hook (audits at the
 steps TPAUDIT_AUDIT names; under TPAUDIT_FAIL_FAST it waits for each audit's
 verdict and ends the run at one with an error), the modules that ran
-forward (_forward.py: no module hook, so torch.compile sees none), and
+forward (_forward.py: a twin of Module.__call__, no module hook), and
 register_parameter / __setattr__ / add_module patches that record parent
-links and replacement events.  An exception in one of the parts _parts.py
+links and replacement events.  Each patched function and the step
+pre-hook test torch's is_dynamo_compiling first: dynamo folds it to True,
+so what it traces of them is the original call alone.  An exception in one of the parts _parts.py
 names turns that part off alone; any other (the optimizer hooks, the
 audit's ownership facts) turns the probe off.  Each says so in one
 "tpaudit:" line on stderr (when the program has one); none reaches the
@@ -73,6 +75,24 @@ def fail(exc):
                 state.recorder.set_run_info("python", "off: internal error")
         except Exception:
             pass
+
+
+def _never():
+    return False
+
+
+_compiling = _never  # torch's is_dynamo_compiling (_patch): dynamo reads it by this module's name
+
+
+def _checked(test):
+    """test when it answers False here (outside dynamo), else _never: the
+    patched calls and the step hook must never raise from it."""
+    try:
+        if test is not None and test() is False:
+            return test
+    except Exception:
+        pass
+    return _never
 
 
 def _stack():
@@ -239,8 +259,9 @@ def _after(on_call, *args):
 
 
 def _events():
-    """True while the probe records replacement and creation events."""
-    return state.enabled and _parts.on("replacement_events")
+    """True while the probe records replacement and creation events (never
+    while dynamo traces: it folds _compiling() and traces no further)."""
+    return not _compiling() and state.enabled and _parts.on("replacement_events")
 
 
 def _patch(torch):
@@ -248,6 +269,8 @@ def _patch(torch):
     and add_module; each keeps the original's name, qualname, module, doc
     and signature (functools.wraps), so it pickles and reads as before."""
     import functools
+    global _compiling
+    _compiling = _checked(_forward.compiling_test(torch))
     Module = torch.nn.Module
     orig_init = torch.optim.Optimizer.__init__
     orig_register = Module.register_parameter
@@ -287,14 +310,14 @@ def _patch(torch):
     Module.register_parameter = register_parameter
     Module.__setattr__ = setattr_
     Module.add_module = add_module
-    _parts.guard("forward_descriptor", _forward.install, torch, functools.partial(_parts.fail, "forward_descriptor"))
+    _parts.guard("forward_descriptor", _forward.install, torch)
 
     counts = _track.step_counts
     plan = state.plan
 
     def step_pre(opt, _args, _kwargs):
-        if not state.enabled:
-            return
+        if _compiling() or not state.enabled:
+            return  # a compiled step: dynamo folds the test, and traces nothing of the probe
         entry = counts.get(id(opt))
         if entry is None:
             entry = counts[id(opt)] = [0, plan.first]  # [steps taken, next step due]

@@ -23,6 +23,7 @@ import sys
 
 from . import _holders
 from . import _parts
+from . import _track
 from . import _workspaces
 
 OWN_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -67,7 +68,7 @@ class Ledger:
         try:
             if type(t).__name__ == "DTensor":
                 t = t._local_tensor  # this rank's shard holds the bytes
-            if t.is_meta or t.layout != self.torch.strided:
+            if t.is_meta or t.layout != self.torch.strided or _track.is_fake(t):
                 return None
             s = t.untyped_storage()
             ptr, nbytes = s.data_ptr(), s.nbytes()

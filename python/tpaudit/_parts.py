@@ -16,8 +16,8 @@ import sys
 
 # part -> (what is lost while it is off, the verdict it is needed for or None)
 PARTS = {
-    "forward_descriptor": ("the modules that ran forward: models are found through the optimizers' "
-                           "parameters only", None),
+    "forward_descriptor": ("the modules that ran forward and those the callers' frames hold: models are "
+                           "found through the optimizers' parameters only", None),
     "replacement_events": ("replacement and creation events (no 'replaced at' or 'created at' stacks, "
                            "no parent links of modules set from now on)", "stale"),
     "growth_watch": ("the step samples and growth audits", "growth"),

@@ -35,21 +35,21 @@ class WeakIdMap:
 
 
 optimizers = WeakIdMap()   # optimizer -> None
-forwarded = WeakIdMap()    # module that ran forward -> None
+forwarded = {}             # id(module that ran forward) -> weakref(module): _forward.py's twin fills it
+module_call_listeners = []  # callables(module), called at each eager module call (notify_module_call)
 parents = WeakIdMap()      # module -> (weakref(parent), attribute name)
 owners = WeakIdMap()       # parameter -> (weakref(module), attribute name)
 names = WeakIdMap()        # tensor -> best dotted name
 holders = WeakIdMap()      # optimizer -> [weakref(object holding it)] (frameworks/holders.py)
 scanned = WeakIdMap()      # optimizer -> True once its gc referrer scan ran
 step_counts = {}           # id(optimizer) -> [steps taken, next step due]
-module_call_listeners = []  # functions called with the module at every eager module call
 
 
 def notify_module_call(module):
-    """Calls each of module_call_listeners with module; the forward mechanism
-    (_forward.py) calls it at every eager module call, outside dynamo's
-    tracing.  Never raises: a listener's error is the listener's to report."""
-    for listener in module_call_listeners:
+    """Calls each of module_call_listeners with module (the twin of
+    Module.__call__ calls it at each eager module call while the list is not
+    empty); a listener's exception is swallowed: it never reaches the call."""
+    for listener in list(module_call_listeners):
         try:
             listener(module)
         except Exception:
@@ -91,16 +91,35 @@ def holders_of(opt):
     return [obj for obj in (r() for r in refs) if obj is not None]
 
 
+def compiled_from(module):
+    """The module torch.compile(module) wrapped when module is its
+    OptimizedModule, else None: the wrapper is no part of the model's names
+    (a compiled model's findings name what eager mode names)."""
+    if type(module).__name__ == "OptimizedModule":
+        return module.__dict__.get("_modules", {}).get("_orig_mod")
+    return None
+
+
+def _parent(module):
+    """(live parent, attribute name) of module, or None for a root (no
+    link, a dead parent, or torch.compile's wrapper above it)."""
+    link = parents.get(module)
+    if link is None:
+        return None
+    parent = link[0]()
+    if parent is None or compiled_from(parent) is module:
+        return None
+    return parent, link[1]
+
+
 def module_path(module, depth=0):
     """Dotted path of module from its root ("" for a root), None if detached."""
     parts = []
     while depth < 64:
-        link = parents.get(module)
+        link = _parent(module)
         if link is None:
             return ".".join(reversed(parts))
-        parent = link[0]()
-        if parent is None:
-            return ".".join(reversed(parts))
+        parent = link[0]
         if parent._modules.get(link[1]) is not module:
             return None
         parts.append(link[1])
@@ -113,12 +132,10 @@ def module_top(module):
     """The root module holding module, or None when it was replaced out of a
     live parent.  A dead parent (a wrapper let go) makes module a root."""
     for _ in range(64):
-        link = parents.get(module)
+        link = _parent(module)
         if link is None:
             return module
-        parent = link[0]()
-        if parent is None:
-            return module
+        parent = link[0]
         if parent._modules.get(link[1]) is not module:
             return None
         module = parent
@@ -140,6 +157,19 @@ def param_name(param):
 def remember_name(tensor, name):
     if name:
         names.put(tensor, name)
+
+
+def is_fake(t):
+    """True for a FakeTensor (dynamo's, export's: example values it keeps)
+    or a tensor over one: it has no memory, and reading its data pointer
+    makes torch print a warning into the program's stderr."""
+    fake = sys.modules.get("torch._subclasses.fake_tensor")
+    if fake is None:
+        return False
+    try:
+        return bool(fake.is_fake(t))
+    except Exception:
+        return True
 
 
 def python_stack(skip_prefix):

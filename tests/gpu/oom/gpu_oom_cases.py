@@ -8,6 +8,8 @@ cases:
   logits          a 4-layer GPT-2 loop in a function that keeps each step's
                   logits in a list until it runs out (in backward, on the
                   autograd engine's thread): the list, its rate, its line
+  logits_compiled the same loop through torch.compile(model): the same
+                  finding, holder and lines as in eager mode
   list-module     the same loop at module level
   losses          a training loop in a function that keeps each step's loss
                   with its graph (retain_graph=True) until it runs out
@@ -55,20 +57,21 @@ def batch_of(batch, seq=256):
     return torch.randint(0, VOCAB, (batch, seq), device="cuda")
 
 
-def step(model, opt, batch, seq=256, retain_graph=False):
+def step(model, opt, batch, seq=256, retain_graph=False, run=None):
     x = batch_of(batch, seq)
-    out = model(x, labels=x)  # oom-line: forward
+    out = (run or model)(x, labels=x)  # oom-line: forward
     out.loss.backward(retain_graph=retain_graph)  # oom-line: backward
     opt.step()
     opt.zero_grad(set_to_none=True)
     return out
 
 
-def logits():
+def logits(compiled=False):
     model, opt = gpt2()
+    run = torch.compile(model) if compiled else model
     kept = []
     for n in range(10000):
-        out = step(model, opt, 2)
+        out = step(model, opt, 2, run=run)
         kept.append(out.logits)  # oom-line: logits (2 x 256 x 50257 floats a step, with the graph)
     return kept
 
@@ -155,7 +158,7 @@ def finder():
     print("finder: batch", size)
 
 
-FUNCTIONS = {"logits": logits, "losses": losses, "eval-function": eval_function, "batch": batch,
+FUNCTIONS = {"logits": logits, "logits_compiled": lambda: logits(compiled=True), "losses": losses, "eval-function": eval_function, "batch": batch,
              "batch-backward": batch_backward, "frag": frag, "finder": finder}
 MODULE_LEVEL = ("list-module", "eval-module")
 

@@ -4,6 +4,7 @@ from its JSON report (OUT/<case>.json) by the checks the CI fixtures share
 the free-of-tpaudit twin of each (OUT/summary rows).  Prints one `check:`
 line each and exits 1 when one failed.  usage: judge.py OUT TPAUDIT"""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,15 @@ for case in oom_checks.EXPECT:
             o = f[0]["oom"]
             print("case: %s cause %s: %s | stack %s" % (case, o["cause"], o["cause_text"],
                                                         oom_checks.frames_text(o["python_stack"])[:3]))
+compiled = findings("logits_compiled", "out_of_memory") or []
+eager = findings("logits", "out_of_memory") or []
+check(len(compiled) == 1 and compiled[0]["oom"]["cause"] == "growth",
+      "logits_compiled: one out_of_memory, cause growth (%s)" % [f["oom"]["cause"] for f in compiled])
+if compiled and eager:  # compiled: the same holder and lines as in eager mode
+    where = lambda t: sorted(set(re.findall(r"gpu_oom_cases\.py:\d+", t)))
+    text, other = eager[0]["oom"]["cause_text"], compiled[0]["oom"]["cause_text"]
+    check("kept" in other and where(other) == where(text),
+          "logits_compiled: names `kept` and the eager run's lines %s: %s" % (where(text), other))
 check(not (findings("finder", "out_of_memory") or []), "finder: not judged died of OOM")
 caught = findings("finder", "caught_out_of_memory") or []
 check(len(caught) >= 1 and all(c["severity"] == "warning" for c in caught),

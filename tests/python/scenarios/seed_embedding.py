@@ -2,6 +2,8 @@
 
 --order buggy: the optimizer holds the old nn.Embedding(50257, C) table, the new
 nn.Embedding(50260, C) is in no param group.  --order fixed: replace first.
+--compile BACKEND trains the model through torch.compile (test_seed.py: the
+same findings, names and lines as in eager mode).
 """
 import argparse
 
@@ -24,6 +26,7 @@ def main():
     ap.add_argument("--order", choices=["buggy", "fixed"], default="buggy")
     ap.add_argument("--width", type=int, default=16)
     ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--compile", default=None)
     args = ap.parse_args()
     model = Tiny(50257, args.width)
     if args.order == "fixed":
@@ -32,9 +35,10 @@ def main():
     if args.order == "buggy":
         model.wte = nn.Embedding(50260, args.width)  # REPLACE_BUGGY
     ids = torch.arange(8).reshape(2, 4)
+    run = torch.compile(model, backend=args.compile) if args.compile else model
     for _ in range(args.steps):
         opt.zero_grad()
-        model(ids).backward()
+        run(ids).backward()
         opt.step()
 
 
