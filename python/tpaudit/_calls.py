@@ -22,6 +22,7 @@ import os
 import sys
 import weakref
 
+from . import _forward
 from . import _track
 
 EVAL_AFTER = 8
@@ -29,10 +30,16 @@ _OWN_DIR = os.path.dirname(sys._getframe().f_code.co_filename)
 _LIBRARY_PARTS = (os.sep + "torch" + os.sep, "-packages" + os.sep)
 
 
+def _probe_frame(frame):
+    """Whether frame is the probe's: a file of the probe, or the twin of
+    Module.__call__ (_forward.py), which carries torch's file name."""
+    return frame.f_code.co_filename.startswith(_OWN_DIR) or _forward.is_twin(frame.f_code)
+
+
 def _user_caller(frame):
     """Whether the first frame outside the probe, from frame outwards, is the
     user's (not torch's or an installed package's)."""
-    while frame is not None and frame.f_code.co_filename.startswith(_OWN_DIR):
+    while frame is not None and _probe_frame(frame):
         frame = frame.f_back
     if frame is None:
         return False
@@ -55,7 +62,7 @@ class RootCalls:
 
     def reset(self):
         """No marker and no calls counted (the pytest plugin's next test)."""
-        self.marker = None     # id of the marker module
+        self._mark(None)
         self.ref = None        # weakref to it; its death lets the next root be chosen
         self.calls = 0         # calls of the marker since the count began
         self.since_step = 0    # calls since the last optimizer step
@@ -94,11 +101,22 @@ class RootCalls:
             return
 
         def gone(_ref, self=self):
-            self.marker, self.ref = None, None
+            self._mark(None)
         if not self.stepping and self.calls > 1:
             self.on_restart()  # a loop over another model: a count of its own
-        self.marker, self.ref = id(module), weakref.ref(module, gone)
+        self._mark(module, weakref.ref(module, gone))
         self.calls = 0 if self.stepping else 1
+
+    def _mark(self, module, ref=None):
+        """Makes module (None: none yet) the marker.  Once there is one, the
+        twin of Module.__call__ calls the listeners for it alone
+        (_track.module_calls_wanted), so no other module's eager call runs
+        Python code of the probe: in a compiled program's resumed frames,
+        dynamo would convert that code's frames and count them."""
+        self.marker, self.ref = (None, None) if module is None else (id(module), ref)
+        _track.module_calls_wanted.clear()
+        if module is not None:
+            _track.module_calls_wanted.add(id(module))
 
     def optimizer_step(self):
         """An optimizer is about to step: True when the calls were the sample

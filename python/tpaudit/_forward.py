@@ -41,9 +41,16 @@ _id = id
 _ref = weakref.ref
 _listeners = _track.module_call_listeners
 _notify = _track.notify_module_call
+_wanted = _track.module_calls_wanted
+_parented = _track.parents.data
 
 # The text that replaces torch's first test; TEST is torch's test itself.
-_NOTE = "not (_compiling() or _note(_id(self), _ref(self)) or _listeners and _notify(self) or True) or "
+# Listeners hear of the module they want (_track.module_calls_wanted) or,
+# before they want one, of modules with no parent: a submodule's eager call
+# (in a compiled program's resumed frames, dynamo's callback on) runs no
+# Python code of the probe, whose frames dynamo would convert and count.
+_NOTE = ("not (_compiling() or _note(_id(self), _ref(self)) or _listeners and (_id(self) in _wanted if _wanted else"
+         " _id(self) not in _parented) and _notify(self) or True) or ")
 TEST = "if self._compiled_call_impl is not None:"
 MAX_NOTED = 4096  # ids noted before dead entries are dropped (at the next step)
 
@@ -110,6 +117,11 @@ def install(torch):
         if Module.__dict__.get(call.__name__) is call:
             setattr(Module, call.__name__, twin)
         _installed = (Module, call, twin)
+
+
+def is_twin(code):
+    """Whether code is the twin's (its frames carry torch's file name)."""
+    return _installed is not None and code is _installed[2].__code__
 
 
 def rearm():

@@ -37,6 +37,7 @@ class WeakIdMap:
 optimizers = WeakIdMap()   # optimizer -> None
 forwarded = {}             # id(module that ran forward) -> weakref(module): _forward.py's twin fills it
 module_call_listeners = []  # callables(module), called at each eager module call (notify_module_call)
+module_calls_wanted = set()  # ids of the modules the listeners want to hear of; empty: every module
 parents = WeakIdMap()      # module -> (weakref(parent), attribute name)
 owners = WeakIdMap()       # parameter -> (weakref(module), attribute name)
 names = WeakIdMap()        # tensor -> best dotted name

@@ -147,11 +147,13 @@ def finder():
     model, opt = gpt2()
     size = 512
     while True:
-        try:
-            step(model, opt, size, seq=1024)
+        try:  # two steps: the second holds the optimizer's state too
+            for n in range(2):
+                step(model, opt, size, seq=1024)
             break
         except torch.OutOfMemoryError:
             size //= 2
+            opt.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
     for n in range(5):
         step(model, opt, size, seq=1024)
