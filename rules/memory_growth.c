@@ -351,7 +351,8 @@ static int growth_over(sqlite3 *db, const tpa_kind_t *k, const tpa_steady_audit_
             if (end + 1 - first < TPA_GROWTH_MIN_AUDITS || bounded_after(q, went_on, a, end, n, kind, owner, at_end))
                 continue;
             tpa_finding_t f;
-            make_finding(db, c, k, a, first, end + 1, later, rank, step, &f);
+            /* a finding whose rise ended before the last audit is that audit's: its step and bytes */
+            make_finding(db, c, k, a, first, end + 1, later, rank, end + 1 == n ? step : a[end].step, &f);
             if (f.growth_per_step < TPA_GROWTH_MIN_RATE || push(r, &f)) tpa_finding_free(&f);
         }
     }
