@@ -33,7 +33,10 @@ def assert_every_audit(doc, stale, rank=None, steps=None):
         if rank is not None and run["rank"] != rank:
             continue
         if steps is not None:
-            assert [p["step"] for p in points] == steps, (run["rank"], points)
+            # an exit audit that saw no optimizer (its engine's cycle collected
+            # first) may come where none is expected; it is checked below to hold nothing
+            taken = [p["step"] for p in points if -1 in steps or not (p["step"] == -1 and p.get("saw_optimizer") is False)]
+            assert taken == steps, (run["rank"], points)
         for p in points:
             want = _expected(stale, p["step"], run["rank"])
             # An exit audit taken after the program dropped its optimizer (main() returned,
