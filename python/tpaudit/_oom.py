@@ -44,6 +44,7 @@ PART = "oom_watch"  # this file's name among the probe's parts (_parts.py)
 class _Watch:
     attached = False  # the observer is attached (once per process)
     seen = 0          # OOMs this process's observer saw
+    last_step = None  # the step (or iteration) the last OOM struck in
     recorder = None
     fail = None       # fail(exc): one line, this part off (_parts.py)
     enabled = None    # () -> the probe and this part are on
@@ -86,7 +87,11 @@ def step_in_flight():
     took), -1 before any optimizer."""
     from . import _track
     counts = [entry[0] for entry in list(_track.step_counts.values())]
-    return max(counts) + 1 if counts else -1
+    if counts:
+        return max(counts) + 1
+    calls = getattr(_growth.leaks, "calls", None)  # a loop without an optimizer: its iterations done
+    done = calls.final_step() if calls is not None else None
+    return done - 1 if done is not None else -1
 
 
 def allocator_state(torch, device):
@@ -176,6 +181,7 @@ def on_oom(device, requested, total, free, frame=None):
         in_backward = _stage("stack", _in_backward, frame, default=False)
         frame = None  # no frame of the program's kept past here
         step = _stage("step", step_in_flight, default=-1)
+        watch.last_step = step
         _workspaces.backward_in_flight = in_backward  # the engine's buffers are then named in the ledger
         try:
             audit_id = _stage("audit", _audit, step, default=0) if watch.seen <= KEEP_AUDITS else 0
