@@ -443,7 +443,7 @@ class Leaks:
             return None
         last = self.calls.final_step() if self.calls is not None else None
         oom = sys.modules.get(__package__ + "._oom")
-        if oom is not None and oom.watch.last_step == last - 1:
+        if last is not None and oom is not None and oom.watch.last_step == last - 1:
             last = None  # the OOM struck in that iteration: it never ended (no progress after the OOM)
         if last is not None:  # the last iteration's sample: what it kept is at exit too
             _parts.guard("growth_watch", watch.sample, last)

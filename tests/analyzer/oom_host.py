@@ -24,7 +24,10 @@ to exit), fragmented-growth (the growth loop, and the allocator's free
 bytes in no one block large enough at its OOM), losses (a loop that keeps
 each step's loss with its graph, retain_graph=True, until the OOM),
 observer-fails (the growth loop whose OOM's allocator state cannot be read:
-a stage of the observer fails)."""
+a stage of the observer fails), eval and eval-bounded (an eval loop under
+no_grad with no optimizer, in a function, that keeps each batch's outputs,
+and its twin that keeps the last four; the OOM strikes inside the model's
+forward of the last batch, as a GPU's would)."""
 import ctypes
 import functools
 import os
@@ -148,6 +151,34 @@ def train(case, steps):
     return model, opt, kept
 
 
+class Evaluated(torch.nn.Module):
+    """A model whose forward runs out of memory at its call `oom_at`."""
+
+    def __init__(self, oom_at):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+        self.calls, self.oom_at = 0, oom_at
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls == self.oom_at:
+            out_of_memory(2 * GIB, **CAP)  # the batch that does not fit
+        return self.body(x)
+
+
+def evaluate(case, steps):
+    """The eval loop: no optimizer, no_grad, each batch's outputs kept (1 MiB)."""
+    torch.manual_seed(0)
+    model = Evaluated(oom_at=steps).eval()
+    outs = []
+    with torch.no_grad():
+        for n in range(steps):
+            outs.append(torch.cat([model(torch.randn(64, 64))] * 64, dim=1))  # the eval leak
+            if case == "eval-bounded":
+                del outs[:-4]
+    return outs
+
+
 def ranks():
     """Two ranks of one job: rank 1 dies of the growth OOM, rank 0 trains on."""
     children = []
@@ -161,4 +192,6 @@ if __name__ == "__main__":
     case = sys.argv[1]
     if case == "ranks":
         sys.exit(ranks())
+    if case.startswith("eval"):
+        sys.exit(len(evaluate(case, steps=int(os.environ.get("OOM_HOST_STEPS", "24")))) and 3)
     model, opt = train(case, steps=int(os.environ.get("OOM_HOST_STEPS", "24")))[:2]  # the list freed here

@@ -10,7 +10,9 @@ killed run.  The observer called from a native thread with no Python frame
 (as a CUDA backward calls it) keeps the OOM's audit and the stack of the
 thread in backward(); a growth finding stands when its loop's function
 raises (the exit audit walks the traceback's frames) or returns, and its
-bounded twin is clean; growth is the cause before fragmentation, and the
+bounded twin is clean; an eval loop with no optimizer that dies of its leak
+has both errors and its bounded twin dies of its peak; growth is the cause
+before fragmentation, and the
 Held list goes by bytes with each named holder's graph on its own.  Needs
 TPAUDIT_BUILD (the build tree) in the environment."""
 import json
@@ -29,7 +31,7 @@ TPAUDIT = str(BUILD / "bin" / "tpaudit")
 SCHEMA = json.loads((HERE.parents[1] / "docs" / "report.schema.json").read_text())
 HOST = str(HERE / "oom_host.py")
 LONG = ("growth", "ranks", "backward", "raised", "raised-bounded", "returned", "fragmented-growth", "losses",
-        "observer-fails")
+        "observer-fails", "eval", "eval-bounded")
 STEPS = dict.fromkeys(LONG, "24")  # growth is judged after warm-up; the others need a few steps
 
 
@@ -332,3 +334,31 @@ def test_the_held_list_leads_with_the_largest_and_names_the_graph_a_holder_keeps
     for case in ("growth", "fragmented-growth"):  # the list first there too
         held = held_entries(died(report(runs[case][0]))["oom"]["held"])
         assert held[0][0] == "kept" and [b for _, b in held] == sorted((b for _, b in held), reverse=True), held
+
+
+def test_an_eval_loop_without_an_optimizer_that_dies_of_its_leak_names_it(runs):
+    """No optimizer ever steps: the loop's iterations are its samples (the
+    root module's forward), the OOM's step is the iteration it struck in, and
+    both the OOM (cause growth: `outs`, its rate and line) and the
+    memory_growth finding are errors; the gate fails."""
+    out, r = runs["eval"]
+    assert r.returncode == 1 and "OutOfMemoryError" in r.stderr
+    doc = report(out)
+    f = died(doc)
+    assert f["oom"]["cause"] == "growth", f["oom"]
+    assert "`outs` +" in f["oom"]["cause_text"] and "oom_host.py:%d" % line_of("# the eval leak") in f["oom"]["cause_text"]
+    (g,) = [g for g in doc["findings"] if g["kind"] == "memory_growth"]
+    assert g["severity"] == "error" and "outs" in g["message"], g
+    assert "oom" in labels(out) and tpaudit("gate", out).returncode == 1
+
+
+def test_the_bounded_twin_of_the_eval_loop_dies_of_its_peak(runs):
+    """Its last four batches only: nothing grew, so the OOM's cause is the
+    step's own peak and there is no memory_growth finding."""
+    out, r = runs["eval-bounded"]
+    assert r.returncode == 1 and "OutOfMemoryError" in r.stderr
+    doc = report(out)
+    f = died(doc)
+    assert f["oom"]["cause"] == "step_peak", f["oom"]
+    assert [g for g in doc["findings"] if g["kind"] == "memory_growth"] == []
+    assert labels(out) == ["oom", "exit"]  # audited (no growth audit: nothing grew)

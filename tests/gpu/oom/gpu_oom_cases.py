@@ -59,7 +59,7 @@ def batch_of(batch, seq=256):
 
 def step(model, opt, batch, seq=256, retain_graph=False, run=None):
     x = batch_of(batch, seq)
-    out = (run or model)(x, labels=x)  # oom-line: forward
+    out = (model if run is None else run)(x, labels=x)  # oom-line: forward (a compiled module has no truth value)
     out.loss.backward(retain_graph=retain_graph)  # oom-line: backward
     opt.step()
     opt.zero_grad(set_to_none=True)
