@@ -29,7 +29,6 @@ import ctypes
 import gc
 import os
 import sys
-import weakref
 
 from . import _calls
 from . import _parts
@@ -41,7 +40,11 @@ MIN_RISE = 64 << 10
 BLOCKS_EVERY = 32
 GAPS = (1, 2, 6, 14)
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
-_LIBRARY_PARTS = (os.sep + "torch" + os.sep, _OWN_DIR)
+# inductor's generated code (its cache directory, by default
+# <tmp>/torchinductor_<user>): a compiled model's allocations are made there,
+# the user's line is the one that called the compiled model
+_GENERATED_PARTS = tuple(p for p in (os.sep + "torchinductor_", os.environ.get("TORCHINDUCTOR_CACHE_DIR")) if p)
+_LIBRARY_PARTS = (os.sep + "torch" + os.sep, _OWN_DIR) + _GENERATED_PARTS
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -126,7 +129,7 @@ class Watch:
         self.taken = 0
         self.suspected = None
         self.recorder = None      # CreationRecorder running for the coming audit
-        self.fresh = {}           # data_ptr -> (sequence, stack, weakref) of the recording no audit took yet
+        self.fresh = {}           # data_ptr -> (sequence, stack, alive test) of the recording no audit took yet
         self.previous = {}        # the same of the recording the last audit took
         self.sequence = 0
 
@@ -269,8 +272,29 @@ def _tree_leaves():
     return leaves if leaves is not None else (lambda tree: _pytree.tree_flatten(tree)[0])
 
 
+def _storage_test():
+    """A function of a tensor giving a () -> alive test of its storage, or
+    None: the op's own output object dies when the program keeps a view of it
+    (HF's logits are a view of the matmul's output), the storage lives on.
+    The weak reference (torch's StorageWeakRef) never keeps the storage's
+    memory: it is freed with the last tensor that uses it."""
+    try:
+        from torch.multiprocessing.reductions import StorageWeakRef
+    except Exception:
+        return lambda t: None
+
+    def test(t):
+        try:
+            ref = StorageWeakRef(t.untyped_storage())
+        except Exception:
+            return None
+        return lambda: None if ref.expired() else True
+    return test
+
+
 class _DispatchRecorder:
     def __init__(self, torch):
+        storage_alive = _storage_test()
         from torch.utils._python_dispatch import TorchDispatchMode
         tree_leaves = _tree_leaves()
         made = self.made = {}
@@ -302,11 +326,7 @@ class _DispatchRecorder:
                         continue
                     if ptr and ptr not in inputs:  # a new storage, not an update in place
                         counter[0] += 1
-                        try:
-                            alive = weakref.ref(t)
-                        except TypeError:
-                            alive = None
-                        made[ptr] = (counter[0], user_stack(sys._getframe(2)), alive)
+                        made[ptr] = (counter[0], user_stack(sys._getframe(2)), storage_alive(t))
 
         self.mode = Mode()
         self.mode.__enter__()
