@@ -1,7 +1,7 @@
-/* utf8.h - the one UTF-8 decoder (utf8.c), strict RFC 3629: no overlong
- * forms, no surrogates, nothing above U+10FFFF.  The bottom floor (common/):
- * used by the escapers (escape.c), the pickle writer and the HTML page's
- * escaping (reports/). */
+/* utf8.h - the one UTF-8 decoder and encoder (utf8.c), strict RFC 3629: no
+ * overlong forms, no surrogates, nothing above U+10FFFF.  The bottom floor
+ * (common/): used by the escapers (escape.c), the pickle writer, the HTML
+ * page's escaping and the JSON reader (reports/). */
 #ifndef TPA_UTF8_H
 #define TPA_UTF8_H
 
@@ -13,5 +13,9 @@
  * with *cp = -1 where the byte at p starts no valid character (a sequence
  * cut short by `avail` included). */
 int tpa_utf8_next(const unsigned char *p, size_t avail, int32_t *cp);
+
+/* Writes the UTF-8 encoding of cp (at most U+10FFFF, no surrogate) at o,
+ * which has room for 4 bytes; returns how many it wrote (1 to 4). */
+size_t tpa_utf8_put(char *o, uint32_t cp);
 
 #endif

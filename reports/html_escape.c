@@ -53,21 +53,6 @@ void html_put(FILE *out, const char *s) {
     if (s) html_put_n(out, s, strlen(s));
 }
 
-/* Appends the UTF-8 encoding of cp to buf at *len. */
-static void put_utf8(char *buf, size_t *len, unsigned cp) {
-    if (cp < 0x80)
-        buf[(*len)++] = (char)cp;
-    else if (cp < 0x800) {
-        buf[(*len)++] = (char)(0xC0 | cp >> 6);
-        buf[(*len)++] = (char)(0x80 | (cp & 0x3F));
-    } else {
-        if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD; /* a lone surrogate */
-        buf[(*len)++] = (char)(0xE0 | cp >> 12);
-        buf[(*len)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        buf[(*len)++] = (char)(0x80 | (cp & 0x3F));
-    }
-}
-
 /* Parses the JSON string at *pp (after its opening quote) into a new C
  * string; NULL when malformed. \u0000 becomes U+FFFD. */
 static char *json_string(const char **pp) {
@@ -105,7 +90,7 @@ static char *json_string(const char **pp) {
             cp = cp << 4 | d;
         }
         p += 5;
-        put_utf8(buf, &len, cp ? cp : 0xFFFD);
+        len += tpa_utf8_put(buf + len, !cp || (cp >= 0xD800 && cp <= 0xDFFF) ? 0xFFFD : cp); /* NUL, a lone surrogate */
     }
     if (*p != '"') {
         free(buf);

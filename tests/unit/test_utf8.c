@@ -1,8 +1,9 @@
-/* test_utf8.c - the one UTF-8 decoder (common/utf8.c), which the escapers,
- * the pickle writer and the HTML page share: valid characters of each
- * length, and each way a byte starts no valid character (a stray
- * continuation, an overlong form, a surrogate, above U+10FFFF, a lead byte
- * no character has, a sequence cut short by a NUL or by the bytes given). */
+/* test_utf8.c - the one UTF-8 decoder and encoder (common/utf8.c), which
+ * the escapers, the pickle writer, the HTML page and the JSON reader share:
+ * valid characters of each length, each way a byte starts no valid
+ * character (a stray continuation, an overlong form, a surrogate, above
+ * U+10FFFF, a lead byte no character has, a sequence cut short by a NUL or
+ * by the bytes given), and the encoding of each length read back. */
 #include <string.h>
 
 #include "utf8.h"
@@ -44,5 +45,14 @@ int main(void) {
                    "A"
                    "\xae",
                    3)); /* a lead byte and no continuation */
+    static const uint32_t ENCODED[] = {0, 'A', 0x7f, 0x80, 0x7ff, 0x800, 0xfffd, 0xffff, 0x10000, 0x1f600, 0x10ffff};
+    for (size_t i = 0; i < sizeof ENCODED / sizeof *ENCODED; i++) {
+        char o[4];
+        size_t n = tpa_utf8_put(o, ENCODED[i]);
+        EXPECT(n == (ENCODED[i] < 0x80 ? 1u : ENCODED[i] < 0x800 ? 2u : ENCODED[i] < 0x10000 ? 3u : 4u));
+        EXPECT(tpa_utf8_next((const unsigned char *)o, n, &cp) == (int)n && cp == (int32_t)ENCODED[i]);
+    }
+    char euro[4];
+    EXPECT(tpa_utf8_put(euro, 0x20ac) == 3 && !memcmp(euro, "\xe2\x82\xac", 3));
     return expect_failures != 0;
 }
