@@ -109,13 +109,10 @@ static int push_growth(sqlite3 *db, const lib_series_t *s, const tpa_steady_audi
         tpa_symbolize_stack(db, s->newest_stack, &f.created_at);
         f.message = tpa_finding_message(&f, k);
     }
-    tpa_finding_t *v = realloc(r->findings, (r->n_findings + 1) * sizeof *v);
-    if (!v) {
+    if (tpa_report_add_finding(r, &f)) {
         tpa_finding_free(&f);
         return -1;
     }
-    r->findings = v;
-    r->findings[r->n_findings++] = f;
     return 0;
 }
 

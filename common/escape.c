@@ -7,37 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Decodes one UTF-8 character at p (strict RFC 3629: no overlongs, no
- * surrogates, nothing above U+10FFFF); returns its length and sets *cp, or
- * returns 1 with *cp = -1 for an invalid byte. */
-static int utf8_next(const unsigned char *p, int32_t *cp) {
-    int n = p[0] < 0x80 ? 1 : p[0] < 0xc2 ? 0 : p[0] < 0xe0 ? 2 : p[0] < 0xf0 ? 3 : p[0] < 0xf5 ? 4 : 0;
-    if (n == 1) {
-        *cp = p[0];
-        return 1;
-    }
-    *cp = -1;
-    if (n == 0) return 1;
-    int32_t v = p[0] & (0x3f >> (n - 1));
-    for (int i = 1; i < n; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 1;
-        v = (v << 6) | (p[i] & 0x3f);
-    }
-    static const int32_t MIN[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < MIN[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 1;
-    *cp = v;
-    return n;
-}
+#include "utf8.h"
 
 /* What to write for character `cp` (-1: an invalid byte), or NULL to
  * write its bytes as they are; `buf` holds a numeric escape. */
 typedef const char *(*escape_fn)(int32_t cp, char buf[8]);
 
 static void put_escaped(FILE *out, const char *s, escape_fn escape) {
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    for (const unsigned char *end = p + strlen((const char *)p); *p;) {
         int32_t cp;
         char buf[8];
-        int n = utf8_next(p, &cp);
+        int n = tpa_utf8_next(p, (size_t)(end - p), &cp);
         const char *e = escape(cp, buf);
         if (e)
             fputs(e, out);
@@ -97,7 +78,7 @@ const char *tpa_term(const char *s) {
     static unsigned next;
     if (!s) return NULL;
     unsigned slot = next++ % 16;
-    size_t need = strlen(s) * 4 + 1;
+    size_t len = strlen(s), need = len * 4 + 1;
     if (cap[slot] < need) {
         char *v = realloc(ring[slot], need);
         if (!v) return "(out of memory)";
@@ -105,9 +86,9 @@ const char *tpa_term(const char *s) {
         cap[slot] = need;
     }
     char *o = ring[slot];
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    for (const unsigned char *p = (const unsigned char *)s, *end = p + len; *p;) {
         int32_t cp;
-        int n = utf8_next(p, &cp);
+        int n = tpa_utf8_next(p, (size_t)(end - p), &cp);
         if (cp < 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0x2028 || cp == 0x2029 ||
             (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)) {
             /* controls and bidirectional overrides: shown, never obeyed */

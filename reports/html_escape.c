@@ -12,41 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REPLACEMENT "&#xFFFD;"
+#include "utf8.h"
 
-/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid;
- * *cp receives its code point. */
-static size_t utf8_sequence(const unsigned char *p, size_t n, unsigned *cp) {
-    unsigned b = p[0];
-    size_t len;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (b < 0x80) {
-        *cp = b;
-        return 1;
-    }
-    if (b >= 0xC2 && b <= 0xDF) {
-        len = 2;
-        *cp = b & 0x1F;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-        len = 3;
-        *cp = b & 0x0F;
-        if (b == 0xE0) lo = 0xA0;
-        if (b == 0xED) hi = 0x9F; /* no surrogates */
-    } else if (b >= 0xF0 && b <= 0xF4) {
-        len = 4;
-        *cp = b & 0x07;
-        if (b == 0xF0) lo = 0x90;
-        if (b == 0xF4) hi = 0x8F; /* nothing above U+10FFFF */
-    } else
-        return 0;
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        unsigned c = p[i];
-        if (c < (i == 1 ? lo : 0x80) || c > (i == 1 ? hi : 0xBF)) return 0;
-        *cp = (*cp << 6) | (c & 0x3F);
-    }
-    return len;
-}
+#define REPLACEMENT "&#xFFFD;"
 
 static int displayable(unsigned cp) {
     if (cp == '\t' || cp == '\n') return 1;
@@ -62,11 +30,11 @@ void html_put_n(FILE *out, const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
     if (!s) return;
     for (size_t i = 0; i < n;) {
-        unsigned cp = 0;
-        size_t len = utf8_sequence(p + i, n - i, &cp);
-        if (!len || !displayable(cp)) {
+        int32_t cp;
+        size_t len = (size_t)tpa_utf8_next(p + i, n - i, &cp);
+        if (cp < 0 || !displayable((unsigned)cp)) {
             fputs(REPLACEMENT, out);
-            i += len ? len : 1;
+            i += len;
             continue;
         }
         switch (cp) {
@@ -83,21 +51,6 @@ void html_put_n(FILE *out, const char *s, size_t n) {
 
 void html_put(FILE *out, const char *s) {
     if (s) html_put_n(out, s, strlen(s));
-}
-
-/* Appends the UTF-8 encoding of cp to buf at *len. */
-static void put_utf8(char *buf, size_t *len, unsigned cp) {
-    if (cp < 0x80)
-        buf[(*len)++] = (char)cp;
-    else if (cp < 0x800) {
-        buf[(*len)++] = (char)(0xC0 | cp >> 6);
-        buf[(*len)++] = (char)(0x80 | (cp & 0x3F));
-    } else {
-        if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD; /* a lone surrogate */
-        buf[(*len)++] = (char)(0xE0 | cp >> 12);
-        buf[(*len)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        buf[(*len)++] = (char)(0x80 | (cp & 0x3F));
-    }
 }
 
 /* Parses the JSON string at *pp (after its opening quote) into a new C
@@ -137,7 +90,7 @@ static char *json_string(const char **pp) {
             cp = cp << 4 | d;
         }
         p += 5;
-        put_utf8(buf, &len, cp ? cp : 0xFFFD);
+        len += tpa_utf8_put(buf + len, !cp || (cp >= 0xD800 && cp <= 0xDFFF) ? 0xFFFD : cp); /* NUL, a lone surrogate */
     }
     if (*p != '"') {
         free(buf);

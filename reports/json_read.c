@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 #define MAX_DEPTH 64
 
 struct tpa_json {
@@ -47,28 +49,6 @@ static int hex4(const char *p, unsigned *v) {
     return 0;
 }
 
-static size_t put_utf8(char *o, unsigned cp) {
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xc0 | cp >> 6);
-        o[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | cp >> 12);
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | cp >> 18);
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
 
 /* A string after its opening quote; NULL when malformed. NUL escapes (\u0000)
  * are refused: nothing tpaudit reads may hold one. */
@@ -110,7 +90,7 @@ static char *parse_string(parser_t *ps) {
                 cp = 0xfffd;
             }
             if (cp == 0) goto bad;
-            o += put_utf8(o, cp);
+            o += tpa_utf8_put(o, cp);
             break;
         }
         default: goto bad;

@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+#include "utf8.h"
+
 enum {
     OP_PROTO = 0x80,
     OP_STOP = '.',
@@ -88,19 +90,12 @@ void tpa_pickle_close(tpa_pickle_t *pk) {
     fputc(kind == 'd' ? OP_SETITEMS : OP_APPENDS, pk->out);
 }
 
-/* Length of the valid UTF-8 character at p (strict: no overlongs, no
- * surrogates, nothing above U+10FFFF), 0 for an invalid byte. */
-static size_t utf8_len(const unsigned char *p) {
-    size_t n = p[0] < 0x80 ? 1 : p[0] < 0xc2 ? 0 : p[0] < 0xe0 ? 2 : p[0] < 0xf0 ? 3 : p[0] < 0xf5 ? 4 : 0;
-    if (n <= 1) return n;
-    uint32_t v = p[0] & (0x3f >> (n - 1));
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 0;
-        v = (v << 6) | (p[i] & 0x3f);
-    }
-    static const uint32_t MIN[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < MIN[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
-    return n;
+/* Length of the valid UTF-8 character at p (of a string of `size` bytes
+ * from index i), 0 for an invalid byte. */
+static size_t utf8_len(const unsigned char *p, size_t i, size_t size) {
+    int32_t cp;
+    int n = tpa_utf8_next(p + i, size - i, &cp);
+    return cp < 0 ? 0 : (size_t)n;
 }
 
 void tpa_pickle_str(tpa_pickle_t *pk, const char *s) {
@@ -110,13 +105,13 @@ void tpa_pickle_str(tpa_pickle_t *pk, const char *s) {
     }
     item(pk);
     const unsigned char *p = (const unsigned char *)s;
-    size_t len = 0;
+    size_t size = strlen(s), len = 0;
     for (size_t i = 0; p[i];) {
-        size_t n = utf8_len(p + i);
+        size_t n = utf8_len(p, i, size);
         len += n ? n : 3; /* U+FFFD */
         i += n ? n : 1;
     }
-    if (len > UINT32_MAX) len = 0, p = (const unsigned char *)"";
+    if (len > UINT32_MAX) len = 0, size = 0, p = (const unsigned char *)"";
     if (len < 256) {
         fputc(OP_SHORT_BINUNICODE, pk->out);
         fputc((int)len, pk->out);
@@ -125,7 +120,7 @@ void tpa_pickle_str(tpa_pickle_t *pk, const char *s) {
         put_u32(pk->out, (uint32_t)len);
     }
     for (size_t i = 0; p[i];) {
-        size_t n = utf8_len(p + i);
+        size_t n = utf8_len(p, i, size);
         if (n)
             fwrite(p + i, 1, n, pk->out);
         else

@@ -10,14 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int push_finding(tpa_report_t *r, const tpa_finding_t *f) {
-    tpa_finding_t *v = realloc(r->findings, (r->n_findings + 1) * sizeof *v);
-    if (!v) return -1;
-    r->findings = v;
-    r->findings[r->n_findings++] = *f;
-    return 0;
-}
-
 /* Storage pointers already counted for this rank (dedup of retained bytes). */
 struct counted {
     int64_t *v;
@@ -324,7 +316,7 @@ int tpa_findings_for_db(sqlite3 *db, int64_t audit, int64_t audit_begin, int64_t
             /* storage 0: no allocation is looked for */
             if (with_details)
                 tpa_attach_details(r->symbolize, db, audit, audit_begin, with_details == TPA_DETAILS_ALL ? ptr : 0, &f);
-            push_finding(r, &f);
+            if (tpa_report_add_finding(r, &f)) tpa_finding_free(&f);
         }
         sqlite3_finalize(st);
     }

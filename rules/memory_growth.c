@@ -209,14 +209,6 @@ static int64_t bytes_at(sqlite3_stmt *q, int64_t id, const unsigned char *kind, 
     return sqlite3_step(q) == SQLITE_ROW ? tpa_sane_bytes(sqlite3_column_int64(q, 0)) : 0;
 }
 
-static int push(tpa_report_t *r, const tpa_finding_t *f) {
-    tpa_finding_t *v = realloc(r->findings, (r->n_findings + 1) * sizeof *v);
-    if (!v) return -1;
-    r->findings = v;
-    r->findings[r->n_findings++] = *f;
-    return 0;
-}
-
 /* The newest creation stack any audit up to `audit` recorded for the holder
  * (malloc'd text), or NULL. */
 static char *created_at_of(sqlite3 *db, int64_t audit, const unsigned char *kind, const unsigned char *owner) {
@@ -353,7 +345,7 @@ static int growth_over(sqlite3 *db, const tpa_kind_t *k, const tpa_steady_audit_
             tpa_finding_t f;
             /* a finding whose rise ended before the last audit is that audit's: its step and bytes */
             make_finding(db, c, k, a, first, end + 1, later, rank, end + 1 == n ? step : a[end].step, &f);
-            if (f.growth_per_step < TPA_GROWTH_MIN_RATE || push(r, &f)) tpa_finding_free(&f);
+            if (f.growth_per_step < TPA_GROWTH_MIN_RATE || tpa_report_add_finding(r, &f)) tpa_finding_free(&f);
         }
     }
     sqlite3_finalize(c);

@@ -272,14 +272,6 @@ static char *verdict_line(const tpa_kind_t *k, const oom_row_t *o, const tpa_run
     return tpa_strdup(t.v);
 }
 
-static int push(tpa_report_t *r, const tpa_finding_t *f) {
-    tpa_finding_t *v = realloc(r->findings, (r->n_findings + 1) * sizeof *v);
-    if (!v) return -1;
-    r->findings = v;
-    r->findings[r->n_findings++] = *f;
-    return 0;
-}
-
 static int one_finding(sqlite3 *db, const tpa_kind_t *k, const oom_row_t *o, const tpa_run_t *run, int64_t count,
                        int64_t caught, tpa_symbolize_fn symbolize, tpa_report_t *r) {
     tpa_finding_t f, growth;
@@ -328,7 +320,7 @@ static int one_finding(sqlite3 *db, const tpa_kind_t *k, const oom_row_t *o, con
     f.oom = x;
     f.message = verdict_line(k, o, run, x);
     tpa_finding_free(&growth);
-    if (push(r, &f)) {
+    if (tpa_report_add_finding(r, &f)) {
         tpa_finding_free(&f);
         return -1;
     }

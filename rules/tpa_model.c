@@ -1,7 +1,7 @@
 /*
  * tpa_model.c - the report model's own helpers: byte counts and times
- * range-checked and summed without overflow, a byte count as text, and
- * freeing a report, a finding and a stack.
+ * range-checked and summed without overflow, a byte count as text, a
+ * finding appended to a report, and freeing a report, a finding and a stack.
  */
 #include "tpa_model.h"
 
@@ -18,6 +18,14 @@ int64_t tpa_add_bytes(int64_t a, int64_t b) {
 int64_t tpa_sane_bytes(int64_t bytes) { return bytes < 0 ? 0 : bytes > TPA_MAX_BYTES ? TPA_MAX_BYTES : bytes; }
 
 int64_t tpa_clamp_ts(int64_t ts) { return ts < 0 ? 0 : ts > TPA_MAX_TS ? TPA_MAX_TS : ts; }
+
+int tpa_report_add_finding(tpa_report_t *r, const tpa_finding_t *f) {
+    tpa_finding_t *v = realloc(r->findings, (r->n_findings + 1) * sizeof *v);
+    if (!v) return -1;
+    r->findings = v;
+    r->findings[r->n_findings++] = *f;
+    return 0;
+}
 
 void tpa_format_bytes(int64_t bytes, char *buf, size_t len) {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

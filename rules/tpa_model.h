@@ -292,6 +292,10 @@ int64_t tpa_clamp_ts(int64_t ts);
 /* A byte count as text: "512 B", "1.5 GiB" (binary units, one decimal). */
 void tpa_format_bytes(int64_t bytes, char *buf, size_t len);
 
+/* Appends *f to r's findings, which then own what it holds; -1 when out of
+ * memory (r unchanged, *f still the caller's to free). */
+int tpa_report_add_finding(tpa_report_t *r, const tpa_finding_t *f);
+
 /* Freeing what the model holds (tpa_model.c). */
 void tpa_report_free(tpa_report_t *r);
 void tpa_finding_free(tpa_finding_t *f);

@@ -12,11 +12,11 @@ the measured bytes each leaves unattributed.
 
     python bench/probe/default_audit_walk.py [--build DIR] [--repeat K]
 """
-import argparse
 import os
 import statistics
-import sys
 import time
+
+import bench_options  # beside this file
 
 
 class Rows:
@@ -43,11 +43,7 @@ def timed(ledger, model, opt, walk):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.environ.get("TPAUDIT_BUILD", "build"))
-    ap.add_argument("--repeat", type=int, default=5)
-    args = ap.parse_args()
-    sys.path.insert(0, os.path.join(args.build, "share", "tpaudit", "python"))
+    args = bench_options.parse(repeat=5)
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
     from tpaudit import _ledger

@@ -12,12 +12,12 @@ heap (the cheapest thing that touches every object) as a ratio.
 
     python bench/probe/holder_walk.py [--build DIR] [--objects N] [--repeat K]
 """
-import argparse
 import gc
 import os
 import statistics
-import sys
 import time
+
+import bench_options  # beside this file
 
 
 class Record:
@@ -28,13 +28,7 @@ class Record:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.environ.get("TPAUDIT_BUILD", "build"))
-    ap.add_argument("--objects", type=int, default=1_000_000)
-    ap.add_argument("--tensors", type=int, default=60)
-    ap.add_argument("--repeat", type=int, default=5)
-    args = ap.parse_args()
-    sys.path.insert(0, os.path.join(args.build, "share", "tpaudit", "python"))
+    args = bench_options.parse(objects=1_000_000, tensors=60, repeat=5)
     import torch
     from tpaudit import _holders
 

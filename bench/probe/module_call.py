@@ -10,26 +10,20 @@ as the probe builds it (twin_of), without the shim.
 
     python bench/probe/module_call.py [--build DIR] [--layers N] [--calls K] [--rounds R]
 """
-import argparse
 import os
 import statistics
-import sys
 import time
 
 import torch
 from torch import nn
 
+import bench_options  # beside this file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
-    ap.add_argument("--layers", type=int, default=30)
-    ap.add_argument("--calls", type=int, default=200)
-    ap.add_argument("--rounds", type=int, default=15)
-    args = ap.parse_args()
-    sys.path.insert(0, os.path.join(args.build, "share", "tpaudit", "python"))
+    args = bench_options.parse(build=os.path.join(HERE, "..", "..", "build"), layers=30, calls=200, rounds=15)
     from tpaudit import _forward
     Module = torch.nn.Module
     plain = Module.__dict__["__call__"]

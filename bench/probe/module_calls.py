@@ -17,25 +17,19 @@ probe_audit.py does), TPAUDIT_AUDIT=none (no audit is timed), a CPU GPT-2
 
     python bench/probe/module_calls.py [--build DIR] [--steps 12] [--seq 128] [--calls 200000]
 """
-import argparse
 import os
 import statistics
-import sys
 import time
+
+import bench_options  # beside this file
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.environ.get("TPAUDIT_BUILD", "build"))
-    ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--calls", type=int, default=200000)
-    args = ap.parse_args()
+    args = bench_options.parse(steps=12, seq=128, calls=200000)
     build = os.path.abspath(args.build)
     os.environ.setdefault("TPAUDIT_LIBRARY", os.path.join(build, "lib", "libtpaudit.so"))
     os.environ.setdefault("TPAUDIT_OUT", "/tmp/tpaudit-bench-module-calls")
     os.environ["TPAUDIT_AUDIT"] = "none"
-    sys.path.insert(0, os.path.join(build, "share", "tpaudit", "python"))
     import torch
     import tpaudit
     from tpaudit import _growth, _track

@@ -11,11 +11,15 @@ import hashlib
 import json
 import os
 import sys
+from pathlib import Path
 
 import torch
 import torch._dynamo as dynamo
 from torch import nn
 from torch._dynamo.utils import counters
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python" / "scenarios"))
+import compile_ways  # noqa: E402  (the compile scenarios' helper)
 
 
 class Block(nn.Module):
@@ -59,14 +63,11 @@ def digest(items):
 
 
 def compiled(net, how):
-    if how == "module":
-        return torch.compile(net, backend=backend)
-    if how == "method":
-        net.compile(backend=backend)
-        return net
     if how == "guards":
         return dynamo.optimize(backend, guard_export_fn=keep_guards)(net)
-    return torch.compile(lambda x: net(x), backend=backend)
+    if how == "function":
+        return torch.compile(lambda x: net(x), backend=backend)
+    return compile_ways.compiled(net, how, backend)
 
 
 def train(net, run, opt, steps=4):

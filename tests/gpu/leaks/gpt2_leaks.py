@@ -17,11 +17,10 @@ tpaudit's audits are taken too) it prints one line
 so tests/gpu/leaks/judge.py can set the ledger's rows beside what PyTorch's
 allocator shows.  Nothing here calls tpaudit.
 """
-import argparse
-
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
-from transformers import GPT2Config, GPT2LMHeadModel
+
+import gpt2_run  # beside this file
 
 kept = []
 total_loss = 0
@@ -29,22 +28,14 @@ total_loss = 0
 
 def main():
     global total_loss
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["logits", "hook", "total_loss"])
-    ap.add_argument("--twin", action="store_true")
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--seq", type=int, default=256)
-    args = ap.parse_args()
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(n_layer=args.layers)).cuda()
+    args = gpt2_run.arguments(["logits", "hook", "total_loss"], steps=60)
+    model, x = gpt2_run.model_and_batch(args)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     step_seen = [0]
 
     def sample(optimizer, *_):
         step_seen[0] += 1
-        print("alloc", step_seen[0], torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), flush=True)
+        gpt2_run.alloc(step_seen[0])
     register_optimizer_step_pre_hook(sample)
 
     acts = []
@@ -54,7 +45,6 @@ def main():
             acts.append(hidden.detach().mean(-1).cpu() if args.twin else hidden)
         model.transformer.h[-1].register_forward_hook(keep_activation)
 
-    x = torch.randint(0, 50257, (args.batch, args.seq), device="cuda")
     for step in range(1, args.steps + 1):
         out = model(input_ids=x, labels=x)  # made:forward
         if args.case == "logits":
@@ -65,9 +55,7 @@ def main():
         opt.step()
         opt.zero_grad(set_to_none=True)
     del out  # as at the exit audit, which comes after this function returned
-    torch.cuda.synchronize()
-    print("alloc_end", torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), flush=True)
-    print("done", args.case, "twin" if args.twin else "leak", args.steps, "peak", torch.cuda.max_memory_allocated())
+    gpt2_run.finish(args)
 
 
 if __name__ == "__main__":

@@ -17,30 +17,15 @@ next model call) it prints `alloc <step> <memory_allocated()> <memory_reserved()
 and after the loop, its `out` dropped (and the twin's deque emptied),
 `alloc_end ...`, for tests/gpu/leaks/judge.py.  Nothing here calls tpaudit.
 """
-import argparse
 import collections
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
-from transformers import GPT2Config, GPT2LMHeadModel
 
-ap = argparse.ArgumentParser()
-ap.add_argument("case", choices=["module", "eval", "eval_function"])
-ap.add_argument("--twin", action="store_true")
-ap.add_argument("--steps", type=int, default=10)
-ap.add_argument("--layers", type=int, default=12)
-ap.add_argument("--batch", type=int, default=4)
-ap.add_argument("--seq", type=int, default=256)
-args = ap.parse_args()
+from gpt2_run import alloc, arguments, finish, model_and_batch  # beside this file
 
-
-def alloc(step):
-    print("alloc", step, torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), flush=True)
-
-
-torch.manual_seed(0)
-model = GPT2LMHeadModel(GPT2Config(n_layer=args.layers)).cuda()
-x = torch.randint(0, 50257, (args.batch, args.seq), device="cuda")
+args = arguments(["module", "eval", "eval_function"], steps=10)
+model, x = model_and_batch(args)
 kept = collections.deque(maxlen=6) if args.twin and args.case != "module" else []
 
 
@@ -75,6 +60,4 @@ else:
     eval_function(args.steps)
 if args.twin:
     kept.clear()
-torch.cuda.synchronize()
-print("alloc_end", torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), flush=True)
-print("done", args.case, "twin" if args.twin else "leak", args.steps, "peak", torch.cuda.max_memory_allocated())
+finish(args)

@@ -14,27 +14,32 @@ BATCH, SEQ, VOCAB = 4, 128, 8192
 LIMIT = pytest.mark.tpaudit(max_growth="1MiB")
 
 
-def make_model():
+def model_and_optimizer():
     torch.manual_seed(0)
     config = GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=VOCAB, n_positions=SEQ)
-    return GPT2LMHeadModel(config)
+    model = GPT2LMHeadModel(config)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-4)
 
 
 def batch(step):
     return torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(step))
 
 
+def learn(out, optimizer):
+    """The rest of a step once its output is out: backward and the optimizer's step."""
+    out.loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
 def train(keep):
     """30 steps of GPT-2; keep(out) is given each step's output."""
-    model = make_model()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model, optimizer = model_and_optimizer()
     for step in range(STEPS):
         x = batch(step)
         out = model(x, labels=x)  # made:helper
         keep(out)
-        out.loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        learn(out, optimizer)
 
 
 @pytest.fixture
@@ -44,31 +49,25 @@ def kept_logits():
 
 @LIMIT
 def test_body_keeps_logits():
-    model = make_model()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model, optimizer = model_and_optimizer()
     kept = []
     for step in range(STEPS):
         x = batch(step)
         out = model(x, labels=x)  # made:body
         kept.append(out.logits)
-        out.loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        learn(out, optimizer)
     assert len(kept) == STEPS
 
 
 @LIMIT
 def test_body_twin():
-    model = make_model()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model, optimizer = model_and_optimizer()
     losses = []
     for step in range(STEPS):
         x = batch(step)
         out = model(x, labels=x)
         losses.append(out.loss.item())
-        out.loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        learn(out, optimizer)
     assert len(losses) == STEPS
 
 

@@ -18,6 +18,8 @@ import torch
 from torch._dynamo.utils import counters
 from transformers import GPT2Config, GPT2LMHeadModel
 
+import compile_ways  # beside this file
+
 STEPS = 4
 graphs = []
 
@@ -42,13 +44,8 @@ def build():
 
 
 def compiled(case, model):
-    if case == "module":
-        return torch.compile(model, backend=backend)
-    if case == "method":
-        model.compile(backend=backend)
-        return model
-    if case == "forward":
-        return torch.compile(model.forward, backend=backend)
+    if case in compile_ways.WAYS:
+        return compile_ways.compiled(model, case, backend)
     if case == "autotune":
         return torch.compile(model, mode="max-autotune-no-cudagraphs")
     return model

@@ -1,0 +1,19 @@
+"""What the probe benchmarks (bench/probe/*.py) share: their command line,
+--build DIR and whole-number options, and the probe they import from that
+build's share/tpaudit/python."""
+import argparse
+import os
+import sys
+
+
+def parse(build=None, **numbers):
+    """Parses --build DIR (default `build`, or $TPAUDIT_BUILD, else ./build)
+    and --NAME N for each NAME=default of `numbers` (in their order), puts
+    the build's probe first on sys.path and returns the options."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=build or os.environ.get("TPAUDIT_BUILD", "build"))
+    for name, default in numbers.items():
+        ap.add_argument("--" + name, type=int, default=default)
+    args = ap.parse_args()
+    sys.path.insert(0, os.path.join(args.build, "share", "tpaudit", "python"))
+    return args
