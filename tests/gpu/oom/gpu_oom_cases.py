@@ -46,11 +46,11 @@ def cap():
 
 
 def gpt2(layers=4, optimizer=True):
-    """The model and its AdamW; for an eval loop (optimizer=False) the model in eval mode and None."""
+    """The model and its AdamW (None for an eval loop, which has no optimizer)."""
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=layers)).cuda()
-    return (model, torch.optim.AdamW(model.parameters(), lr=1e-4)) if optimizer else (model.eval(), None)
+    return model, (torch.optim.AdamW(model.parameters(), lr=1e-4) if optimizer else None)
 
 
 def batch_of(batch, seq=256):
@@ -87,6 +87,7 @@ def losses():
 
 def eval_function():
     model, _ = gpt2(optimizer=False)
+    model.eval()
     outs = []
     with torch.no_grad():
         for n in range(10000):
@@ -182,6 +183,7 @@ if __name__ == "__main__":
             kept.append(out.logits)  # oom-line: list-module
     else:  # eval-module: no optimizer, no grad
         model, _ = gpt2(optimizer=False)
+        model.eval()
         outs = []
         with torch.no_grad():
             for n in range(10000):
