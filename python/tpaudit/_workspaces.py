@@ -1,5 +1,5 @@
 """Device memory PyTorch's caching allocator gives out that is no tensor: the
-cuBLAS and cuBLASLt workspaces, and at an OOM in backward the autograd
+cuBLAS and cuBLASLt workspaces, the rounding of the tensors' blocks, and at an OOM in backward the autograd
 engine's buffers in flight, named in the ledger instead of left
 unattributed.
 
@@ -19,6 +19,12 @@ these is counted as a workspace (memory_snapshot: host memory only, no
 device memory allocated).  A tensor of exactly such a size that only C++
 keeps would be counted with them; docs/PROBE.md says so.
 
+The blocks of the tensors the ledger names are often larger than the
+tensors: the allocator rounds each request to 512 bytes and hands out a
+cached block whole when splitting it would leave less than 1 MiB.
+memory_allocated() counts whole blocks, so that slack (tens of MiB in a
+GPT-2 step) is named as the allocator's rounding.
+
 While a backward runs (an OOM audit taken in one: _oom.py sets
 backward_in_flight), the gradients the engine passes from node to node
 and accumulates are allocator blocks no Python object reaches either: the
@@ -32,6 +38,7 @@ KIB = 1 << 10
 CUBLAS = ("library", "cuBLAS workspace (PyTorch)")
 CUBLASLT = ("library", "cuBLASLt workspace (PyTorch)")
 IN_BACKWARD = ("autograd", "gradients in flight in backward (autograd engine)")
+ROUNDING = ("library", "block rounding of the tensors above (PyTorch)")
 backward_in_flight = False  # an audit taken while a backward runs (the OOM audit of one)
 
 
@@ -60,23 +67,40 @@ def named(torch, claimed):
     cuda = getattr(torch, "cuda", None)
     if cuda is None or not cuda.is_initialized():
         return {}
-    starts = {ptr for _device, ptr in claimed}
-    out = {}
     majors = {}
-    for segment in cuda.memory_snapshot():
-        index = segment.get("device", 0)
+
+    def major(index):
         if index not in majors:
             majors[index] = cuda.get_device_capability(index)[0]
-        sizes = {size: CUBLAS for size in cublas_sizes(majors[index])}
+        return majors[index]
+    return from_snapshot(cuda.memory_snapshot(), claimed, major)
+
+
+def from_snapshot(segments, claimed, major):
+    """named() of the allocator's snapshot `segments` (torch's
+    memory_snapshot()); major(device index) -> its compute capability's
+    major.  The blocks of claimed storages count their rounding: the
+    allocator gives a request a block of whole 512-byte units and leaves a
+    cached block unsplit when less than 1 MiB would remain, and
+    memory_allocated() counts the whole block."""
+    starts = {ptr for _device, ptr in claimed}
+    out = {}
+    for segment in segments:
+        index = segment.get("device", 0)
+        sizes = {size: CUBLAS for size in cublas_sizes(major(index))}
         sizes.setdefault(cublaslt_size(), CUBLASLT)
         address = segment.get("address", 0)
         for block in segment.get("blocks", ()):
             start, size = block.get("address", address), int(block.get("size", 0))
             address += size
-            if block.get("state") != "active_allocated" or start in starts:
+            if block.get("state") != "active_allocated":
                 continue
-            owner = sizes.get(int(block.get("requested_size", size)), IN_BACKWARD if backward_in_flight else None)
-            if owner is not None:
+            requested = int(block.get("requested_size", size))
+            if start in starts:
+                owner, size = ROUNDING, size - requested
+            else:
+                owner = sizes.get(requested, IN_BACKWARD if backward_in_flight else None)
+            if owner is not None and size > 0:
                 mine = out.setdefault("cuda:%d" % index, {})
                 mine[owner] = mine.get(owner, 0) + size
     return out

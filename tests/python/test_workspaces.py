@@ -49,3 +49,26 @@ def test_a_process_without_cuda_names_no_workspace():
                        env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["{}", "False"]
+
+
+def test_the_snapshot_names_workspaces_and_the_rounding_of_claimed_blocks(monkeypatch):
+    """An allocator snapshot (torch's memory_snapshot() layout): a claimed
+    tensor's block larger than it asked counts its slack as the allocator's
+    rounding, an unclaimed block of the cuBLAS workspace's size is the
+    workspace, another unclaimed block and the free ones are no one's."""
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.delenv("CUBLASLT_WORKSPACE_SIZE", raising=False)
+    base = 1 << 40
+    blocks = [
+        {"address": base, "size": 2 * MIB, "requested_size": 2 * MIB - 700 * KIB, "state": "active_allocated"},
+        {"address": base + 2 * MIB, "size": 32 * MIB, "requested_size": 32 * MIB, "state": "active_allocated"},
+        {"address": base + 34 * MIB, "size": 3 * MIB, "requested_size": 3 * MIB, "state": "active_allocated"},
+        {"address": base + 37 * MIB, "size": 512, "requested_size": 100, "state": "active_allocated"},
+        {"address": base + 38 * MIB, "size": 4 * MIB, "requested_size": 4 * MIB, "state": "inactive"},
+    ]
+    segments = [{"device": 0, "address": base, "blocks": blocks}]
+    claimed = {("cuda:0", base): 2 * MIB - 700 * KIB, ("cuda:0", base + 37 * MIB): 100}
+    named = _workspaces.from_snapshot(segments, claimed, lambda index: 9)
+    assert named == {"cuda:0": {_workspaces.ROUNDING: 700 * KIB + 412, _workspaces.CUBLAS: 32 * MIB}}
+    assert _workspaces.from_snapshot(segments, claimed | {("cuda:0", base + 2 * MIB): 32 * MIB},
+                                     lambda index: 9) == {"cuda:0": {_workspaces.ROUNDING: 700 * KIB + 412}}
