@@ -171,15 +171,3 @@ def is_fake(t):
         return bool(fake.is_fake(t))
     except Exception:
         return True
-
-
-def python_stack(skip_prefix):
-    """Caller's stack as "file:line:function" lines, innermost first, own frames left out."""
-    lines = []
-    frame = sys._getframe(1)
-    while frame is not None and len(lines) < 32:
-        code = frame.f_code
-        if not code.co_filename.startswith(skip_prefix):
-            lines.append("%s:%d:%s" % (code.co_filename, frame.f_lineno, code.co_name))
-        frame = frame.f_back
-    return "\n".join(lines)
