@@ -140,6 +140,7 @@ def _describe(module):
 
 def _on_optimizer_created(opt):
     _track.optimizers.put(opt, None)
+    _track.step_counts.pop(id(opt), None)  # a dead optimizer's at this address: this one counts from 1
     _track.changed()
     names = []
     for group in opt.param_groups:

@@ -43,7 +43,7 @@ owners = WeakIdMap()       # parameter -> (weakref(module), attribute name)
 names = WeakIdMap()        # tensor -> best dotted name
 holders = WeakIdMap()      # optimizer -> [weakref(object holding it)] (frameworks/holders.py)
 scanned = WeakIdMap()      # optimizer -> True once its gc referrer scan ran
-step_counts = {}           # id(optimizer) -> [steps taken, next step due]
+step_counts = {}           # id(optimizer) -> [steps taken, next step due]; a new optimizer drops its id's
 
 
 def notify_module_call(module):
