@@ -18,22 +18,22 @@ twice the most calls seen between two optimizer steps) times since the
 last optimizer step (an eval loop after training) becomes a run of calls
 again, its count from 1.
 """
-import os
 import sys
 import weakref
 
 from . import _forward
+from . import _stacks
 from . import _track
+from ._unmeasured import own_code
 
 EVAL_AFTER = 8
-_OWN_DIR = os.path.dirname(sys._getframe().f_code.co_filename)
-_LIBRARY_PARTS = (os.sep + "torch" + os.sep, "-packages" + os.sep)
+_LIBRARY_PARTS = (_stacks.TORCH_PART, _stacks.PACKAGES_PART)
 
 
 def _probe_frame(frame):
     """Whether frame is the probe's: a file of the probe, or the twin of
     Module.__call__ (_forward.py), which carries torch's file name."""
-    return frame.f_code.co_filename.startswith(_OWN_DIR) or _forward.is_twin(frame.f_code)
+    return own_code(frame.f_code.co_filename) or _forward.is_twin(frame.f_code)
 
 
 def _user_caller(frame):

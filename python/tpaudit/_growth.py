@@ -1,10 +1,9 @@
 """Growth watch: a cheap sample of live memory at every optimizer step, and
 the extra audits (label 'growth') taken once the samples suggest growth.
 
-The sample (table sample) is torch.cuda.memory_allocated() on a GPU, on
-the CPU the bytes malloc has in use (glibc's mallinfo2, 0.3 us; the
-process's RSS where there is none), with sys.getallocatedblocks() beside it
-every BLOCKS_EVERY steps.  Steps 1..WARMUP are warm-up (optimizer state,
+The sample (table sample) is the live bytes _allocator.py reads: the CUDA
+caching allocator's allocated bytes on a GPU, on the CPU the bytes malloc
+has in use, with sys.getallocatedblocks() beside it every BLOCKS_EVERY steps.  Steps 1..WARMUP are warm-up (optimizer state,
 allocator fill, workspaces, compile pools) and are not judged.  Growth is
 suspected, at the earliest at step WARMUP + 2 (so a run of 8 steps has
 room for the three audits the analyzer needs), when either
@@ -25,13 +24,14 @@ more audit when growth audits were taken or live memory moved by more than
 MIN_RISE since the last audit (exit_audit).  docs/PROBE.md describes it;
 the analyzer judges the audits.
 """
-import ctypes
 import gc
 import os
 import sys
 
+from . import _allocator
 from . import _calls
 from . import _parts
+from . import _stacks
 from . import _track
 
 WARMUP = 3
@@ -39,13 +39,6 @@ WINDOW = 3
 MIN_RISE = 64 << 10
 BLOCKS_EVERY = 32
 GAPS = (1, 2, 6, 14)
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
-# inductor's generated code (its cache directory, by default
-# <tmp>/torchinductor_<user>): a compiled model's allocations are made there,
-# the user's line is the one that called the compiled model
-_GENERATED_PARTS = tuple(p for p in (os.sep + "torchinductor_", os.environ.get("TORCHINDUCTOR_CACHE_DIR")) if p)
-_LIBRARY_PARTS = (os.sep + "torch" + os.sep, _OWN_DIR) + _GENERATED_PARTS
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def enabled():
@@ -58,59 +51,6 @@ def max_audits():
         return max(0, int(os.environ.get("TPAUDIT_GROWTH_AUDITS", "4")))
     except ValueError:
         return 4
-
-
-def _rss():
-    with open("/proc/self/statm", "rb") as f:
-        return int(f.read().split()[1]) * _PAGE
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
-                 "keepcost")]
-
-
-def _malloc_reader():
-    """glibc's mallinfo2 (2.33+) as a function giving the bytes malloc has in
-    use (its arenas' used chunks and its mmapped ones; CPU tensors' storages
-    are among them), or None when there is none or it reads 0 (another malloc)."""
-    try:
-        fn = ctypes.CDLL(None).mallinfo2
-    except (OSError, AttributeError):
-        return None
-    fn.restype, fn.argtypes = _MallInfo2, []
-
-    def in_use():
-        m = fn()
-        return m.uordblks + m.hblkhd
-    return in_use if in_use() > 0 else None
-
-
-_malloc_in_use = _malloc_reader()
-
-
-def _stack_text(frames, limit=24):
-    """(file, line, function) frames, innermost first, as "file:line:function"
-    lines: the user's frames before those of installed packages, torch's and
-    the probe's left out."""
-    user, lib = [], []
-    for name, line, function in frames:
-        if len(user) + len(lib) >= limit:
-            break
-        if name.endswith(".py") and not any(part in name for part in _LIBRARY_PARTS):
-            (lib if "-packages" + os.sep in name else user).append("%s:%d:%s" % (name, line, function))
-    return "\n".join(user + lib)
-
-
-def user_stack(frame, limit=24):
-    """The Python stack from frame outwards (_stack_text)."""
-    frames = []
-    while frame is not None and len(frames) < 4 * limit:
-        code = frame.f_code
-        frames.append((code.co_filename, frame.f_lineno, code.co_name))
-        frame = frame.f_back
-    return _stack_text(frames, limit)
 
 
 class Watch:
@@ -139,7 +79,7 @@ class Watch:
         if step <= self.last_step:
             return None
         self.last_step = step
-        live, reserved, device = _live_bytes()
+        live, reserved, device = _allocator.live_bytes()
         self.live = live
         # sys.getallocatedblocks() walks the allocator's arenas (0.1-0.4 ms on
         # a big heap): read once every BLOCKS_EVERY steps, for the reports only.
@@ -219,23 +159,6 @@ class Watch:
 
 def _rising(minima):
     return len(minima) == 3 and minima[1] - minima[0] > MIN_RISE and minima[2] - minima[1] > MIN_RISE
-
-
-def _live_bytes():
-    """(live bytes, reserved bytes or -1, device text) of this moment."""
-    torch = sys.modules.get("torch")
-    cuda = getattr(torch, "cuda", None) if torch is not None else None
-    if cuda is not None and cuda.is_initialized():
-        index = cuda.current_device()
-        try:
-            # one nested dict from C++; memory_allocated() and memory_reserved()
-            # each build and flatten the whole statistics dict in Python
-            stats = torch._C._cuda_memoryStats(index)
-            return (stats["allocated_bytes"]["all"]["current"], stats["reserved_bytes"]["all"]["current"],
-                    "cuda:%d" % index)
-        except (AttributeError, KeyError, TypeError):
-            return cuda.memory_allocated(index), cuda.memory_reserved(index), "cuda:%d" % index
-    return (_malloc_in_use() if _malloc_in_use is not None else _rss()), -1, "cpu"
 
 
 class CreationRecorder:
@@ -326,7 +249,7 @@ class _DispatchRecorder:
                         continue
                     if ptr and ptr not in inputs:  # a new storage, not an update in place
                         counter[0] += 1
-                        made[ptr] = (counter[0], user_stack(sys._getframe(2)), storage_alive(t))
+                        made[ptr] = (counter[0], _stacks.user_stack(sys._getframe(2)), storage_alive(t))
 
         self.mode = Mode()
         self.mode.__enter__()
@@ -360,8 +283,9 @@ class _CudaHistory:
                     if block.get("state") != "active_allocated" or not frames:
                         continue
                     seq += 1
-                    made[block["address"]] = (seq, _stack_text(
-                        (str(f.get("filename", "")), int(f.get("line", 0)), str(f.get("name", "?"))) for f in frames))
+                    made[block["address"]] = (seq, _stacks.text(
+                        ((str(f.get("filename", "")), int(f.get("line", 0)), str(f.get("name", "?"))) for f in frames),
+                        _stacks.USER_LINES, user_first=True))
         finally:
             if not self.users:
                 mem._record_memory_history(enabled=None)

@@ -29,10 +29,18 @@ on the way.
 It never runs user code: references come from gc (the types' C traversal),
 steps are named by reading builtin containers (dict, list, tuple, deque,
 cells) and an instance's __dict__ or slots only through the descriptors
-CPython itself made (never a property, __getattr__ or __repr__ of the
-user's), and types are tested with issubclass(type(obj), ...), never
-isinstance (which may ask the object for __class__).  Everything it holds
-is dropped before it returns.
+CPython itself made (instance_dict; never a property, __getattr__ or
+__repr__ of the user's), and types are tested with is_a, that is
+issubclass(type(obj), ...), never isinstance: isinstance asks the object
+for its __class__ when its type does not match, and a proxy (a mock, a
+lazy module or a wrapper that forwards attribute reads to what it stands
+for) answers with its own code, which may lie about the class, import a
+package or raise, in the middle of an audit.  Everything it holds is
+dropped before it returns.
+
+This is the probe's one walk on gc referrers: referrers(level, blocked),
+one level of it, is also how frameworks/holders.py finds the wrappers
+above an optimizer, under the same rule (is_a, instance_dict).
 """
 import collections
 import gc
@@ -105,8 +113,8 @@ def _safe_slot(obj, name):
 
 def _attr_of(obj, child):
     """The attribute of obj (its __dict__ or a slot) that is child, or None."""
-    d = _safe_slot(obj, "__dict__")
-    if type(d) is dict:
+    d = instance_dict(obj)
+    if d is not None:
         for k, v in d.items():
             if v is child:
                 return k
@@ -121,9 +129,16 @@ def _attr_of(obj, child):
     return None
 
 
-def _is(obj, klass):
+def is_a(obj, klass):
     """isinstance without asking obj for its __class__ (which may be user code)."""
     return issubclass(type(obj), klass)
+
+
+def instance_dict(obj):
+    """obj's __dict__ through CPython's own descriptor (never a property or a
+    __getattr__ of the user's), or None when it has none."""
+    d = _safe_slot(obj, "__dict__")
+    return d if type(d) is dict else None
 
 
 class _Roots:
@@ -137,7 +152,7 @@ class _Roots:
         self.running = set()  # ids of a running module body's variables (below)
         self.snapshots = []  # the f_locals snapshots read (forget() empties them)
         for name, mod in list(sys.modules.items()):
-            if _is(mod, types.ModuleType):
+            if is_a(mod, types.ModuleType):
                 try:
                     d = _MODULE_DICT.__get__(mod, type(mod))
                 except Exception:
@@ -164,7 +179,7 @@ class _Roots:
                         self._module_body(names)
                 frame = frame.f_back
         main = sys.modules.get("__main__")
-        if _is(main, types.ModuleType):
+        if is_a(main, types.ModuleType):
             self._module_body(_MODULE_DICT.__get__(main, type(main)))
 
     def _module_body(self, names):
@@ -179,7 +194,7 @@ class _Roots:
         module = self.modules.get(id(names), "__main__")
         for var, value in names.items():
             kind = type(value)
-            if any(kind is k for k in _CONTAINERS) or _is(value, (types.ModuleType, type, types.FunctionType)):
+            if any(kind is k for k in _CONTAINERS) or is_a(value, (types.ModuleType, type, types.FunctionType)):
                 continue
             if id(value) not in self.locals:
                 self.locals[id(value)] = (module + "." + var, _name(kind))
@@ -209,7 +224,7 @@ class _Roots:
         local = self.locals.get(oid)
         if local is not None:
             return local[0], None, (" of a " + local[1] if local[0] == "self" else "")
-        if _is(obj, type):
+        if is_a(obj, type):
             return _TYPE_QUALNAME.__get__(obj, type(obj)), None, ""
         return None
 
@@ -234,18 +249,18 @@ def _ended_frames():
 def _edge(parent, child, mode):
     """(text of the step parent -> child, the mode of the next step)."""
     kind = type(parent)
-    if _is(parent, dict):
+    if is_a(parent, dict):
         for k, v in dict.items(parent):
             if v is child:
                 return ("." + k if mode == _ATTRS and type(k) is str else "[%s]" % _key_text(k)), None
             if k is child:
                 return "<key of %s>" % _name(kind), None
         return GONE, None
-    if _is(parent, (list, tuple, collections.deque)):
+    if is_a(parent, (list, tuple, collections.deque)):
         if mode == _CLOSURE and kind is tuple:
             return "", None
-        for i, v in enumerate(list.__iter__(parent) if _is(parent, list) else
-                              tuple.__iter__(parent) if _is(parent, tuple) else
+        for i, v in enumerate(list.__iter__(parent) if is_a(parent, list) else
+                              tuple.__iter__(parent) if is_a(parent, tuple) else
                               collections.deque.__iter__(parent)):
             if v is child:
                 return "[%d]" % i, None
@@ -274,7 +289,7 @@ def _edge(parent, child, mode):
         return "<generator %s>" % name, None
     if kind is types.ModuleType:
         return "", _ATTRS
-    if _is(parent, type):
+    if is_a(parent, type):
         if type(child) is types.MappingProxyType or type(child) is dict:
             return "", _ATTRS
         return "", None
@@ -285,7 +300,7 @@ def _edge(parent, child, mode):
     if kind is types.FrameType:
         return "", None
     # an instance of some class: its __dict__ (then attributes), or an attribute directly
-    if type(child) is dict and _safe_slot(parent, "__dict__") is child:
+    if type(child) is dict and instance_dict(parent) is child:
         return "", _ATTRS
     name = _attr_of(parent, child)
     if name is not None:
@@ -309,6 +324,34 @@ def find(targets, skip_file, ignore=()):
         walk.drop()
         if was_enabled:
             gc.enable()
+
+
+def referrers(level, blocked):
+    """[(parent, [ids of its children in level])] for every gc object that
+    refers to an object of level, frames and the objects whose ids are in
+    blocked (the caller's own containers) left out: one gc.get_referrers
+    call for a level of up to FEW objects, else one pass over the heap.
+    The containers this call makes are added to blocked."""
+    ids = set(map(id, level))
+    out = []
+    blocked.update((id(ids), id(out)))
+    if len(level) <= FEW:
+        args = tuple(level)  # passed on as the call's own argument tuple, which refers to them all
+        blocked.add(id(args))
+        found = gc.get_referrers(*args)
+        blocked.add(id(found))
+        _add_parents(found, ids, blocked, out)
+        found.clear()
+        return out
+    heap = gc.get_objects()
+    blocked.add(id(heap))
+    isdisjoint = ids.isdisjoint
+    for start in range(0, len(heap), CHUNK):
+        chunk = heap[start:start + CHUNK]
+        if not isdisjoint(map(id, gc.get_referents(*chunk))):
+            _add_parents(chunk, ids, blocked, out)
+    heap.clear()
+    return out
 
 
 def _add_parents(candidates, ids, blocked, out):
@@ -407,35 +450,12 @@ class _Walk:
                         # global list also keeps): climbed on like a local target
                         self.locals.add(pid)
                         nxt.append(p)
-                elif len(nxt) < MAX_LEVEL and not _is(p, types.ModuleType):
+                elif len(nxt) < MAX_LEVEL and not is_a(p, types.ModuleType):
                     nxt.append(p)
             level = nxt
 
     def _referrers(self, level):
-        """[(parent, [ids of its children in level])] for every gc object
-        that refers to an object of level (the walk's own containers and
-        frames left out)."""
-        ids = set(map(id, level))
-        out = []
-        self._own(ids, out)
-        blocked = self.blocked
-        if len(level) <= FEW:
-            args = tuple(level)  # passed on as the call's own argument tuple, which refers to them all
-            self._own(args)
-            found = gc.get_referrers(*args)
-            self._own(found)
-            _add_parents(found, ids, blocked, out)
-            found.clear()
-            return out
-        heap = gc.get_objects()
-        self._own(heap)
-        isdisjoint = ids.isdisjoint
-        for start in range(0, len(heap), CHUNK):
-            chunk = heap[start:start + CHUNK]
-            if not isdisjoint(map(id, gc.get_referents(*chunk))):
-                _add_parents(chunk, ids, blocked, out)
-        heap.clear()
-        return out
+        return referrers(level, self.blocked)
 
     def paths(self):
         """Breadth-first from the roots reached, over the found references:
@@ -561,12 +581,12 @@ def _list_element(objs, best, cid, step, pid):
     dicts and tuples reached by index (a model's output appended to a list:
     `outputs[9]['logits']` groups by `outputs`), else as given."""
     at = (cid, step, pid)
-    while pid is not None and step.startswith("[") and _is(objs.get(pid), (dict, tuple)):
+    while pid is not None and step.startswith("[") and is_a(objs.get(pid), (dict, tuple)):
         up = best[pid]
         if up[2] is None or not up[3].startswith("["):
             break
         cid, step, pid = pid, up[3], up[2]
-        if _is(objs.get(pid), (list, collections.deque)):
+        if is_a(objs.get(pid), (list, collections.deque)):
             return cid, step, pid
     return at
 

@@ -26,14 +26,10 @@ from . import _growth
 from . import _oom
 from . import _native as N
 from . import _parts
+from . import _stacks
 from . import _track
 from . import _versions
 from .frameworks import fsdp2, holders
-
-# The probe's own frames, left out of the stacks it records: the directory
-# in its code's file names (which _unmeasured.py prefixes).
-_OWN_DIR = os.path.dirname(sys._getframe().f_code.co_filename)
-
 
 class _State:
     enabled = True
@@ -96,7 +92,7 @@ def _checked(test):
 
 
 def _stack():
-    return _track.python_stack(_OWN_DIR)
+    return _stacks.event_stack(sys._getframe(1))
 
 
 def _set_rank():
@@ -144,6 +140,7 @@ def _describe(module):
 
 def _on_optimizer_created(opt):
     _track.optimizers.put(opt, None)
+    _track.step_counts.pop(id(opt), None)  # a dead optimizer's at this address: this one counts from 1
     _track.changed()
     names = []
     for group in opt.param_groups:

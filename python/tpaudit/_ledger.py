@@ -18,15 +18,14 @@ storage cannot be read are left out.
 import collections
 import gc
 import itertools
-import os
-import sys
 
+from . import _allocator
 from . import _holders
 from . import _parts
 from . import _track
+from . import _unmeasured
 from . import _workspaces
 
-OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 MODULE_DEPTH = 3          # parameters are grouped by their module path cut to this many parts
 MAX_GRAPH_NODES = 200000  # autograd nodes one audit walks, at most
 MAX_SHAPES = 4
@@ -268,19 +267,6 @@ def _graph_tensors(torch, grad_fn, seen_nodes, leaves):
                 todo.append(nxt)
 
 
-def _measured(torch, devices):
-    """device -> (how, bytes, allocator cache bytes) for the CUDA devices."""
-    out = {}
-    cuda = getattr(torch, "cuda", None)
-    for device in devices:
-        if not device.startswith("cuda") or cuda is None or not cuda.is_initialized():
-            continue
-        index = int(device.split(":")[1]) if ":" in device else cuda.current_device()
-        reserved, allocated = cuda.memory_reserved(index), cuda.memory_allocated(index)
-        out[device] = ("torch.cuda.memory_reserved", reserved, max(0, reserved - allocated))
-    return out
-
-
 def build(torch, models, optimizers, param_paths, walk=True, created=None):
     """The Ledger of this moment.  models: live root modules; optimizers:
     torch optimizers; param_paths: id(param) -> its path in a live model."""
@@ -326,7 +312,7 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
         for pairs in others.values():  # the walk's caller's own containers refer to the tensors
             own.add(id(pairs))
             own.update(map(id, pairs))
-        paths = _parts.guard("holder_walk", lambda: _holders.find(targets, OWN_DIR, ignore=own), default={})
+        paths = _parts.guard("holder_walk", lambda: _holders.find(targets, _unmeasured.DIR, ignore=own), default={})
     for key, pairs in list(others.items()):
         # A storage is held through whichever of its tensor objects a root
         # reaches (an alias may be kept from C++ only): a path whose last step
@@ -389,14 +375,7 @@ def record(rec, models, optimizers, param_paths=None, walk=True, created=None):
             libraries = _workspaces.named(torch, led.claimed)
         except Exception:  # the workspaces are then left in unattributed, as before they were named
             libraries = {}
-        rows = led.rows(_measured(torch, devices | _cuda_devices(torch)), libraries)
+        rows = led.rows(_allocator.measured(devices | _allocator.current_devices()), libraries)
     for row in rows:
         write(row)
     return len(rows)
-
-
-def _cuda_devices(torch):
-    cuda = sys.modules.get("torch.cuda")
-    if cuda is None or not cuda.is_initialized():
-        return set()
-    return {"cuda:%d" % cuda.current_device()}

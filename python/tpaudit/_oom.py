@@ -11,8 +11,8 @@ CUDA, which a process that never uses the GPU must not do), so it costs
 nothing until an OOM.  At one, the observer takes an audit labelled "oom"
 (the full ledger with the holder walk, which reads the allocator's
 statistics and allocates no device memory), reads the allocator's
-reserved-but-free bytes and its largest free block (memory_stats and
-memory_snapshot: host memory only), and records an oom row with the Python
+reserved-but-free bytes and its largest free block (_allocator.free_state:
+host memory only), and records an oom row with the Python
 stack of the failing allocation, the user's line first.
 
 The observer runs on whichever thread asked for the memory: the program's,
@@ -31,8 +31,10 @@ analyzer's to judge (docs/ANALYZER.md, "Out of memory").
 import sys
 import threading
 
+from . import _allocator
 from . import _facts
 from . import _growth
+from . import _stacks
 from . import _workspaces
 
 # OOMs that get an audit of their own; later ones get their row only (the
@@ -94,26 +96,6 @@ def step_in_flight():
     return done - 1 if done is not None else -1
 
 
-def allocator_state(torch, device):
-    """(reserved-but-free bytes, largest free block) of the caching allocator
-    on `device`, each None when unknown; reads host-side statistics only."""
-    cuda = getattr(torch, "cuda", None)
-    if cuda is None or not cuda.is_initialized():
-        return None, None
-    stats = cuda.memory_stats(device)
-    reserved = stats.get("reserved_bytes.all.current")
-    allocated = stats.get("allocated_bytes.all.current")
-    reserved_free = reserved - allocated if reserved is not None and allocated is not None else None
-    largest = 0
-    for segment in cuda.memory_snapshot():
-        if segment.get("device", device) != device:
-            continue
-        for block in segment.get("blocks", ()):
-            if block.get("state") == "inactive":
-                largest = max(largest, int(block.get("size", 0)))
-    return reserved_free, largest
-
-
 # the functions through which a thread waits for the autograd engine
 _BACKWARD_ENTRIES = ("_engine_run_backward", "backward", "grad", "run_backward")
 _AUTOGRAD_DIR = "torch/autograd/"
@@ -136,7 +118,7 @@ def issuing_frame(caller):
     autograd engine, a pin-memory thread or one with no Python frame, the
     thread waiting in backward(), else the main thread; None when no thread
     has one."""
-    if caller is not None and _growth.user_stack(caller):
+    if caller is not None and _stacks.user_stack(caller):
         return caller
     me = threading.get_ident()
     frames = {ident: frame for ident, frame in sys._current_frames().items() if ident != me}
@@ -174,10 +156,9 @@ def on_oom(device, requested, total, free, frame=None):
     try:
         if watch.recorder is None or (watch.enabled is not None and not watch.enabled()):
             return None
-        import torch
         watch.seen += 1
         frame = frame if frame is not None else _stage("stack", issuing_frame, sys._getframe(0).f_back)
-        py_stack = _stage("stack", _growth.user_stack, frame, default="") if frame is not None else ""
+        py_stack = _stage("stack", _stacks.user_stack, frame, default="") if frame is not None else ""
         in_backward = _stage("stack", _in_backward, frame, default=False)
         frame = None  # no frame of the program's kept past here
         step = _stage("step", step_in_flight, default=-1)
@@ -187,7 +168,7 @@ def on_oom(device, requested, total, free, frame=None):
             audit_id = _stage("audit", _audit, step, default=0) if watch.seen <= KEEP_AUDITS else 0
         finally:
             _workspaces.backward_in_flight = False
-        reserved_free, largest = _stage("allocator", allocator_state, torch, device, default=(None, None))
+        reserved_free, largest = _stage("allocator", _allocator.free_state, device, default=(None, None))
         return watch.recorder.oom({
             "source": "torch", "api": "torch caching allocator", "device": int(device),
             "requested": int(requested), "free_bytes": int(free), "total_bytes": int(total),

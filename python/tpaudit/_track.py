@@ -43,7 +43,7 @@ owners = WeakIdMap()       # parameter -> (weakref(module), attribute name)
 names = WeakIdMap()        # tensor -> best dotted name
 holders = WeakIdMap()      # optimizer -> [weakref(object holding it)] (frameworks/holders.py)
 scanned = WeakIdMap()      # optimizer -> True once its gc referrer scan ran
-step_counts = {}           # id(optimizer) -> [steps taken, next step due]
+step_counts = {}           # id(optimizer) -> [steps taken, next step due]; a new optimizer drops its id's
 
 
 def notify_module_call(module):
@@ -171,15 +171,3 @@ def is_fake(t):
         return bool(fake.is_fake(t))
     except Exception:
         return True
-
-
-def python_stack(skip_prefix):
-    """Caller's stack as "file:line:function" lines, innermost first, own frames left out."""
-    lines = []
-    frame = sys._getframe(1)
-    while frame is not None and len(lines) < 32:
-        code = frame.f_code
-        if not code.co_filename.startswith(skip_prefix):
-            lines.append("%s:%d:%s" % (code.co_filename, frame.f_lineno, code.co_name))
-        frame = frame.f_back
-    return "\n".join(lines)

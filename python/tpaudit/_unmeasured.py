@@ -7,6 +7,12 @@ that comes from no real file, which coverage.py (and tools like it) never
 trace.  A program measured with coverage under the shim so reports what it
 reports without it.  The code itself is the package's own, from its .py
 files and their cached bytecode; only the name on it changes.
+
+It is also the one place that says where the probe's own code is: DIR, the
+package's folder, and own_code(file name), whether a code object's file
+name is the probe's, loaded through Loader (PREFIX + DIR) or imported
+plainly (DIR: the tests, the pytest plugin without the shim).  The stacks
+the probe records and the frames it walks leave those out.
 """
 import importlib.machinery
 import importlib.util
@@ -14,6 +20,16 @@ import os
 import sys
 
 PREFIX = "<tpaudit>"
+# The package's folder, read from this file's code (PREFIX + its path when
+# loaded through Loader), so it is spelled as the code's file names spell it.
+_CODE_DIR = os.path.dirname(sys._getframe().f_code.co_filename)
+DIR = _CODE_DIR[len(PREFIX):] if _CODE_DIR.startswith(PREFIX) else _CODE_DIR
+_OWN_NAMES = (DIR + os.sep, PREFIX + DIR + os.sep)
+
+
+def own_code(file_name):
+    """Whether file_name (a code object's co_filename) is a file of the probe."""
+    return file_name.startswith(_OWN_NAMES)
 
 
 def renamed(code, name):

@@ -47,7 +47,7 @@ def observer():
     return mod if mod is not None and mod.watch.recorder is not None else None
 
 
-def unreadable(_torch, _device):
+def unreadable(_device):
     raise RuntimeError("the allocator's state cannot be read")
 
 
@@ -58,7 +58,8 @@ def out_of_memory(asked, total, free, allocator=None):
     mod = observer()
     if mod is not None:
         if allocator is not None:
-            mod.allocator_state = allocator if callable(allocator) else lambda _torch, _device: allocator
+            state = sys.modules["tpaudit._allocator"]
+            state.free_state = allocator if callable(allocator) else lambda _device: allocator
         mod.on_oom(0, asked, total, free, frame=sys._getframe(1))
     raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate %.2f GiB." % (asked / GIB))
 

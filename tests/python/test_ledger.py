@@ -256,7 +256,7 @@ def test_every_audit_of_a_run_has_a_ledger_that_adds_up(tmp_path):
 
 WATCH = """
 import json
-from tpaudit import _growth
+from tpaudit import _allocator, _growth
 
 class Rows:
     def sample(self, *args):
@@ -273,7 +273,7 @@ patterns = {
 out = {}
 for name, live in patterns.items():
     step = [0]
-    _growth._live_bytes = lambda: (live(step[0]), -1, "cpu")
+    _allocator.live_bytes = lambda: (live(step[0]), -1, "cpu")
     w = _growth.Watch(Rows(), limit=4)
     labels = []
     for s in range(1, 61):

@@ -122,6 +122,16 @@ def test_tensors_are_freed_with_probe_active(tmp_path):
     assert con.execute("select count(*) from audit where end_ns is not null").fetchone()[0] >= 2
 
 
+def test_an_optimizer_at_a_dead_ones_address_is_audited_at_its_own_steps(tmp_path):
+    out, r = audited(tmp_path, "reused", [sys.executable, str(SCEN), "reused_address"])
+    made = int(r.stdout.split("reused_address: ")[1].split()[0])
+    assert "the last at a dead one's address: True" in r.stdout, r.stdout
+    (con,) = dbs(out)
+    steps = con.execute("select step, count(*) from audit where label = 'step' and end_ns is not null "
+                        "group by step order by step").fetchall()
+    assert steps == [(1, made), (2, made)]  # the last one too: it took no step count of the dead one's
+
+
 def test_spawn_child_is_audited(tmp_path):
     out, _ = audited(tmp_path, "spawn", [sys.executable, str(SCEN), "spawn_child"])
     doc = report(out)

@@ -33,7 +33,7 @@ STEPS = 32
 BREAKS = {
     "forward_descriptor": "tpaudit._forward.compiling_test = lambda torch: broken",
     "replacement_events": "tpaudit._hooks._on_module_set = tpaudit._hooks._on_param_set = broken",
-    "growth_watch": "tpaudit._growth._live_bytes = broken",
+    "growth_watch": "tpaudit._allocator.live_bytes = broken",
     "ledger": "tpaudit._ledger.build = broken",
     "holder_walk": "tpaudit._ledger._holders.find = broken",
     "creation_stacks": "tpaudit._growth.CreationRecorder.start = staticmethod(broken)",
@@ -45,7 +45,7 @@ BREAKS = {
 }
 SHIM = '''\
 import os
-import tpaudit._forward, tpaudit._growth, tpaudit._hooks, tpaudit._ledger
+import tpaudit._allocator, tpaudit._forward, tpaudit._growth, tpaudit._hooks, tpaudit._ledger
 import tpaudit.frameworks.colossalai, tpaudit.frameworks.fsdp2, tpaudit.frameworks.generic
 import tpaudit.frameworks.holders
 import tpaudit._versions

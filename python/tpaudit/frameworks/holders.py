@@ -8,13 +8,20 @@ Two cheap looks, the results kept as weakrefs only:
 - at an audited step, the `self` of each frame above the step hook that
   holds the optimizer (or a holder already found) through an attribute, a
   container in an attribute, or an object in such a container;
-- once per optimizer, gc.get_referrers up to LEVELS levels: instances (or
+- once per optimizer, up to LEVELS levels of gc referrers, one level at a
+  time through the probe's own walk (_holders.referrers): instances (or
   their __dict__) and plain containers holding it, then what holds those.
+It keeps the holder walk's rule (_holders.py says why): types are tested
+with _holders.is_a, never isinstance, and attributes are read through
+_holders.instance_dict, never vars() or getattr, so no proxy's or lazy
+module's code runs; containers are read through the builtin types' own
+methods.
 """
-import gc
-import sys
+import itertools
 import types
 import weakref
+
+from .. import _holders
 
 LEVELS = 3          # holder of holder of holder
 MAX_FANOUT = 64     # referrers followed per level
@@ -22,35 +29,41 @@ MAX_CONTAINER = 64  # elements of one container looked at
 
 _SKIP_TYPES = (types.FrameType, types.ModuleType, types.FunctionType, types.MethodType, type,
                types.CodeType, weakref.ReferenceType)
+is_a = _holders.is_a
+instance_dict = _holders.instance_dict
+
+
+def _elements(value):
+    """The first MAX_CONTAINER elements of a list or tuple, or values of a
+    dict, else None."""
+    if is_a(value, list):
+        return list(itertools.islice(list.__iter__(value), MAX_CONTAINER))
+    if is_a(value, tuple):
+        return list(itertools.islice(tuple.__iter__(value), MAX_CONTAINER))
+    if is_a(value, dict):
+        return list(itertools.islice(dict.values(value), MAX_CONTAINER))
+    return None
 
 
 def _contains(value, targets, depth):
     if id(value) in targets:
         return True
-    if isinstance(value, (list, tuple)):
-        items = value[:MAX_CONTAINER]
-    elif isinstance(value, dict):
-        items = list(value.values())[:MAX_CONTAINER]
-    else:
-        items = None
+    items = _elements(value)
     if items is not None:
         return any(_contains(v, targets, depth) for v in items)
-    if depth > 0 and hasattr(value, "__dict__") and not isinstance(value, _SKIP_TYPES):
-        try:
-            attrs = vars(value)
-        except TypeError:
-            return False
-        return any(id(v) in targets for v in list(attrs.values())[:4 * MAX_CONTAINER])
+    if depth > 0 and not is_a(value, _SKIP_TYPES):
+        attrs = instance_dict(value)
+        if attrs is not None:
+            return any(id(v) in targets for v in itertools.islice(dict.values(attrs), 4 * MAX_CONTAINER))
     return False
 
 
 def holds(obj, targets):
     """True when obj reaches an id in targets through its attributes (two hops)."""
-    try:
-        attrs = vars(obj)
-    except TypeError:
+    attrs = instance_dict(obj)
+    if attrs is None:
         return False
-    for v in list(attrs.values()):
+    for v in list(dict.values(attrs)):
         if _contains(v, targets, 1):
             return True
     return False
@@ -70,43 +83,45 @@ def from_frames(opt, frame):
     return found
 
 
+def _parents(level, own):
+    """The objects that refer to one of level (_holders.referrers: frames,
+    level and the ids in own, the caller's lists, left out)."""
+    return [parent for parent, _kids in _holders.referrers(level, {id(level)} | own)]
+
+
 def from_referrers(opt, ignore):
-    """Holders of opt found through gc.get_referrers, LEVELS levels up."""
+    """Holders of opt found through gc referrers, LEVELS levels up (ignore:
+    holders known already, not found again)."""
     found, seen = [], {id(opt)} | {id(x) for x in ignore}
+    own = {id(found), id(ignore)}
     level = [opt]
-    here = sys._getframe()
     for _ in range(LEVELS):
-        refs = gc.get_referrers(*level)
         nxt, dicts = [], []
-        for r in refs[:4 * MAX_FANOUT]:
-            if id(r) in seen or r is level or r is refs or isinstance(r, _SKIP_TYPES):
+        for r in _parents(level, own)[:4 * MAX_FANOUT]:
+            if id(r) in seen or is_a(r, _SKIP_TYPES):
                 continue
             seen.add(id(r))
             if type(r) is dict:
                 dicts.append(r)
-            elif isinstance(r, (list, tuple, set)):
+            elif is_a(r, (list, tuple, set)):
                 nxt.append(r)
-            elif hasattr(r, "__dict__"):
+            elif instance_dict(r) is not None:
                 found.append(r)
                 nxt.append(r)
         if dicts:
-            owners = gc.get_referrers(*dicts)
             by_dict = {id(d) for d in dicts}
-            for o in owners:
-                if id(o) in seen or isinstance(o, _SKIP_TYPES) or o is dicts:
+            for o in _parents(dicts, own):
+                if id(o) in seen or is_a(o, _SKIP_TYPES):
                     continue
-                d = getattr(o, "__dict__", None) if not isinstance(o, (dict, list, tuple)) else None
+                d = instance_dict(o) if not is_a(o, (dict, list, tuple)) else None
                 if d is not None and id(d) in by_dict:
                     seen.add(id(o))
                     found.append(o)
                     nxt.append(o)
-                elif type(o) is dict or isinstance(o, (list, tuple)):
-                    if id(o) not in seen:
-                        seen.add(id(o))
-                        nxt.append(o)
-        del refs
+                elif type(o) is dict or is_a(o, (list, tuple)):
+                    seen.add(id(o))
+                    nxt.append(o)
         level = nxt[:MAX_FANOUT]
         if not level:
             break
-    del here
     return found

@@ -111,6 +111,23 @@ def gc_freed(_twin):
     sys.exit(1 if alive else 0)
 
 
+def reused_address(_twin):
+    """Optimizers made one after another, each let go before the next, until
+    one is made at a dead one's address (its id): each is a new optimizer,
+    audited at its own steps 1 and 2."""
+    model = mlp()
+    seen, made, reused = set(), 0, False
+    while not reused and made < 64:
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        made += 1
+        reused = id(opt) in seen
+        seen.add(id(opt))
+        train(model, opt, lambda: torch.randn(4, 16), steps=3)
+        del opt
+        gc.collect()
+    print("reused_address: %d optimizers, the last at a dead one's address: %s" % (made, reused))
+
+
 def numerics(_twin):
     torch.manual_seed(0)
     model = mlp()
@@ -237,7 +254,7 @@ CASES = {
     "hf_resize": hf_resize, "meta_to_empty": meta_to_empty, "tied": tied, "frozen": frozen,
     "data_pad": data_pad, "gc_freed": gc_freed, "spawn_child": spawn_child,
     "numerics": numerics, "hook_error": hook_error, "explicit": explicit, "named_params": named_params,
-    "stale_with_state": stale_with_state,
+    "stale_with_state": stale_with_state, "reused_address": reused_address,
     "dtensor_tp": dtensor_tp, "fsdp2": fsdp2, "adagrad_fsdp": adagrad_fsdp,
     "ddp_before": lambda _t: ddp(True), "ddp_after": lambda _t: ddp(False),
 }
