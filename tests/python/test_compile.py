@@ -33,6 +33,7 @@ TPAUDIT = str(Path(LIB).resolve().parents[1] / "bin" / "tpaudit")
 LOG_STAMP = re.compile(r"^([WIE])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ", re.M)
 # and torch 2.6's inductor warns of the temporary directories it left, random names
 TEMP_DIR = re.compile(r"/tmp/tmp\w+")
+LIVE_GROWTH = re.compile(r"^tpaudit: at step \d+: memory_growth: ")
 
 
 def run(tmp_path, argv, probe, status=0):
@@ -45,8 +46,8 @@ def run(tmp_path, argv, probe, status=0):
         env.update(LD_PRELOAD=LIB, TPAUDIT_OUT=str(out))
     r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1500, cwd=out)
     assert r.returncode == status, r.stderr[-4000:]
-    # the probe's own documented lines (a live memory_growth line) are its, not the program's
-    err = "".join(line for line in r.stderr.splitlines(True) if not line.startswith("tpaudit: "))
+    # the probe's live memory_growth line is documented output of its own; any other line stays compared
+    err = "".join(line for line in r.stderr.splitlines(True) if not LIVE_GROWTH.match(line))
     return out, r.stdout, TEMP_DIR.sub("/tmp/tmpX", LOG_STAMP.sub(r"\1 ", err))
 
 
@@ -193,3 +194,24 @@ def test_growth_under_compile_names_the_holder_eager_names(tmp_path):
     assert made in ([], lines), compiled["created_at"]
     bounded, _, _ = run(tmp_path / "bounded", [sys.executable, scenario, "bounded"], True)
     assert growth(bounded) == [] and audits(bounded), audits(bounded)
+    # every audit each run took: the list holds what the loop had kept by then
+    # (appended after the optimizer step an audit is taken in; all 24 at exit)
+    for where, most in ((eager_out, None), (out, None), (bounded, 2)):
+        for step, kept in kept_at_audits(where):
+            want = (STEPS_GROWTH if step == STEPS_GROWTH else step - 1) << 20
+            assert kept == (min(want, most << 20) if most else want), (where.parent.name, step, kept)
+
+
+STEPS_GROWTH = 24  # compile_growth.py's steps
+
+
+def kept_at_audits(out):
+    """[(step, bytes `kept` holds)] of every closed audit after the first optimizer step."""
+    found = []
+    for db in sorted(out.glob("*.db")):
+        con = sqlite3.connect(db)
+        found += con.execute("select a.step, coalesce(sum(l.bytes), 0) from audit a left join ledger l on"
+                             " l.audit_id = a.id and l.owner in ('kept', '__main__.kept') and l.device = 'cpu'"
+                             " where a.end_ns is not null and a.step > 0 group by a.id order by a.id").fetchall()
+    assert found, out
+    return found

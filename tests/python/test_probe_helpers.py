@@ -108,12 +108,14 @@ def test_stacks_leave_the_probes_frames_out():
     assert event[1].startswith(here + ":") and event[1].endswith(":test_stacks_leave_the_probes_frames_out")
     assert not any(_unmeasured.own_code(line) for line in event)
     # a user's stack: .py frames outside torch, the user's before installed packages'
-    frames = [(_unmeasured.DIR + "/_hooks.py", 1, "probe"), ("/x/site-packages/torch/nn/module.py", 2, "call"),
-              ("/x/site-packages/pkg/loop.py", 3, "fit"), ("/work/train.py", 4, "main"), ("<string>", 5, "m")]
-    assert _stacks.text(frames, 24, user_first=True) == "/work/train.py:4:main\n/x/site-packages/pkg/loop.py:3:fit"
+    # (inductor's generated code, in its cache directory, is no user's)
+    frames = [(_unmeasured.DIR + "/_hooks.py", 1, "probe"), ("/x/tmp/torchinductor_u/ab/cab.py", 9, "call"),
+              ("/x/site-packages/torch/nn/module.py", 2, "call"),
+              ("/x/site-packages/pkg/loop.py", 3, "fit"), ("/x/project/train.py", 4, "main"), ("<string>", 5, "m")]
+    assert _stacks.text(frames, 24, user_first=True) == "/x/project/train.py:4:main\n/x/site-packages/pkg/loop.py:3:fit"
     assert _stacks.text(frames, 24, user_first=False).split("\n") == [
-        "/x/site-packages/torch/nn/module.py:2:call", "/x/site-packages/pkg/loop.py:3:fit", "/work/train.py:4:main",
-        "<string>:5:m"]
+        "/x/tmp/torchinductor_u/ab/cab.py:9:call", "/x/site-packages/torch/nn/module.py:2:call",
+        "/x/site-packages/pkg/loop.py:3:fit", "/x/project/train.py:4:main", "<string>:5:m"]
 
 
 def test_the_probes_own_code_under_either_name():
