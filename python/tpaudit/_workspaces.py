@@ -1,7 +1,7 @@
 """Device memory PyTorch's caching allocator gives out that is no tensor: the
-cuBLAS and cuBLASLt workspaces, the rounding of the tensors' blocks, and at an OOM in backward the autograd
-engine's buffers in flight, named in the ledger instead of left
-unattributed.
+cuBLAS and cuBLASLt workspaces, the rounding of the tensors' blocks, and at
+an OOM in backward the autograd engine's buffers in flight, named in the
+ledger instead of left unattributed.
 
 PyTorch allocates one cuBLAS workspace per (cuBLAS handle, stream) from its
 caching allocator, and handles are per thread, so a training step whose
@@ -85,10 +85,13 @@ def from_snapshot(segments, claimed, major):
     memory_allocated() counts the whole block."""
     starts = {ptr for _device, ptr in claimed}
     out = {}
+    workspaces = {}  # device index -> {workspace size: its owner}
     for segment in segments:
         index = segment.get("device", 0)
-        sizes = {size: CUBLAS for size in cublas_sizes(major(index))}
-        sizes.setdefault(cublaslt_size(), CUBLASLT)
+        sizes = workspaces.get(index)
+        if sizes is None:
+            sizes = workspaces[index] = {size: CUBLAS for size in cublas_sizes(major(index))}
+            sizes.setdefault(cublaslt_size(), CUBLASLT)
         address = segment.get("address", 0)
         for block in segment.get("blocks", ()):
             start, size = block.get("address", address), int(block.get("size", 0))
