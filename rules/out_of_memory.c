@@ -218,8 +218,14 @@ static int fragmented(const oom_row_t *o) {
            o->largest_free < o->requested;
 }
 
-/* Why it ran out, the first that holds: a holder that grew, fragmentation,
- * memory outside the allocator, the step's own peak, the allocation. */
+/* The request alone is more than the process could ever use (the device's bytes or its cap). */
+static int over_limit(const oom_row_t *o) {
+    return o->total_b > 0 && o->requested > o->total_b;
+}
+
+/* Why it ran out, the first that holds: a holder that grew, a request over
+ * the limit, fragmentation, memory outside the allocator, the step's own
+ * peak, the allocation. */
 static void choose_cause(const oom_row_t *o, const tpa_held_sums_t *s, const tpa_finding_t *growth, int64_t outside,
                          tpa_oom_t *x) {
     char a[32], b[32], c[32], d[32], e[32];
@@ -227,6 +233,11 @@ static void choose_cause(const oom_row_t *o, const tpa_held_sums_t *s, const tpa
     if (growth) {
         x->cause = tpa_strdup("growth");
         growth_cause(o, s, growth, &t);
+    } else if (over_limit(o)) {
+        x->cause = tpa_strdup("too_large");
+        tpa_oom_add(&t, "the request alone, %s, is more than %s %s: it fails whatever the program frees (see its "
+                        "stack for the size asked)",
+                    tpa_oom_bytes(o->requested, a, sizeof a), limit_words(o), tpa_oom_bytes(o->total_b, b, sizeof b));
     } else if (fragmented(o)) {
         x->cause = tpa_strdup("fragmentation");
         tpa_oom_add(&t, "fragmentation: the allocator had %s reserved but free, %s more than the %s asked, but its "

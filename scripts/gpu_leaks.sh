@@ -15,6 +15,8 @@
 #   eval        a module-level eval loop under no_grad with no optimizer at all, and
 #   eval_function  the same in a function, each keeping every batch's logits for 10
 #               steps vs a deque(maxlen=6)
+#   generate    a function's loop of 10 `generate` calls keeping each output (its logits
+#               and KV cache) vs a deque(maxlen=6): the model is called by transformers only
 # Each: the finding (holder, line, rate within 5% of memory_allocated()'s
 # per-step rise), the ledger's held-by row against the
 # device growth memory_allocated() shows (within 5%), the ledger's owners
@@ -68,6 +70,7 @@ want module-124M-10 && script=$loops case_pair module-124M-10 module --steps 10
 want module-124M-20 && script=$loops case_pair module-124M-20 module --steps 20
 want eval-124M-10 && script=$loops case_pair eval-124M-10 eval --steps 10
 want eval_function-124M-10 && script=$loops case_pair eval_function-124M-10 eval_function --steps 10
+want generate-124M-10 && script=$loops case_pair generate-124M-10 generate --steps 10
 # --fail-fast: the 124M logits loop stops at the first audit that proves growth
 want fail-fast && { rm -rf "$out/fail-fast"
 "$tpaudit" run --fail-fast -o "$out/fail-fast" -- python3 tests/gpu/leaks/gpt2_leaks.py logits --steps 60 \

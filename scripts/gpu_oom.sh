@@ -44,6 +44,8 @@ both() {
     # the allocator's message counts bytes; say whether only numbers differ
     if diff <(sed 's/[0-9.]\+/N/g' "$out/$name.plain.err") <(sed 's/[0-9.]\+/N/g' "$out/$name.tpa.err.program") > /dev/null; then
       same="differs in numbers only"
+      diff "$out/$name.plain.err" "$out/$name.tpa.err.program" | grep '^[<>]' | cut -c1-400 | sed 's/^/    /'
+      grep -h '^allocator_at_exit' "$out/$name.plain.out" "$out/$name.tpa.out" | cut -c1-400 | sed 's/^/    /'
     else
       same="DIFFERS"; status=1
     fi
@@ -58,9 +60,9 @@ both() {
 cases=tests/gpu/oom/gpu_oom_cases.py
 # OOM_CASES="logits_compiled bench ..." runs only those (the names below,
 # tprt, bench; the judge then fails the cases not run); default: all.
-all="logits logits_compiled list-module losses eval-module eval-function batch batch-backward frag finder tprt bench"
+all="logits logits_compiled list-module losses eval-module eval-function batch batch-backward frag pin-thread finder tprt bench"
 want() { [[ " ${OOM_CASES:-$all} " == *" $1 "* ]]; }
-for case in logits logits_compiled list-module losses eval-module eval-function batch batch-backward frag finder; do
+for case in logits logits_compiled list-module losses eval-module eval-function batch batch-backward frag pin-thread finder; do
   want "$case" && both "$case" python3 "$cases" "$case"
 done
 want frag && { PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 300 python3 "$cases" frag > "$out/frag-expandable.out" 2>&1

@@ -4,13 +4,22 @@ there is no optimizer step to sample at (docs/ANALYZER.md, "Loops without an
 optimizer step", says why this point).
 
 The forward mechanism tells every eager module call to
-_track.notify_module_call, outside dynamo's tracing.  An iteration begins
-at each call of the *marker*: the first root module (one no module holds)
-that the user's own code called (not torch's, not an installed package's:
-`generate`'s per-token calls of the model, a framework's eval loop).  At
-its n-th call n - 1 iterations are done, and the watch samples step n - 1;
-at exit all n are (final_step).  Any other module call costs one id
-comparison.
+_track.notify_module_call, outside dynamo's tracing.  The *marker* is the
+first root module (one no module holds) called.  An iteration begins at
+each call of it that the user's own code made; where only a library calls
+it (torch or an installed package: `generate`'s per-token calls of the
+model, a pipeline), at each call made from another *library call* of the
+user's: one whose user frame (the innermost frame outside torch, the
+packages and the probe) is another frame, at another instruction, or holds
+other values in its variables (or a list, dict or set of another length)
+than at the last such call.  While a library call runs, its
+user frame waits in it, so its variables cannot change: the tokens of one
+`generate` are one call, and a loop of `generate` calls, whose loop
+variable or output name is rebound between calls, is one call each.  Once
+the user's code calls the marker itself, its calls alone count.  At the
+marker's n-th counted call n - 1 iterations are done, and the watch
+samples step n - 1; at exit all n are (final_step).  Any other module call
+costs one id comparison.
 
 Once an optimizer steps, its step pre-hook is the sample point and the
 calls only count: a loop that calls the marker more than max(EVAL_AFTER,
@@ -27,6 +36,7 @@ from . import _track
 from ._unmeasured import own_code
 
 EVAL_AFTER = 8
+_SIZED = (list, dict, set)
 _LIBRARY_PARTS = (_stacks.TORCH_PART, _stacks.PACKAGES_PART)
 
 
@@ -36,15 +46,35 @@ def _probe_frame(frame):
     return own_code(frame.f_code.co_filename) or _forward.is_twin(frame.f_code)
 
 
+def _library_frame(frame):
+    return any(part in frame.f_code.co_filename for part in _LIBRARY_PARTS)
+
+
 def _user_caller(frame):
     """Whether the first frame outside the probe, from frame outwards, is the
     user's (not torch's or an installed package's)."""
     while frame is not None and _probe_frame(frame):
         frame = frame.f_back
+    return frame is not None and not _library_frame(frame)
+
+
+def library_call(frame):
+    """What tells the library call that frame (a library's, called by the
+    user's code) is part of from the next one: the innermost user frame
+    outwards from frame and the ids of the values of its variables, or None
+    when no user frame is on the stack (a thread a library started).  Reads
+    only that frame's variables; the snapshot of a function's locals that the
+    read leaves is emptied (_forward.forget), so no value is kept alive."""
+    while frame is not None and (_probe_frame(frame) or _library_frame(frame)):
+        frame = frame.f_back
     if frame is None:
-        return False
-    name = frame.f_code.co_filename
-    return not any(part in name for part in _LIBRARY_PARTS)
+        return None
+    local = frame.f_locals
+    # a list or dict that grew (outs.append(...) with nothing rebound) is another call too
+    seen = (id(frame), frame.f_lasti,
+            tuple((id(v), len(v) if type(v) in _SIZED else -1) for v in local.values()))
+    _forward.forget(frame, local)
+    return seen
 
 
 class RootCalls:
@@ -68,6 +98,8 @@ class RootCalls:
         self.since_step = 0    # calls since the last optimizer step
         self.most_between = 0  # the most calls seen between two optimizer steps
         self.stepping = False  # an optimizer step is the sample point
+        self.users = False     # the user's code called the marker: only such calls count
+        self.last_call = None  # library_call() of the last counted call a library made
 
     def __call__(self, module):
         if id(module) != self.marker and self.marker is not None:
@@ -84,7 +116,7 @@ class RootCalls:
         if self.marker is None:
             self._choose(module)
             return
-        if not _user_caller(sys._getframe(2)):
+        if not self._counts(sys._getframe(1)):
             return
         if self.stepping:
             self.since_step += 1
@@ -96,8 +128,27 @@ class RootCalls:
         if self.calls > 1:
             self.on_iteration(self.calls - 1)
 
+    def _counts(self, caller):
+        """Whether this call of the marker (made from the frame caller) begins
+        an iteration: any call the user's code made; a library's only until
+        the user's code calls the marker, and only from another library call."""
+        if _user_caller(caller):
+            self.users = True
+            return True
+        if self.users:
+            return False
+        call = library_call(caller)
+        if call is None or call == self.last_call:
+            return False
+        self.last_call = call
+        return True
+
     def _choose(self, module):
-        if _track.parents.get(module) is not None or not _user_caller(sys._getframe(2)):
+        if _track.parents.get(module) is not None:
+            return
+        self.users = False
+        self.last_call = None
+        if not self._counts(sys._getframe(1)):
             return
 
         def gone(_ref, self=self):

@@ -579,7 +579,9 @@ def _root_of(best, oid):
 def _list_element(objs, best, cid, step, pid):
     """(cid, step, pid) of the list element that holds a target through
     dicts and tuples reached by index (a model's output appended to a list:
-    `outputs[9]['logits']` groups by `outputs`), else as given."""
+    `outputs[9]['logits']` groups by `outputs`), else, for a target reached
+    by an attribute or a key, of the outermost list element that holds it
+    through plain objects (_outer_list_element), else as given."""
     at = (cid, step, pid)
     while pid is not None and step.startswith("[") and is_a(objs.get(pid), (dict, tuple)):
         up = best[pid]
@@ -588,7 +590,43 @@ def _list_element(objs, best, cid, step, pid):
         cid, step, pid = pid, up[3], up[2]
         if is_a(objs.get(pid), (list, collections.deque)):
             return cid, step, pid
+    if pid is not None and not is_a(objs.get(pid), (list, collections.deque)):
+        return _outer_list_element(objs, best, at)
     return at
+
+
+# what a chain climbs through to the list that groups a target: plain data, never a frame, a
+# function, a class, a module or a generator (each a holder of its own kind)
+_NOT_PLAIN = (types.FrameType, types.FunctionType, types.GeneratorType, types.CoroutineType, types.ModuleType,
+              types.CellType, types.MethodType, type)
+
+
+def _plain(obj):
+    if is_a(obj, _NOT_PLAIN):
+        return False
+    nn = getattr(sys.modules.get("torch"), "nn", None)
+    return nn is None or not is_a(obj, nn.Module)
+
+
+def _outer_list_element(objs, best, at):
+    """(cid, step, pid) of the outermost list or deque element above a
+    target kept as an attribute or a dict's value of plain objects (each
+    generate() output a loop keeps holds its KV cache as
+    `kept[3]['past_key_values'].layers[0].keys`, which groups by `kept`,
+    the list that grows), else at."""
+    found = at
+    cid, _step, pid = at
+    for _ in range(MAX_DEPTH):
+        parent = objs.get(pid)
+        if parent is None or not _plain(parent):
+            break
+        up = best[cid]
+        if is_a(parent, (list, collections.deque)) and up[3].startswith("["):
+            found = (cid, up[3], pid)
+        if best[pid][2] is None:
+            break
+        cid, pid = pid, best[pid][2]
+    return found
 
 
 def _closure_var(fn, closure, cell):

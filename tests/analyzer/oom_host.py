@@ -8,7 +8,8 @@ shim (tpaudit run -- python oom_host.py CASE); without the probe it trains and
 raises the same.
 
 cases: growth (a list keeps each step's logits until the OOM), peak (one
-step's batch is too large), fragmentation (the allocator's free bytes are in
+step's batch is too large), too-large (one request over the cap by
+itself), fragmentation (the allocator's free bytes are in
 no one block), other (another process holds the device), caught (a
 batch-size finder halves the batch and goes on), clean (no OOM), ranks (two
 ranks, rank 1 dies of a growth OOM), killed (SIGKILL after its steps, as the
@@ -104,8 +105,8 @@ def train(case, steps):
     while step < steps:
         x = torch.randn(batch, 64)
         hidden = model[1](model[0](x))  # saved for backward by this step
-        if case == "peak" and step == steps - 1:
-            out_of_memory(6 * GIB, **CAP)
+        if case in ("peak", "too-large") and step == steps - 1:
+            out_of_memory(6 * GIB if case == "too-large" else 3 * GIB // 2, **CAP)
         if case == "caught" and batch > 16:
             try:
                 out_of_memory(batch * 64 * MIB, **CAP)

@@ -3,7 +3,8 @@ code paths on the CPU: the probe's allocator observer (tpaudit._oom.on_oom)
 called with the allocator's arguments from inside a training step of real
 torch CPU tensors (oom_host.py, under `tpaudit run`), and a native host that
 records its OOM through the public API (oom_native_host.c).  Each cause is
-chosen where it must be, a caught twin is not judged died-of-OOM (warnings),
+chosen where it must be (a request over the cap by itself is too_large,
+not the step's peak), a caught twin is not judged died-of-OOM (warnings),
 a clean twin reports nothing, and each asserts the audits it took; text,
 JSON (against its schema), HTML, JUnit, the default gate, diff, ranks and a
 killed run.  The observer called from a native thread with no Python frame
@@ -51,7 +52,7 @@ def runs(tmp_path_factory):
     """case -> (directory, completed `tpaudit run`), each case run once."""
     base = tmp_path_factory.mktemp("oom")
     done = {}
-    for case in ("peak", "fragmentation", "other", "caught", "clean", "killed") + LONG:
+    for case in ("peak", "too-large", "fragmentation", "other", "caught", "clean", "killed") + LONG:
         done[case] = (base / case, run_case(base / case, sys.executable, HOST, case, steps=STEPS.get(case, "6")))
     for case in ("fatal", "caught"):
         name = "native-" + case
@@ -124,6 +125,15 @@ def test_the_steps_own_peak_names_no_holder(runs):
     assert f["oom"]["cause"] == "step_peak" and "step's own peak" in f["oom"]["cause_text"]
     assert not [g for g in doc["findings"] if g["kind"] == "memory_growth"]
     assert "oom" in labels(runs["peak"][0])
+
+
+def test_a_request_over_the_cap_by_itself_is_too_large(runs):
+    """Nothing grew and the one request (6 GiB) is more than the process's
+    cap (2 GiB): no smaller step or freed cache would have made it fit."""
+    f = died(report(runs["too-large"][0]))
+    assert f["oom"]["cause"] == "too_large", f["oom"]
+    assert "the request alone, 6.0 GiB, is more than the process's cap of 2.0 GiB" in f["oom"]["cause_text"]
+    assert labels(runs["too-large"][0]).count("oom") == 1
 
 
 def test_fragmentation_names_the_allocator_setting(runs):

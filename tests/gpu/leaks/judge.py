@@ -30,6 +30,7 @@ EXPECTED = {
     "module": (["__main__.kept"], {"module"}, "gpt2_loops.py"),
     "eval": (["__main__.kept"], {"eval"}, "gpt2_loops.py"),
     "eval_function": (["__main__.kept"], {"eval_function"}, "gpt2_loops.py"),
+    "generate": (["__main__.kept"], {"generate"}, "gpt2_loops.py"),
 }
 failed = []
 

@@ -1,8 +1,7 @@
 """Programs that run out of device memory on one GPU, quickly: each caps the
 process with torch.cuda.set_per_process_memory_fraction (CAP_GIB, default 6)
-and runs unmodified with and without tpaudit (scripts/gpu_oom.sh).  A line
-the findings must name ends in a `# oom-line: <name>` comment
-(tests/gpu/oom/oom_checks.py reads them).
+and runs unmodified with and without tpaudit (scripts/gpu_oom.sh).  A line the
+findings must name ends in `# oom-line: <name>` (oom_checks.py reads them).
 
 cases:
   logits          a 4-layer GPT-2 loop in a function that keeps each step's
@@ -25,6 +24,9 @@ cases:
   frag            8 MiB tensors, every other one freed: the allocator has the
                   bytes free but in no block large enough for 256 MiB
                   (fragmentation; with expandable_segments:True it runs)
+  pin-thread      a DataLoader whose pin-memory thread stages each batch on
+                  the GPU: the first batch's staging buffer is past the cap
+                  (the OOM on that thread; too large by itself)
   finder          a batch-size finder: catches the OOM, halves the batch,
                   trains on (exit 0: not died of OOM, the caught OOMs are
                   warnings)
@@ -33,6 +35,7 @@ import os
 import sys
 
 import torch
+from allocator_line import print_at_exit  # beside this file
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -41,8 +44,8 @@ VOCAB = 50257
 
 
 def cap():
-    total = torch.cuda.get_device_properties(0).total_memory
-    torch.cuda.set_per_process_memory_fraction(CAP / total, 0)
+    torch.cuda.set_per_process_memory_fraction(CAP / torch.cuda.get_device_properties(0).total_memory, 0)
+    print_at_exit()
 
 
 def gpt2(layers=4, optimizer=True):
@@ -160,8 +163,34 @@ def finder():
     print("finder: batch", size)
 
 
+class StagedBatch:
+    """A batch that the DataLoader's pin-memory thread stages on the GPU (its
+    pin_memory()) with a staging buffer for its samples; the first batch's
+    buffer is sized past the cap, so the OOM strikes in that thread while the
+    program's thread waits for the batch."""
+
+    def __init__(self, samples):
+        self.x = torch.stack([tokens for tokens, _ in samples])
+        self.staging_bytes = sum(size for _, size in samples)
+
+    def pin_memory(self):
+        self.x = self.x.cuda()
+        self.staging = torch.empty(self.staging_bytes, dtype=torch.uint8, device="cuda")  # oom-line: pin-thread
+        return self
+
+
+def pin_thread():
+    model, opt = gpt2()
+    samples = [(torch.randint(0, VOCAB, (256,)), int(CAP) if n < 2 else MIB) for n in range(8)]
+    loader = torch.utils.data.DataLoader(samples, batch_size=2, num_workers=1, pin_memory=True, collate_fn=StagedBatch)
+    for batch in loader:
+        model(batch.x, labels=batch.x).loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
 FUNCTIONS = {"logits": logits, "logits_compiled": lambda: logits(compiled=True), "losses": losses, "eval-function": eval_function, "batch": batch,
-             "batch-backward": batch_backward, "frag": frag, "finder": finder}
+             "batch-backward": batch_backward, "frag": frag, "finder": finder, "pin-thread": pin_thread}
 MODULE_LEVEL = ("list-module", "eval-module")
 
 if __name__ == "__main__":

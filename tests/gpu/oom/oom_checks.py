@@ -22,6 +22,7 @@ EXPECT = {
     "batch": dict(kind="out_of_memory", cause="step_peak", holder=None, line=("forward",), gate=1),
     "batch-backward": dict(kind="out_of_memory", cause="step_peak", holder=None, line=("backward",), gate=1),
     "frag": dict(kind="out_of_memory", cause="fragmentation", holder="expandable_segments:True", line=(), gate=1),
+    "pin-thread": dict(kind="out_of_memory", cause="too_large", holder=None, line=("pin-thread",), gate=1),
 }
 # the cases with a database kept as a CI fixture (finder and tprt stay device-only)
 FIXTURE_CASES = tuple(EXPECT)
