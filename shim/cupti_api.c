@@ -108,5 +108,7 @@ int tpa_cupti_api_load(struct tpa_cupti_api *api, const char **why) {
     RESOLVE(flush_all, "cuptiActivityFlushAll");
     RESOLVE(get_timestamp, "cuptiGetTimestamp");
     RESOLVE(get_result_string, "cuptiGetResultString");
+    void *set_attribute = dlsym(api->lib, "cuptiActivitySetAttribute");
+    memcpy(&api->set_attribute, &set_attribute, sizeof set_attribute);
     return 0;
 }

@@ -23,6 +23,8 @@ struct tpa_cupti_api {
     CUptiResult (*flush_all)(uint32_t);
     CUptiResult (*get_timestamp)(uint64_t *);
     CUptiResult (*get_result_string)(CUptiResult, const char **);
+    /* optional (NULL where libcupti lacks it) */
+    CUptiResult (*set_attribute)(CUpti_ActivityAttribute, size_t *, void *);
 };
 
 /* dlopen of libcupti: one already loaded, the loader's search by soname,

@@ -124,6 +124,16 @@ static void turn_off(const char *why) {
     atomic_store(&g_state, TPA_CUPTI_OFF);
 }
 
+/* CUPTI makes device buffers for the timestamps of kernels, copies and sets
+ * (3 of about 3 MB per context by default), which the shim never asks for:
+ * none are made in advance, so the program's device keeps those bytes and
+ * its out-of-memory message reads as without the shim (docs/CUPTI.md). */
+static void keep_device_buffers_unmade(void) {
+    size_t none = 0, size = sizeof none;
+    if (g_api.set_attribute)
+        g_api.set_attribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE, &size, &none);
+}
+
 static int start_tracing(void) {
     int expected = TPA_CUPTI_IDLE;
     if (!atomic_compare_exchange_strong(&g_state, &expected, TPA_CUPTI_STARTING)) return 0;
@@ -151,6 +161,7 @@ static int start_tracing(void) {
         g_api.enable_callback(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_IDS[i]);
     for (int i = 0; i < TPA_CUPTI_BUFFERS; i++) g_buffers[i] = aligned_alloc(8, TPA_CUPTI_BUFFER_BYTES);
     g_api.register_timestamp(timestamp_now);
+    keep_device_buffers_unmade();
     if (g_api.register_callbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
         g_api.activity_enable(CUPTI_ACTIVITY_KIND_MEMORY2) != CUPTI_SUCCESS) {
         g_api.unsubscribe(g_subscriber);
