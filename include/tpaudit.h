@@ -54,6 +54,12 @@ extern "C" {
  * the working directory). */
 #define TPAUDIT_DEFAULT_OUT "./tpaudit-out"
 
+/* The owner of a ledger row of kind "autograd" that holds tensors a graph
+ * no named holder keeps saved for backward (this step's), followed by the
+ * module group whose forward made them ("saved for backward in
+ * transformer.h.3"). */
+#define TPAUDIT_SAVED_IN "saved for backward in "
+
 /* Status codes. */
 #define TPAUDIT_OK         0
 #define TPAUDIT_ENOTLOADED (-1) /* the shim is not in this process */

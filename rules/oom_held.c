@@ -9,10 +9,14 @@
 #include <string.h>
 
 #include "frames.h"
+#include "tpaudit.h"
 
 /* Named holders listed on their own, the largest; the rest are summed. */
 #define TPA_OOM_NAMED_LISTED 4
+/* Modules named in the "saved for backward by this step" entry, the largest. */
+#define TPA_OOM_SAVED_MODULES 3
 /* Entries of one Held list at most: the named ones and the sums. */
+static const char SAVED_BY_STEP[] = "saved for backward by this step";
 #define TPA_OOM_HELD_ENTRIES (TPA_OOM_NAMED_LISTED + 6)
 
 void tpa_oom_add(tpa_oom_text_t *t, const char *fmt, ...) {
@@ -96,11 +100,21 @@ void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t larges
     held_entry_t e[TPA_OOM_HELD_ENTRIES];
     size_t n = 0;
     int64_t named_autograd = 0;
+    tpa_oom_text_t by_module = {{0}, 0}; /* the step's saved tensors by the module that made them */
+    int modules = 0;
+    const size_t prefix = strlen(TPAUDIT_SAVED_IN);
     while (sqlite3_step(st) == SQLITE_ROW) {
         const char *kind = (const char *)sqlite3_column_text(st, 0), *owner = (const char *)sqlite3_column_text(st, 1);
         int64_t bytes = tpa_sane_bytes(sqlite3_column_int64(st, 2));
         s->has_ledger = 1;
-        if (!kind || !add_to_sums(s, kind, owner, bytes) || n >= TPA_OOM_NAMED_LISTED) continue;
+        if (!kind || !add_to_sums(s, kind, owner, bytes)) continue;
+        if (!strcmp(kind, "autograd") && !strncmp(owner, TPAUDIT_SAVED_IN, prefix)) {
+            if (modules++ < TPA_OOM_SAVED_MODULES)
+                tpa_oom_add(&by_module, "%s%s %s", by_module.used ? ", " : "", owner + prefix,
+                            tpa_oom_bytes(bytes, b, sizeof b));
+            continue;
+        }
+        if (n >= TPA_OOM_NAMED_LISTED) continue;
         if (!strcmp(kind, "autograd")) named_autograd = tpa_add_bytes(named_autograd, bytes);
         named_entry(&e[n++], owner, bytes, growth, s);
     }
@@ -112,12 +126,18 @@ void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t larges
                  {"parameters", s->parameter},
                  {"gradients", s->gradient},
                  {"stale tensors", s->stale},
-                 {"saved for backward by this step", tpa_add_bytes(s->autograd - named_autograd, s->unattributed)}};
+                 {SAVED_BY_STEP, tpa_add_bytes(s->autograd - named_autograd, s->unattributed)}};
     for (size_t i = 0; i < sizeof parts / sizeof *parts && n < TPA_OOM_HELD_ENTRIES; i++)
         if (parts[i].bytes > 0) {
             snprintf(e[n].words, sizeof e[n].words, "%s %s", parts[i].words, tpa_oom_bytes(parts[i].bytes, b, sizeof b));
             e[n].bytes = parts[i].bytes;
             e[n++].named = 0;
+        }
+    for (size_t i = 0; i < n; i++) /* the saved tensors' modules, where their forward is known */
+        if (!e[i].named && modules > 0 && !strncmp(e[i].words, SAVED_BY_STEP, sizeof SAVED_BY_STEP - 1)) {
+            size_t at = strlen(e[i].words);
+            snprintf(e[i].words + at, sizeof e[i].words - at, " (in %s%s)", by_module.v,
+                     modules > TPA_OOM_SAVED_MODULES ? ", ..." : "");
         }
     qsort(e, n, sizeof *e, by_bytes);
     for (size_t i = 0; i < n; i++) tpa_oom_add(t, "%s%s", t->used ? " · " : "", e[i].words);

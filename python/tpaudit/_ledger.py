@@ -18,10 +18,14 @@ storage cannot be read are left out.
 import collections
 import gc
 import itertools
+import sys
 
 from . import _allocator
+from . import _forward
 from . import _holders
 from . import _parts
+from . import _stacks
+from . import _structs
 from . import _track
 from . import _unmeasured
 from . import _workspaces
@@ -242,8 +246,8 @@ def _leaf_of(node):
 
 
 def _graph_tensors(torch, grad_fn, seen_nodes, leaves):
-    """Tensors saved in the graph under grad_fn, nodes not walked before;
-    the leaves it keeps are appended to `leaves`."""
+    """(node, tensor) of the tensors saved in the graph under grad_fn, nodes
+    not walked before; the leaves it keeps are appended to `leaves`."""
     base = torch.Tensor
     names = {}
     todo = [grad_fn]
@@ -257,7 +261,7 @@ def _graph_tensors(torch, grad_fn, seen_nodes, leaves):
             leaves.append(leaf)
         for v in _saved_tensors(node, names):
             if issubclass(type(v), base):
-                yield v
+                yield node, v
         try:
             nexts = node.next_functions
         except Exception:
@@ -265,6 +269,87 @@ def _graph_tensors(torch, grad_fn, seen_nodes, leaves):
         for nxt, _ in nexts:
             if nxt is not None and id(nxt) not in seen_nodes:
                 todo.append(nxt)
+
+
+SAVED_IN = _structs.SAVED_IN  # the owner of a step's saved tensors, then their module group (tpaudit.h)
+ANCHOR_DEPTH = 2  # next_functions levels searched for a node's parameters (addmm -> t -> AccumulateGrad)
+
+
+def _node_groups(nodes, group_of_param, group_of_storage, led):
+    """{id(node): the module group whose forward made it} for the autograd
+    nodes walked: a node that uses a parameter (an AccumulateGrad within
+    ANCHOR_DEPTH steps of its inputs, or a saved tensor that is a
+    parameter's storage) is its module's; one that uses none (an
+    activation function, attention's products) is that of the nearest
+    node under it that does (the module whose output it consumed).  Nodes
+    that reach no parameter have none."""
+    own = {}
+    names = {}
+    for key, node in nodes.items():
+        found = None
+        todo = [(node, 0)]
+        while todo and found is None:
+            n, depth = todo.pop()
+            leaf = _leaf_of(n)
+            if leaf is not None:
+                found = group_of_param.get(id(leaf))
+                continue
+            if depth == 0:
+                for v in _saved_tensors(n, names):
+                    where = led.storage_of(v) if hasattr(v, "untyped_storage") else None
+                    if where is not None and where[1] in group_of_storage:
+                        found = group_of_storage[where[1]]
+                        break
+            if depth < ANCHOR_DEPTH:
+                try:
+                    todo.extend((nxt, depth + 1) for nxt, _ in n.next_functions if nxt is not None)
+                except Exception:
+                    pass
+        if found is not None:
+            own[key] = found
+    groups = dict(own)
+    for key, node in nodes.items():  # the nearest anchored node under each other one
+        if key in groups:
+            continue
+        todo, seen, found = collections.deque([node]), set(), None
+        while todo and found is None and len(seen) < 4096:
+            n = todo.popleft()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            found = own.get(id(n)) if n is not node else None
+            if found is None:
+                try:
+                    todo.extend(nxt for nxt, _ in n.next_functions if nxt is not None)
+                except Exception:
+                    pass
+        if found is not None:
+            groups[key] = found
+    return groups
+
+
+def _maker(saved):
+    """The autograd node that produced a saved tensor, or None (a leaf, an input made without grad)."""
+    try:
+        return saved.grad_fn
+    except Exception:
+        return None
+
+
+def _torch_locals():
+    """{id(value): variable} of the variables of torch's own frames on every
+    thread (Tensor.backward's `self`: the loss being backpropagated).  The
+    snapshot a function's f_locals leaves is emptied."""
+    found = {}
+    for frame in list(sys._current_frames().values()):
+        while frame is not None:
+            if _stacks.TORCH_PART in frame.f_code.co_filename:
+                local = frame.f_locals
+                for var, value in list(local.items()):
+                    found.setdefault(id(value), var)
+                _forward.forget(frame, local)
+            frame = frame.f_back
+    return found
 
 
 def build(torch, models, optimizers, param_paths, walk=True, created=None):
@@ -283,6 +368,12 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
         g = p.grad
         if g is not None:
             led.add("gradient", group, g)
+    group_of_param = {key: group for key, (_p, group) in live_params.items()}
+    group_of_storage = {}
+    for p, group in live_params.values():
+        where = led.storage_of(p)
+        if where is not None:
+            group_of_storage[where[1]] = group
     names = _optimizer_names(optimizers)
     for opt in optimizers:
         name = names[id(opt)]
@@ -322,6 +413,7 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
                  for i, (t, _) in enumerate(pairs) if id(t) in paths]
         others[key] = pairs[min(named)[2]] if named else pairs[0]
     graphs, seen_nodes = [], {}
+    in_torch = _torch_locals() if paths else {}
     for t, where in others.values():
         found = paths.get(id(t))
         if found is not None:
@@ -332,17 +424,38 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
         except Exception:
             fn = None
         if fn is not None:
-            graphs.append((found[1] if found is not None else None, found is not None and found[3], fn))
+            # a graph whose root only torch's own frame names (the loss Tensor.backward runs) is this step's
+            step_own = found is not None and id(t) in in_torch and found[0].startswith(in_torch[id(t)] + " of a ")
+            graphs.append((None if found is None or step_own else found[1], found is not None and found[3], fn))
+    in_torch.clear()
     # graphs of named holders first, those held only through a frame's local
     # (this step's loss, also part of a running total's graph) after the others
     graphs.sort(key=lambda g: (g[0] is None, g[1]))
-    leaves = []
+    leaves, unheld = [], []
     for container, _late, fn in graphs:
-        for saved in _graph_tensors(torch, fn, seen_nodes, leaves):
+        for node, saved in _graph_tensors(torch, fn, seen_nodes, leaves):
             if container is not None:
                 led.add("autograd", "autograd graph of " + container, saved)
-            else:  # a graph no named holder keeps: measured, owner unknown
-                led.add("unattributed", None, saved)
+            else:  # a graph no named holder keeps: this step's, by the module that made it where known
+                unheld.append((node, saved))
+    # a saved tensor is the module's whose forward made it: the node that produced it (its grad_fn, kept
+    # by the saved variable; the saving node's own for its output) where known, else the node that saved it
+    makers = [(node, _maker(saved) or node, saved) for node, saved in unheld]
+    nodes = {id(n): n for _, n, _ in makers}
+    nodes.update((id(n), n) for n, _, _ in makers)
+    groups = _node_groups(nodes, group_of_param, group_of_storage, led) if unheld else {}
+    nodes.clear()
+    for node, maker, saved in makers:
+        group = groups.get(id(maker)) or groups.get(id(node))
+        if group is not None:
+            led.add("autograd", SAVED_IN + group, saved)
+        else:
+            led.add("unattributed", None, saved)
+    unheld.clear()
+    makers.clear()
+    groups.clear()
+    group_of_param.clear()
+    group_of_storage.clear()
     for leaf in leaves:  # a model's parameters a graph still keeps (the model is gone), and their grads
         led.add("parameter", "(kept by an autograd graph)", leaf)
         try:

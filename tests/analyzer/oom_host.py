@@ -24,7 +24,8 @@ normally, its list freed, while the program keeps the model and optimizer
 to exit), fragmented-growth (the growth loop, and the allocator's free
 bytes in no one block large enough at its OOM), losses (a loop that keeps
 each step's loss with its graph, retain_graph=True, until the OOM),
-observer-fails (the growth loop whose OOM's allocator state cannot be read:
+step-graph (a step whose backward runs out while no variable keeps its
+loss: what its graph saved is told by module), observer-fails (the growth loop whose OOM's allocator state cannot be read:
 a stage of the observer fails), eval and eval-bounded (an eval loop under
 no_grad with no optimizer, in a function, that keeps each batch's outputs,
 and its twin that keeps the last four; the OOM strikes inside the model's
@@ -139,6 +140,11 @@ def train(case, steps):
     if case == "backward":
         loss = OutOfMemoryInBackward.apply(model(torch.randn(batch, 64))).square().mean()
         loss.backward()  # the line the OOM's stack must name
+    if case == "step-graph":  # no variable keeps the loss: its graph is the step's own
+        deep = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                                   torch.nn.ReLU(), torch.nn.Linear(256, 64))
+        deep_opt = torch.optim.SGD(deep.parameters(), lr=1e-3)  # noqa: F841 (trained by it, as a program's)
+        OutOfMemoryInBackward.apply(deep(torch.randn(16 * batch, 64))).square().mean().backward()
     if case in ("raised", "raised-bounded"):
         raise RuntimeError("the program's own error, after its loop")
     if case == "fragmentation":

@@ -52,7 +52,7 @@ def runs(tmp_path_factory):
     """case -> (directory, completed `tpaudit run`), each case run once."""
     base = tmp_path_factory.mktemp("oom")
     done = {}
-    for case in ("peak", "too-large", "fragmentation", "other", "caught", "clean", "killed") + LONG:
+    for case in ("peak", "too-large", "step-graph", "fragmentation", "other", "caught", "clean", "killed") + LONG:
         done[case] = (base / case, run_case(base / case, sys.executable, HOST, case, steps=STEPS.get(case, "6")))
     for case in ("fatal", "caught"):
         name = "native-" + case
@@ -125,6 +125,28 @@ def test_the_steps_own_peak_names_no_holder(runs):
     assert f["oom"]["cause"] == "step_peak" and "step's own peak" in f["oom"]["cause_text"]
     assert not [g for g in doc["findings"] if g["kind"] == "memory_growth"]
     assert "oom" in labels(runs["peak"][0])
+
+
+def test_what_the_steps_graph_saved_is_told_by_module(runs):
+    """An OOM in the backward of a step whose loss no variable keeps (only
+    torch's Tensor.backward frame does): the Held list's "saved for backward
+    by this step" names the modules whose forward made what it saved, the
+    largest first, and the ledger has a row for each: a Sequential of
+    Linear 0, ReLU, Linear 2, ReLU, Linear 4 saved its input and the first
+    ReLU's output (1.25 MiB: the ReLU has no parameter, so it counts with
+    the Linear under it, 0) and the second ReLU's output (1 MiB, with 2);
+    what Linear 4 made was saved by nodes whose backward already ran."""
+    out = runs["step-graph"][0]
+    f = died(report(out))
+    held = re.search(r"saved for backward by this step ([\d.]+ \w+) \(in ([^)]*)\)", f["message"])
+    assert held, f["message"]
+    assert held.group(2).startswith("0 ") and ", 2 " in held.group(2), held.group(2)
+    (db,) = Path(out).glob("*.db")
+    c = sqlite3.connect(db)
+    rows = dict(c.execute("SELECT owner, sum(bytes) FROM ledger WHERE owner LIKE 'saved for backward in %'"
+                          " AND audit_id = (SELECT id FROM audit WHERE label='oom') GROUP BY owner"))
+    c.close()
+    assert rows == {"saved for backward in 0": 1280 << 10, "saved for backward in 2": 1 << 20}, rows
 
 
 def test_a_request_over_the_cap_by_itself_is_too_large(runs):

@@ -17,6 +17,7 @@ BUILD = Path(LIB).parents[1]
 TPAUDIT = str(BUILD / "bin" / "tpaudit")
 PROBE = str(BUILD / "share" / "tpaudit" / "python")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ledger_db.py"
+SAVED_IN = "saved for backward in "  # TPAUDIT_SAVED_IN of include/tpaudit.h, as a report reads it
 
 
 def run_script(tmp_path, body):
@@ -332,3 +333,60 @@ def test_demo_and_examples_leave_under_one_percent_unattributed(tmp_path):
                 left = sum(b for d, k, b in rows if d == device and k == "unattributed")
                 assert left <= 0.01 * measured, (script, args, label, step, device, left, measured, rows)
         db.close()
+
+
+# HF GPT-2 (2 layers) whose loss's graph no variable keeps (`model(...).loss.backward()`): an
+# audit taken inside backward, as the logits' gradient arrives (a hook the lm_head's forward
+# put on its output), before any block's backward ran; and its twin audit after backward
+IN_BACKWARD = """
+import sys
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+import tpaudit
+torch.manual_seed(0)
+model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=512, n_positions=64))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+x = torch.randint(0, 512, (4, 32))
+def audit_in_backward(grad):
+    tpaudit.audit(label="in-backward")
+def on_logits(module, args, out):
+    out.register_hook(audit_in_backward)
+model.lm_head.register_forward_hook(on_logits)
+model(x, labels=x).loss.backward()
+tpaudit.audit(label="after-backward")
+print("done")
+"""
+
+
+def test_a_steps_saved_tensors_are_named_by_the_module_that_made_them(tmp_path):
+    """Tensors saved for backward by a graph no named holder keeps are this
+    step's; each is the module group's whose forward made it (the
+    parameters its autograd node uses, else those of the nearest node under
+    it): both blocks save the same bytes, nearly all of the graph is named
+    so, and after backward nothing is left saved."""
+    script = tmp_path / "in_backward.py"
+    script.write_text(IN_BACKWARD)
+    out = tmp_path / "out"
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, str(script)], capture_output=True,
+                       text=True, timeout=600, env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stdout + r.stderr
+    (path,) = out.glob("*.db")
+    db = sqlite3.connect(path)
+    audits = dict(db.execute("select label, id from audit where end_ns is not null"))
+    assert {"in-backward", "after-backward"} <= set(audits), audits
+
+    def saved(label):
+        rows = db.execute("select owner_kind, owner, sum(bytes) from ledger where audit_id=? and device='cpu'"
+                          " and owner_kind in ('autograd', 'unattributed') group by owner_kind, owner",
+                          (audits[label],)).fetchall()
+        by_module = {o[len(SAVED_IN):]: b for k, o, b in rows if k == "autograd" and o.startswith(SAVED_IN)}
+        unnamed = sum(b for k, o, b in rows if k == "unattributed")
+        return by_module, unnamed
+
+    by_module, unnamed = saved("in-backward")
+    blocks = [by_module.get("transformer.h.%d" % i, 0) for i in range(2)]
+    assert blocks[0] > 0 and blocks[0] == blocks[1], by_module
+    assert sum(by_module.values()) >= 0.95 * (sum(by_module.values()) + unnamed), (by_module, unnamed)
+    after, _ = saved("after-backward")
+    assert after == {}, after
