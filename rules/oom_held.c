@@ -3,12 +3,12 @@
  * first, so the holder that filled the device leads the line. */
 #include "oom_held.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frames.h"
+#include "oom_saved.h"
 #include "tpaudit.h"
 
 /* Named holders listed on their own, the largest; the rest are summed. */
@@ -18,20 +18,6 @@
 /* Entries of one Held list at most: the named ones and the sums. */
 static const char SAVED_BY_STEP[] = "saved for backward by this step";
 #define TPA_OOM_HELD_ENTRIES (TPA_OOM_NAMED_LISTED + 6)
-
-void tpa_oom_add(tpa_oom_text_t *t, const char *fmt, ...) {
-    if (t->used + 1 >= sizeof t->v) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->v + t->used, sizeof t->v - t->used, fmt, ap);
-    va_end(ap);
-    if (n > 0) t->used += (size_t)n < sizeof t->v - t->used ? (size_t)n : sizeof t->v - 1 - t->used;
-}
-
-const char *tpa_oom_bytes(int64_t b, char *buf, size_t len) {
-    tpa_format_bytes(b, buf, len);
-    return buf;
-}
 
 /* One entry of the list: its words, its bytes, whether it names a holder. */
 typedef struct held_entry {
@@ -83,6 +69,17 @@ static int add_to_sums(tpa_held_sums_t *s, const char *kind, const char *owner, 
     return owner && (!strcmp(kind, "held") || !strcmp(kind, "autograd") || !strcmp(kind, "library"));
 }
 
+/* Appends to the "saved for backward by this step" entry the modules that
+ * made the most of it, where the ledger names them. */
+static void saved_by_module(held_entry_t *e, tpa_saved_modules_t *by_module) {
+    if (e->named || !by_module || by_module->n == 0 || strncmp(e->words, SAVED_BY_STEP, sizeof SAVED_BY_STEP - 1))
+        return;
+    tpa_oom_text_t in = {{0}, 0};
+    tpa_saved_text(by_module, TPA_OOM_SAVED_MODULES, &in);
+    size_t at = strlen(e->words);
+    snprintf(e->words + at, sizeof e->words - at, " (in %s)", in.v);
+}
+
 void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t largest_free, const tpa_finding_t *growth,
                   tpa_held_sums_t *s, tpa_oom_text_t *t) {
     char b[32];
@@ -100,8 +97,7 @@ void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t larges
     held_entry_t e[TPA_OOM_HELD_ENTRIES];
     size_t n = 0;
     int64_t named_autograd = 0;
-    tpa_oom_text_t by_module = {{0}, 0}; /* the step's saved tensors by the module that made them */
-    int modules = 0;
+    tpa_saved_modules_t *by_module = calloc(1, sizeof *by_module); /* the step's saved tensors by module */
     const size_t prefix = strlen(TPAUDIT_SAVED_IN);
     while (sqlite3_step(st) == SQLITE_ROW) {
         const char *kind = (const char *)sqlite3_column_text(st, 0), *owner = (const char *)sqlite3_column_text(st, 1);
@@ -109,9 +105,7 @@ void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t larges
         s->has_ledger = 1;
         if (!kind || !add_to_sums(s, kind, owner, bytes)) continue;
         if (!strcmp(kind, "autograd") && !strncmp(owner, TPAUDIT_SAVED_IN, prefix)) {
-            if (modules++ < TPA_OOM_SAVED_MODULES)
-                tpa_oom_add(&by_module, "%s%s %s", by_module.used ? ", " : "", owner + prefix,
-                            tpa_oom_bytes(bytes, b, sizeof b));
+            if (by_module) tpa_saved_add(by_module, owner + prefix, bytes);
             continue;
         }
         if (n >= TPA_OOM_NAMED_LISTED) continue;
@@ -133,12 +127,8 @@ void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t larges
             e[n].bytes = parts[i].bytes;
             e[n++].named = 0;
         }
-    for (size_t i = 0; i < n; i++) /* the saved tensors' modules, where their forward is known */
-        if (!e[i].named && modules > 0 && !strncmp(e[i].words, SAVED_BY_STEP, sizeof SAVED_BY_STEP - 1)) {
-            size_t at = strlen(e[i].words);
-            snprintf(e[i].words + at, sizeof e[i].words - at, " (in %s%s)", by_module.v,
-                     modules > TPA_OOM_SAVED_MODULES ? ", ..." : "");
-        }
+    for (size_t i = 0; i < n; i++) saved_by_module(&e[i], by_module);
+    free(by_module);
     qsort(e, n, sizeof *e, by_bytes);
     for (size_t i = 0; i < n; i++) tpa_oom_add(t, "%s%s", t->used ? " · " : "", e[i].words);
     if (s->cache > 0 || largest_free >= 0) {

@@ -1,6 +1,5 @@
 /* oom_held.h - who held the device at an out-of-memory audit, as the OOM
- * finding's "Held:" list says it (rules/oom_held.c), and the bounded text
- * buffer the OOM rule writes its lines in. */
+ * finding's "Held:" list says it (rules/oom_held.c). */
 #ifndef TPA_RULES_OOM_HELD_H
 #define TPA_RULES_OOM_HELD_H
 
@@ -9,16 +8,8 @@
 #include <stdint.h>
 
 #include "findings.h"
+#include "oom_text.h"
 
-/* A line being written; what does not fit is cut. */
-typedef struct tpa_oom_text {
-    char v[2048];
-    size_t used;
-} tpa_oom_text_t;
-
-void tpa_oom_add(tpa_oom_text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* tpa_format_bytes into buf, returned. */
-const char *tpa_oom_bytes(int64_t b, char *buf, size_t len);
 
 /* Sums of the ledger at the oom audit, by owner kind; `grown` the bytes
  * the growing holder kept there (-1 when it kept none). */

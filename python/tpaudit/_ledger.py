@@ -25,10 +25,10 @@ from . import _forward
 from . import _holders
 from . import _parts
 from . import _stacks
-from . import _structs
 from . import _track
 from . import _unmeasured
 from . import _workspaces
+from ._structs import SAVED_IN  # the owner of a step's saved tensors, then their module group (tpaudit.h)
 
 MODULE_DEPTH = 3          # parameters are grouped by their module path cut to this many parts
 MAX_GRAPH_NODES = 200000  # autograd nodes one audit walks, at most
@@ -271,7 +271,6 @@ def _graph_tensors(torch, grad_fn, seen_nodes, leaves):
                 todo.append(nxt)
 
 
-SAVED_IN = _structs.SAVED_IN  # the owner of a step's saved tensors, then their module group (tpaudit.h)
 ANCHOR_DEPTH = 2  # next_functions levels searched for a node's parameters (addmm -> t -> AccumulateGrad)
 
 
