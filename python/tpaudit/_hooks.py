@@ -80,6 +80,28 @@ def _never():
 _compiling = _never  # torch's is_dynamo_compiling (_patch): dynamo reads it by this module's name
 
 
+class _EvalFrame:
+    """dynamo's frame callback: `set(callback)` puts one on (None: off) and
+    returns the one that was on (torch._C._dynamo.eval_frame.set_eval_frame,
+    a C call: no frame; None to None changes nothing, so a process where
+    dynamo is off, or another tool's frame evaluator, is left as it is)."""
+
+    def __init__(self):
+        self.set = _keep
+
+    def install(self, torch):
+        found = getattr(getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None), "set_eval_frame", None)
+        if callable(found):
+            self.set = found
+
+
+def _keep(callback):
+    return None
+
+
+_eval_frame = _EvalFrame()
+
+
 def _checked(test):
     """test when it answers False here (outside dynamo), else _never: the
     patched calls and the step hook must never raise from it."""
@@ -268,6 +290,7 @@ def _patch(torch):
     import functools
     global _compiling
     _compiling = _checked(_forward.compiling_test(torch))
+    _eval_frame.install(torch)
     Module = torch.nn.Module
     orig_init = torch.optim.Optimizer.__init__
     orig_register = Module.register_parameter
@@ -315,6 +338,15 @@ def _patch(torch):
     def step_pre(opt, _args, _kwargs):
         if _compiling() or not state.enabled:
             return  # a compiled step: dynamo folds the test, and traces nothing of the probe
+        # run eagerly by a frame dynamo left (torch 2.2's compiled opt.step):
+        # its callback is off while the probe works, so it converts no frame of it
+        prior = _eval_frame.set(None)
+        try:
+            on_step(opt, sys._getframe(1))
+        finally:
+            _eval_frame.set(prior)
+
+    def on_step(opt, caller):
         entry = counts.get(id(opt))
         if entry is None:
             entry = counts[id(opt)] = [0, plan.first]  # [steps taken, next step due]
@@ -331,7 +363,7 @@ def _patch(torch):
             fail(exc)
             return
         _parts.guard("forward_descriptor", _forward.rearm)
-        _parts.guard("wrapper_discovery", _discover_holders, opt, sys._getframe(1))
+        _parts.guard("wrapper_discovery", _discover_holders, opt, caller)
         audit_id = run_audit("step", n)
         _growth.leaks.audited(n)
         if audit_id is not None:

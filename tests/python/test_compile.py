@@ -7,7 +7,9 @@ same model in eager mode with deterministic algorithms.  Each program runs
 without and with the shim: its output (dynamo's counters: frames, graph
 breaks, recompiles, captured calls, unique graphs; the code of every graph;
 the losses as exact float hex) and its stderr must be the same, and every
-audit the probe took must be clean and have seen the model."""
+audit the probe took must be clean and have seen the model.  Runs on torch
+2.2, 2.6 and 2.11 (the torch matrix); torch 2.2's own step hook behaviour
+(HOOKS_STRIPPED, STEP_HOOK_SHOWS below) changes what is checked there."""
 import json
 import os
 import re
@@ -21,16 +23,25 @@ import pytest
 from importlib.metadata import version
 
 TORCH = tuple(int(v) for v in version("torch").split("+")[0].split(".")[:2])
-# On torch 2.2 the probe still shows through (its step hook is traced and
-# models compiled with torch.compile take no step audit): open, issue 47.
-pytestmark = pytest.mark.skipif(TORCH < (2, 6), reason="torch %d.%d: the probe is not yet invisible to "
-                                "dynamo before torch 2.6 (issue 47 open there)" % TORCH)
+# torch 2.2: torch.compile strips Optimizer.step's hook wrapper from every
+# torch.optim class (dynamo's TorchPatcher.patch: `opt.step = unwrapped_step`,
+# `hooked = True`), so after it no step pre-hook runs, the probe's or the
+# program's: a compiled model's run takes no step audit, its exit audit judges it.
+HOOKS_STRIPPED = TORCH < (2, 3)
+# torch 2.2 on Python 3.11: any global optimizer step pre-hook (a no-op
+# lambda too, no probe: docs/PROBE.md) makes dynamo leave a compiled
+# opt.step's frame eager instead of compiling its partial graph (frames ok
+# one fewer, its graph break not counted); graphs, calls captured and losses
+# stay the same.
+STEP_HOOK_SHOWS = TORCH < (2, 3)
 
 HERE = Path(__file__).resolve().parent
 LIB = os.environ["TPAUDIT_TEST_LIB"]
 TPAUDIT = str(Path(LIB).resolve().parents[1] / "bin" / "tpaudit")
 # torch's own log lines carry the time and the pid: only those two fields differ
 LOG_STAMP = re.compile(r"^([WIE])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ", re.M)
+# torch 2.2's dynamo logs start with the time alone
+LOG_TIME = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\] ", re.M)
 # and torch 2.6's inductor warns of the temporary directories it left, random names
 TEMP_DIR = re.compile(r"/tmp/tmp\w+")
 LIVE_GROWTH = re.compile(r"^tpaudit: at step \d+: memory_growth: ")
@@ -48,7 +59,7 @@ def run(tmp_path, argv, probe, status=0):
     assert r.returncode == status, r.stderr[-4000:]
     # the probe's live memory_growth line is documented output of its own; any other line stays compared
     err = "".join(line for line in r.stderr.splitlines(True) if not LIVE_GROWTH.match(line))
-    return out, r.stdout, TEMP_DIR.sub("/tmp/tmpX", LOG_STAMP.sub(r"\1 ", err))
+    return out, r.stdout, TEMP_DIR.sub("/tmp/tmpX", LOG_TIME.sub("[time] ", LOG_STAMP.sub(r"\1 ", err)))
 
 
 def twin_runs(tmp_path, argv, same_stderr=True):
@@ -97,14 +108,7 @@ def gpt2(case):
     return [sys.executable, str(HERE / "scenarios" / "compile_gpt2.py"), case]
 
 
-# torch 2.6, model.compile(): the same counters and graphs, but the losses
-# from the second step on differ under the probe (2026-12-06; not yet found why)
-METHOD_ON_26 = pytest.mark.xfail(TORCH < (2, 11), strict=False,
-                                  reason="torch 2.6: model.compile()'s losses differ under the probe (issue 47 open)")
-
-
-@pytest.mark.parametrize("case", ["eager", "module", pytest.param("method", marks=METHOD_ON_26), "forward",
-                                  "autotune"])
+@pytest.mark.parametrize("case", ["eager", "module", "method", "forward", "autotune"])
 def test_compiled_model_same_counters_graphs_losses(tmp_path, case):
     # max-autotune prints its choices and torch's warnings of the benchmark
     # only when it tunes: the first run fills inductor's cache, the second
@@ -113,23 +117,57 @@ def test_compiled_model_same_counters_graphs_losses(tmp_path, case):
     assert plain.count("losses ") == 1
     if case != "eager":
         assert re.search(r'"unique_graphs": [1-9]', plain), plain  # dynamo compiled something
-    seen = audits(out)
-    # the default plan: step audits 1 and 2, each of them saw the model
+    seen_model(audits(out), stripped=HOOKS_STRIPPED and case != "eager")
+    clean_report(out)
+
+
+def seen_model(seen, stripped=False):
+    """The default plan's step audits 1 and 2 were taken and each saw the
+    model; where torch stripped the step hooks (HOOKS_STRIPPED, a compiled
+    model) no step audit was taken and the exit audit saw it."""
+    if stripped:
+        assert [label for _, _, label, _, params in seen if params] == ["exit"], seen
+        return
     steps = [(label, step) for _, _, label, step, params in seen if params]
     assert steps[:2] == [("step", 1), ("step", 2)], seen
     assert all(params for _, _, label, _, params in seen if label == "step"), seen
-    clean_report(out)
 
 
 def test_compiled_optimizer_step_same(tmp_path):
-    """A compiled optimizer step traces nothing of the probe (its step hook
-    folds away under dynamo, so no step audit is taken: docs/PROBE.md); the
-    exit audit is taken (after main() let the model go, so it holds none)."""
-    _, out = twin_runs(tmp_path, gpt2("optimizer"))
-    seen = audits(out)
-    assert not [s for s in seen if s[2] == "step"], seen
-    assert [s for s in seen if s[2] == "exit"], seen
+    """A compiled optimizer step (torch 2.6+) traces nothing of the probe (its
+    step hook folds away under dynamo, so no step audit is taken:
+    docs/PROBE.md); the exit audit is taken (after main() let the model go,
+    so it holds none).  On torch 2.2 dynamo leaves the step's frame eager
+    (STEP_HOOK_SHOWS): the hook runs there, with dynamo's frame callback off,
+    so none of the probe's frames is compiled, and step audits 1 and 2 see the
+    model; the graphs, calls captured, losses and every other counter are the
+    plain run's, and stderr has no line the plain run lacks."""
+    if not STEP_HOOK_SHOWS:
+        _, out = twin_runs(tmp_path, gpt2("optimizer"))
+        seen = audits(out)
+        assert not [s for s in seen if s[2] == "step"], seen
+        assert [s for s in seen if s[2] == "exit"], seen
+        clean_report(out)
+        return
+    _, plain, plain_err = run(tmp_path, gpt2("optimizer"), False)
+    out, probed, probed_err = run(tmp_path, gpt2("optimizer"), True)
+    assert without_frame_counts(probed) == without_frame_counts(plain)
+    assert set(probed_err.splitlines()) <= set(plain_err.splitlines()), probed_err
+    assert "<tpaudit>" not in probed_err and not re.search(r"^tpaudit:", probed_err, re.M), probed_err
+    seen_model(audits(out))
     clean_report(out)
+
+
+def without_frame_counts(stdout):
+    """compile_gpt2.py's output with dynamo's frame and graph break counts
+    left out (and its counters with no entry: unimplemented {} when a graph
+    break was counted)."""
+    lines = stdout.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("counters "):
+            seen = json.loads(line[len("counters "):])
+            lines[i] = json.dumps({k: v for k, v in seen.items() if v and k not in ("frames", "graph_break")})
+    return lines
 
 
 def test_export_same_graph(tmp_path):
@@ -160,7 +198,8 @@ def test_forward_exception_same_traceback(tmp_path, how):
     assert "ValueError: a batch of 3 is not allowed here" in plain
     assert "_wrapped_call_impl" in plain or how == "compiled"
     assert probed == plain
-    assert [label for _, _, label, _, params in audits(out) if params][:2] == ["step", "step"]
+    seen = [label for _, _, label, _, params in audits(out) if params]
+    assert seen[:2] == (["exit"] if HOOKS_STRIPPED and how == "compiled" else ["step", "step"]), seen
 
 
 def growth(out):
@@ -195,23 +234,29 @@ def test_growth_under_compile_names_the_holder_eager_names(tmp_path):
     bounded, _, _ = run(tmp_path / "bounded", [sys.executable, scenario, "bounded"], True)
     assert growth(bounded) == [] and audits(bounded), audits(bounded)
     # every audit each run took: the list holds what the loop had kept by then
-    # (appended after the optimizer step an audit is taken in; all 24 at exit)
+    # (appended after the optimizer step an audit is taken in; all 24 at exit;
+    # where torch stripped the step hooks, HOOKS_STRIPPED, the compiled runs
+    # are sampled at the model's calls: at the call of iteration n + 1, n
+    # iterations kept theirs, and the bounded twin, never suspected of growth,
+    # takes its exit audit alone)
     for where, most in ((eager_out, None), (out, None), (bounded, 2)):
-        for step, kept in kept_at_audits(where):
-            want = (STEPS_GROWTH if step == STEPS_GROWTH else step - 1) << 20
+        done = 0 if HOOKS_STRIPPED and where != eager_out else 1
+        for step, kept in kept_at_audits(where, some=not (HOOKS_STRIPPED and where == bounded)):
+            want = (STEPS_GROWTH if step == STEPS_GROWTH else step - done) << 20
             assert kept == (min(want, most << 20) if most else want), (where.parent.name, step, kept)
 
 
 STEPS_GROWTH = 24  # compile_growth.py's steps
 
 
-def kept_at_audits(out):
-    """[(step, bytes `kept` holds)] of every closed audit after the first optimizer step."""
+def kept_at_audits(out, some=True):
+    """[(step, bytes `kept` holds)] of every closed audit after the first
+    optimizer step (some: there is one at least)."""
     found = []
     for db in sorted(out.glob("*.db")):
         con = sqlite3.connect(db)
         found += con.execute("select a.step, coalesce(sum(l.bytes), 0) from audit a left join ledger l on"
                              " l.audit_id = a.id and l.owner in ('kept', '__main__.kept') and l.device = 'cpu'"
                              " where a.end_ns is not null and a.step > 0 group by a.id order by a.id").fetchall()
-    assert found, out
+    assert found or not some, out
     return found
