@@ -27,6 +27,7 @@ twice the most calls seen between two optimizer steps) times since the
 last optimizer step (an eval loop after training) becomes a run of calls
 again, its count from 1.
 """
+import itertools
 import sys
 import weakref
 
@@ -36,7 +37,7 @@ from . import _track
 from ._unmeasured import own_code
 
 EVAL_AFTER = 8
-_SIZED = (list, dict, set)
+_SIZED = frozenset((list, dict, set))
 _LIBRARY_PARTS = (_stacks.TORCH_PART, _stacks.PACKAGES_PART)
 
 
@@ -70,10 +71,13 @@ def library_call(frame):
     if frame is None:
         return None
     local = frame.f_locals
-    # a list or dict that grew (outs.append(...) with nothing rebound) is another call too
-    seen = (id(frame), frame.f_lasti,
-            tuple((id(v), len(v) if type(v) in _SIZED else -1) for v in local.values()))
+    values = list(local.values())
     _forward.forget(frame, local)
+    # a list or dict that grew (outs.append(...) with nothing rebound) is another call too;
+    # map and compress keep the per-token cost in C (bench/probe/generate_calls.py)
+    sized = itertools.compress(values, map(_SIZED.__contains__, map(type, values)))
+    seen = (id(frame), frame.f_lasti, tuple(map(id, values)), tuple(map(len, sized)))
+    values.clear()
     return seen
 
 

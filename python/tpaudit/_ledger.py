@@ -274,49 +274,56 @@ def _graph_tensors(torch, grad_fn, seen_nodes, leaves):
 ANCHOR_DEPTH = 2  # next_functions levels searched for a node's parameters (addmm -> t -> AccumulateGrad)
 
 
+def _node_anchor(node, group_of_param, group_of_storage, led, names):
+    """The module group whose parameters `node` uses (an AccumulateGrad within
+    ANCHOR_DEPTH steps of its inputs, or a saved tensor that is a
+    parameter's storage), or None."""
+    todo = [(node, 0)]
+    while todo:
+        n, depth = todo.pop()
+        leaf = _leaf_of(n)
+        if leaf is not None:
+            found = group_of_param.get(id(leaf))
+            if found is not None:
+                return found
+            continue
+        if depth == 0:
+            for v in _saved_tensors(n, names):
+                where = led.storage_of(v) if hasattr(v, "untyped_storage") else None
+                if where is not None and where[1] in group_of_storage:
+                    return group_of_storage[where[1]]
+        if depth < ANCHOR_DEPTH:
+            try:
+                todo.extend((nxt, depth + 1) for nxt, _ in n.next_functions if nxt is not None)
+            except Exception:
+                pass
+    return None
+
+
 def _node_groups(nodes, group_of_param, group_of_storage, led):
     """{id(node): the module group whose forward made it} for the autograd
-    nodes walked: a node that uses a parameter (an AccumulateGrad within
-    ANCHOR_DEPTH steps of its inputs, or a saved tensor that is a
-    parameter's storage) is its module's; one that uses none (an
-    activation function, attention's products) is that of the nearest
-    node under it that does (the module whose output it consumed).  Nodes
-    that reach no parameter have none."""
-    own = {}
-    names = {}
-    for key, node in nodes.items():
-        found = None
-        todo = [(node, 0)]
-        while todo and found is None:
-            n, depth = todo.pop()
-            leaf = _leaf_of(n)
-            if leaf is not None:
-                found = group_of_param.get(id(leaf))
-                continue
-            if depth == 0:
-                for v in _saved_tensors(n, names):
-                    where = led.storage_of(v) if hasattr(v, "untyped_storage") else None
-                    if where is not None and where[1] in group_of_storage:
-                        found = group_of_storage[where[1]]
-                        break
-            if depth < ANCHOR_DEPTH:
-                try:
-                    todo.extend((nxt, depth + 1) for nxt, _ in n.next_functions if nxt is not None)
-                except Exception:
-                    pass
-        if found is not None:
-            own[key] = found
-    groups = dict(own)
-    for key, node in nodes.items():  # the nearest anchored node under each other one
-        if key in groups:
-            continue
+    nodes walked: a node that uses a parameter (_node_anchor) is its
+    module's; one that uses none (an activation function, attention's
+    products, a loss) is that of the nearest node under it that does (the
+    module whose output it consumed), whichever graph that node's saved
+    tensors were counted in (the loss's log_softmax over logits a holder
+    keeps is the lm_head's).  Nodes that reach no parameter have none."""
+    names, anchors = {}, {}
+
+    def anchor(n):
+        key = id(n)
+        if key not in anchors:
+            anchors[key] = _node_anchor(n, group_of_param, group_of_storage, led, names)
+        return anchors[key]
+    groups = {}
+    for key, node in nodes.items():  # the node's own, else the nearest anchored node under it
         todo, seen, found = collections.deque([node]), set(), None
         while todo and found is None and len(seen) < 4096:
             n = todo.popleft()
             if id(n) in seen:
                 continue
             seen.add(id(n))
-            found = own.get(id(n)) if n is not node else None
+            found = anchor(n)
             if found is None:
                 try:
                     todo.extend(nxt for nxt, _ in n.next_functions if nxt is not None)
@@ -324,6 +331,7 @@ def _node_groups(nodes, group_of_param, group_of_storage, led):
                     pass
         if found is not None:
             groups[key] = found
+    anchors.clear()
     return groups
 
 

@@ -357,6 +357,16 @@ tpaudit.audit(label="after-backward")
 print("done")
 """
 
+# The same model whose output a variable keeps (`out = model(...)`, as a training step does):
+# the model's graph is then `out`'s, and only the loss's own part (its log_softmax over the
+# logits) is the step's; an audit as the loss's gradient arrives, before any node of it ran
+HELD_OUT = IN_BACKWARD.replace("""def on_logits(module, args, out):
+    out.register_hook(audit_in_backward)
+model.lm_head.register_forward_hook(on_logits)
+model(x, labels=x).loss.backward()""", """out = model(x, labels=x)
+out.loss.register_hook(audit_in_backward)
+out.loss.backward()""")
+
 
 def test_a_steps_saved_tensors_are_named_by_the_module_that_made_them(tmp_path):
     """Tensors saved for backward by a graph no named holder keeps are this
@@ -390,3 +400,33 @@ def test_a_steps_saved_tensors_are_named_by_the_module_that_made_them(tmp_path):
     assert sum(by_module.values()) >= 0.95 * (sum(by_module.values()) + unnamed), (by_module, unnamed)
     after, _ = saved("after-backward")
     assert after == {}, after
+
+
+def test_a_losss_saved_tensors_are_the_modules_whose_output_it_reads(tmp_path):
+    """A loss whose model output a variable keeps: the log_softmax it saved
+    is the lm_head's (tied to transformer.wte), found through the lm_head's
+    node, which `out`'s graph holds; nothing is left unattributed (on the
+    GPU this was the whole logits-sized tensor of an OOM in backward)."""
+    assert HELD_OUT != IN_BACKWARD
+    script = tmp_path / "held_out.py"
+    script.write_text(HELD_OUT)
+    out = tmp_path / "out"
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, str(script)], capture_output=True,
+                       text=True, timeout=600, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert r.returncode == 0 and "done" in r.stdout, r.stdout + r.stderr
+    (path,) = out.glob("*.db")
+    db = sqlite3.connect(path)
+    audits = dict(db.execute("select label, id from audit where end_ns is not null"))
+    assert {"in-backward", "after-backward"} <= set(audits), audits
+    for label in ("in-backward", "after-backward"):
+        rows = db.execute("select owner_kind, owner, sum(bytes) from ledger where audit_id=? and device='cpu'"
+                          " group by owner_kind, owner", (audits[label],)).fetchall()
+        unnamed = sum(b for k, _o, b in rows if k == "unattributed")
+        saved = {o[len(SAVED_IN):]: b for k, o, b in rows if k == "autograd" and o.startswith(SAVED_IN)}
+        assert unnamed == 0, (label, rows)
+        if label == "in-backward":  # log_softmax's result, 4 x 31 rows of the 512 logits, float32
+            assert saved.get("transformer.wte", 0) >= 4 * 31 * 512 * 4, rows
+            assert any(k == "autograd" and o == "autograd graph of __main__.out" and b > 0 for k, o, b in rows), rows
+        else:
+            assert saved == {}, rows
+    db.close()
