@@ -17,3 +17,19 @@ def parse(build=None, **numbers):
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(args.build, "share", "tpaudit", "python"))
     return args
+
+
+def start_probe(args, name):
+    """Loads the probe of args.build in this process with no audit timed
+    (TPAUDIT_AUDIT=none, its database under /tmp/tpaudit-bench-NAME) and
+    returns the growth watch's module-call listener; exits with a message
+    when the probe did not start."""
+    build = os.path.abspath(args.build)
+    os.environ.setdefault("TPAUDIT_LIBRARY", os.path.join(build, "lib", "libtpaudit.so"))
+    os.environ.setdefault("TPAUDIT_OUT", "/tmp/tpaudit-bench-" + name)
+    os.environ["TPAUDIT_AUDIT"] = "none"
+    import tpaudit
+    from tpaudit import _growth
+    if not tpaudit.enable() or _growth.leaks.calls is None:
+        raise SystemExit("probe did not start (library %s)" % os.environ["TPAUDIT_LIBRARY"])
+    return _growth.leaks.calls

@@ -54,23 +54,17 @@ listeners[:] = [listener]
 
 def main():
     args = bench_options.parse(layers=2, tokens=32, rounds=12, globals=300, calls=20000)
-    build = os.path.abspath(args.build)
-    os.environ.setdefault("TPAUDIT_LIBRARY", os.path.join(build, "lib", "libtpaudit.so"))
-    os.environ.setdefault("TPAUDIT_OUT", "/tmp/tpaudit-bench-generate-calls")
-    os.environ["TPAUDIT_AUDIT"] = "none"
-    import sys
     import torch
-    import tpaudit
-    from tpaudit import _calls, _growth, _track
-    if not tpaudit.enable() or _growth.leaks.calls is None:
-        raise SystemExit("probe did not start (library %s)" % os.environ["TPAUDIT_LIBRARY"])
+    listener = bench_options.start_probe(args, "generate-calls")
+    import sys
+    from tpaudit import _calls, _track
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=args.layers)).eval()
     script = {"__name__": "__bench_script__", "sys": sys, "time": time, "model": model,
               "prompt": torch.randint(0, 50257, (1, 16)), "tokens": args.tokens,
-              "rounds": args.rounds, "calls": args.calls, "listener": _growth.leaks.calls,
+              "rounds": args.rounds, "calls": args.calls, "listener": listener,
               "listeners": _track.module_call_listeners, "library_call": _calls.library_call,
               "empty": lambda frame: (id(frame), frame.f_lasti, ())}
     script.update(("setting_%d" % i, i) for i in range(max(0, args.globals - len(script))))
