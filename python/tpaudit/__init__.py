@@ -10,6 +10,7 @@ the package is imported before pytest loads its plugin (and has no asserts).
 import os
 import sys
 
+from . import _collector
 from . import _config
 from . import _growth
 from . import _hooks
@@ -58,6 +59,11 @@ def audit(label="user", models=None, optimizers=None, step=-1):
     if _hooks.state.recorder is None and not enable():
         return None
     import torch  # noqa: F401  (the caller already uses torch)
+    with _collector.held():
+        return _audit(label, step, models, optimizers)
+
+
+def _audit(label, step, models, optimizers):
     if not _hooks.state.installed:
         _hooks.install(_hooks.state.recorder)
     audit_id = _hooks.run_audit(label, step, models, optimizers)

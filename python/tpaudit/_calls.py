@@ -31,6 +31,7 @@ import itertools
 import sys
 import weakref
 
+from . import _collector
 from . import _forward
 from . import _stacks
 from . import _track
@@ -111,7 +112,8 @@ class RootCalls:
         if self.off:
             return
         try:
-            self._call(module)
+            with _collector.held():
+                self._call(module)
         except Exception as exc:
             self.off = True
             self.on_error(exc)

@@ -19,6 +19,7 @@ import gc
 import os
 import sys
 
+from . import _collector
 from . import _config
 from . import _facts
 from . import _forward
@@ -340,11 +341,12 @@ def _patch(torch):
             return  # a compiled step: dynamo folds the test, and traces nothing of the probe
         # run eagerly by a frame dynamo left (torch 2.2's compiled opt.step):
         # its callback is off while the probe works, so it converts no frame of it
-        prior = _eval_frame.set(None)
-        try:
-            on_step(opt, sys._getframe(1))
-        finally:
-            _eval_frame.set(prior)
+        with _collector.held():
+            prior = _eval_frame.set(None)
+            try:
+                on_step(opt, sys._getframe(1))
+            finally:
+                _eval_frame.set(prior)
 
     def on_step(opt, caller):
         entry = counts.get(id(opt))

@@ -32,6 +32,7 @@ import sys
 import threading
 
 from . import _allocator
+from . import _collector
 from . import _facts
 from . import _growth
 from . import _stacks
@@ -152,12 +153,20 @@ def on_oom(device, requested, total, free, frame=None):
     """The allocator's observer: an "oom" audit (the first KEEP_AUDITS), then
     the oom row, written whatever stage before it failed.  Returns the row's
     count (tests call it with the observer's arguments), None when the probe
-    is off or the row could not be written; never raises."""
+    is off or the row could not be written; never raises.  No garbage
+    collection runs meanwhile (_collector): the OOM message counts the same
+    bytes as without the probe."""
+    with _collector.held():
+        return _observe(device, requested, total, free, frame, sys._getframe(0).f_back)
+
+
+def _observe(device, requested, total, free, frame, caller):
     try:
         if watch.recorder is None or (watch.enabled is not None and not watch.enabled()):
             return None
         watch.seen += 1
-        frame = frame if frame is not None else _stage("stack", issuing_frame, sys._getframe(0).f_back)
+        frame = frame if frame is not None else _stage("stack", issuing_frame, caller)
+        caller = None
         py_stack = _stage("stack", _stacks.user_stack, frame, default="") if frame is not None else ""
         in_backward = _stage("stack", _in_backward, frame, default=False)
         frame = None  # no frame of the program's kept past here

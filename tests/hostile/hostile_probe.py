@@ -12,6 +12,10 @@ exit status, output and files must match.
   that ran forward only inside a compiled function;
 - apis: the torch functions the probe patches keep their name, qualname,
   module, doc and signature, and pickle;
+- collections: a program with reference cycles that hold tensors; no
+  garbage collection starts while the probe's code runs (the probe holds
+  the collector off: python/tpaudit/_collector.py), so none of the
+  program's __del__ runs inside an audit;
 - coverage: `coverage run` and `pytest --cov --cov-fail-under` of a program
   report what they report without the probe (skips, saying why, when the
   venv has no coverage.py).
@@ -63,6 +67,12 @@ def case_compile(work, shim, bindir, py):
 
 def case_apis(work, shim, bindir, py):
     twin_runs(work, [py, host("host_probe_apis.py")], shim, limit_s=120)
+
+
+def case_collections(work, shim, bindir, py):
+    out, _, _ = twin_runs(work, [py, host("host_collections.py")], shim, limit_s=300)
+    (db,) = dbs(out)
+    check(q(db, "select count(*) from audit where end_ns is not null")[0][0] >= 2, "fewer than 2 audits were taken")
 
 
 def case_coverage(work, shim, bindir, py):
