@@ -135,19 +135,20 @@ def _order(node):
         return None
 
 
-def _nearest(node, neighbours, anchor_of):
+def _nearest(node, neighbours, anchor_of, barren):
     """(module, distance) of the nearest node from node, along neighbours,
     that uses a parameter (the fewest steps; of those, the fewest nodes
     autograd made between them in forward, told by their sequence
     numbers); the distance is that count, else the steps; (None, None)
-    when none within MAX_SEARCHED."""
+    when none within MAX_SEARCHED.  barren: ids of nodes from which a
+    whole search along neighbours found none (skipped, then grown)."""
     here = _order(node)
     todo, seen, best, best_steps = collections.deque([(node, 0)]), set(), None, None
     while todo and len(seen) < MAX_SEARCHED:
         n, steps = todo.popleft()
         if best is not None and steps > best_steps:
             break
-        if id(n) in seen:
+        if id(n) in seen or id(n) in barren:
             continue
         seen.add(id(n))
         if n is not node:
@@ -159,6 +160,8 @@ def _nearest(node, neighbours, anchor_of):
                     best, best_steps = (found, distance), steps
                 continue
         todo.extend((nxt, steps + 1) for nxt in neighbours(n))
+    if best is None and not todo:  # searched all it reaches: nothing under any of them either
+        barren.update(seen)
     return best or (None, None)
 
 
@@ -200,7 +203,7 @@ def groups(nodes, walked, modules, saved_of, storage_of):
         return anchors[key]
 
     consumers = None
-    made = {}
+    made, barren_below, barren_above = {}, set(), set()
     for key, node in nodes.items():
         module = anchor_of(node)
         if module is None:
@@ -209,12 +212,14 @@ def groups(nodes, walked, modules, saved_of, storage_of):
                 for n in walked.values():
                     for nxt in _nexts(n):
                         consumers[id(nxt)].append(n)
-            below, below_distance = _nearest(node, _nexts, anchor_of)
-            above, above_distance = _nearest(node, lambda n: consumers.get(id(n), ()), anchor_of)
+            below, below_distance = _nearest(node, _nexts, anchor_of, barren_below)
+            above, above_distance = _nearest(node, lambda n: consumers.get(id(n), ()), anchor_of, barren_above)
             module = _enclosing(below, below_distance, above, above_distance, modules.containers)
         if module is not None:
             made[key] = modules.label(module)
     anchors.clear()
+    barren_below.clear()
+    barren_above.clear()
     if consumers is not None:
         consumers.clear()
     return made
