@@ -16,11 +16,11 @@ B, what consumed it): it was made by the deepest module holding both, A's
 parent when nothing above uses a parameter, B's when nothing under does.
 Where that module is, or holds on the nearer side (A on a tie) as a child,
 a container that runs nothing itself (ModuleList, ModuleDict, Sequential),
-it is the container's child on that side, the block (the nearer of A and
-B is the one autograd made the fewest nodes apart from the node, in
-forward: their sequence numbers): a residual add at a
-block's end stays in its block (also the last block's, before the final
-norm), a norm's arithmetic before its weight goes with the next block.
+it is the container's child on that side, the block; the nearer of A and B
+is the one autograd made the fewest nodes apart from the node in forward
+(their sequence numbers).  So a residual add at a block's end stays in its
+block (the last block's too, before the final norm), and a norm's
+arithmetic before its weight goes with the block the norm is in.
 Docs: PROBE.md.
 """
 import collections
@@ -46,14 +46,15 @@ class Modules:
     deepest modules owning them, (path, class name) each; the containers."""
 
     def __init__(self, models, storage_of):
-        self.by_param, self.by_storage, self.containers, self.root_names = {}, {}, set(), {}
+        self.by_param, self.by_storage, self.containers, self.root_name = {}, {}, set(), None
         for root in models:
-            self.root_names.setdefault("", _name_of(type(root)))
+            if self.root_name is None:
+                self.root_name = _name_of(type(root))
             for path, module in root.named_modules(remove_duplicate=False):
                 kind = _name_of(type(module))
                 if kind in CONTAINERS:
                     self.containers.add(path)
-                for name, p in module.named_parameters(recurse=False):
+                for _name, p in module.named_parameters(recurse=False):
                     owner = (path, kind)
                     self.by_param.setdefault(id(p), [])
                     if owner not in self.by_param[id(p)]:
@@ -64,7 +65,7 @@ class Modules:
 
     def label(self, path):
         """The row's name of a module path; the root's is its class."""
-        return path or self.root_names.get("", "")
+        return path or self.root_name or ""
 
     def clear(self):
         self.by_param.clear()
