@@ -214,11 +214,12 @@ def _live_tensors(torch):
 
 
 def _saved_tensors(node, names_by_type):
-    """The tensors autograd node keeps for backward (its _saved_* fields)."""
+    """The tensors autograd node keeps for backward (its _saved_* fields,
+    a custom Function's saved_tensors)."""
     kind = type(node)
     names = names_by_type.get(kind)
-    if names is None:
-        names = names_by_type[kind] = [n for n in dir(kind) if n.startswith("_saved_")]
+    if names is None:  # a custom Function's node (a compiled region's) keeps them in saved_tensors
+        names = names_by_type[kind] = [n for n in dir(kind) if n.startswith("_saved_") or n == "saved_tensors"]
     for name in names:
         try:
             value = getattr(node, name)

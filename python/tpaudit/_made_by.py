@@ -6,7 +6,9 @@ between audits and dynamo sees nothing of it.
 A node that uses a parameter (one of its inputs is a parameter or a view or
 cast of one, or it saved a parameter's storage), or that merely views or
 casts the output of such a node, was made by the deepest module owning that
-parameter ('transformer.h.3.attn.c_attn'); a parameter several modules share
+parameter ('transformer.h.3.attn.c_attn'), or holding all the parameters it
+uses (a compiled region's node: the module compiled); a parameter several
+modules share
 (tied embeddings) is the module's whose class the node names
 (EmbeddingBackward0: the Embedding), else the last registered one's.
 A node that uses none (an activation function, attention's products, a
@@ -103,24 +105,42 @@ def _parameter_owners(node, modules):
         return None
 
 
+def _deepest_common(paths):
+    """The deepest module holding every one of paths."""
+    common = _parts(paths[0])
+    for path in paths[1:]:
+        parts = _parts(path)
+        n = 0
+        while n < len(common) and n < len(parts) and common[n] == parts[n]:
+            n += 1
+        common = common[:n]
+    return ".".join(common)
+
+
 def _anchor(node, modules, saved_of, storage_of):
-    """The deepest module whose parameter node uses, or None: node, or the
-    node under it that it merely views or casts, takes a parameter (or a
-    view or cast of one) as an input, or saved a parameter's storage."""
+    """The deepest module whose parameters node uses, or None: node, or the
+    node under it that it merely views or casts, takes parameters (or views
+    or casts of them) as inputs, or saved a parameter's storage; of
+    parameters of several modules (a compiled region's), the deepest module
+    holding them all."""
     n = node
     for _ in range(PASS_STEPS):
+        found = []
         for v in saved_of(n):
             where = storage_of(v) if hasattr(v, "untyped_storage") else None
             if where is not None and where[1] in modules.by_storage:
-                return _pick(modules.by_storage[where[1]], n)
+                found.append(_pick(modules.by_storage[where[1]], n))
         for given in _nexts(n):
             for _ in range(PASS_STEPS):
                 owners = _parameter_owners(given, modules)
                 if owners:
-                    return _pick(owners, n)
+                    found.append(_pick(owners, n))
+                    break
                 given = _pass_through(given, saved_of)
                 if given is None:
                     break
+        if found:
+            return _deepest_common(found)
         n = _pass_through(n, saved_of)
         if n is None:
             return None

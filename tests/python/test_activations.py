@@ -203,3 +203,39 @@ def test_no_peak_where_no_audit_saw_a_step_save_for_backward(tmp_path):
     r = tool("gate", "--max-peak", "0", "--format", "json", out)
     (rule,) = json.loads(r.stdout)["rules"]
     assert r.returncode == 0 and rule["measured"] == 0 and "modules" not in rule, r.stdout
+
+
+COMPILED = """
+import sys
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+import tpaudit
+torch.manual_seed(0)
+model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=512, n_positions=128,
+                                   resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+for block in model.transformer.h:
+    block.compile(backend="aot_eager")
+x = torch.randint(0, 512, (8, 64))
+""" + audit_in_backward.STEP
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="checked on the CPU (CI)")
+def test_a_compiled_blocks_saved_tensors_are_its_own(tmp_path):
+    """Each block of GPT-2 compiled on its own (aot_eager: the graph dynamo
+    and AOTAutograd make, run eagerly): what a block's compiled region saved
+    (its node's saved_tensors, the node using every parameter of the block)
+    is the block's, both blocks alike, next to nothing left unattributed;
+    the twin audit after backward finds nothing saved."""
+    _, db, audits = audit_in_backward.run(TPAUDIT, tmp_path, COMPILED)
+
+    def rows(label, kind):
+        return dict(db.execute("select owner, sum(bytes) from ledger where audit_id=? and owner_kind=?"
+                               " and device='cpu' group by owner", (audits[label], kind)).fetchall())
+
+    saved = {o[len(SAVED_IN):]: b for o, b in rows("in-backward", "autograd").items() if o.startswith(SAVED_IN)}
+    blocks = [saved.get("transformer.h.%d" % i, 0) for i in range(2)]
+    assert blocks[0] > 1 << 20 and blocks[0] == blocks[1], saved
+    unattributed = sum(rows("in-backward", "unattributed").values())
+    assert unattributed <= 0.01 * sum(saved.values()), (unattributed, saved)
+    assert not [o for o in rows("after-backward", "autograd") if o.startswith(SAVED_IN)]
+    db.close()
