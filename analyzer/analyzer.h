@@ -50,7 +50,9 @@ enum tpa_need {
     /* the owner timeline (the HTML report, the memory viewer's export) */
     TPA_NEED_OWNERS = 16,
     /* every device allocation with its stack (the memory viewer's export) */
-    TPA_NEED_DEVICE_MEMORY = 32
+    TPA_NEED_DEVICE_MEMORY = 32,
+    /* the peak of activations alone (the gate's --max-peak; MEMORY reads it too) */
+    TPA_NEED_PEAK = 64
 };
 /* Loads every database into one report (runs + findings), read in
  * parallel, merged in the order given. 0, or -1 with why. */
@@ -96,6 +98,12 @@ int tpa_library_growth(sqlite3 *db, int64_t audit, size_t run_index, int details
  * with the rows of other libraries from run->by_library when it was
  * scanned; nothing for a database without a ledger. 0, or -1. */
 int tpa_read_ledger(sqlite3 *db, int64_t audit, tpa_run_t *run);
+/* 1 when the database has a ledger table (schema version 2 on), else 0 (ledger_read.c). */
+int tpa_has_ledger(sqlite3 *db);
+/* The peak of activations into run->has_peak and run->peak_* (peak_read.c):
+ * nothing for a database without a ledger or rows of saved tensors by
+ * module. 0, or -1. */
+int tpa_read_peak(sqlite3 *db, tpa_run_t *run);
 /* The growth series of run run_index (growth_series.c), after its findings: 0, or -1 when a query fails. */
 int tpa_read_growth_series(sqlite3 *db, tpa_report_t *r, size_t run_index);
 

@@ -82,7 +82,7 @@ static const char *cuda_device(char **devices, size_t n) {
     return found ? found : "cuda";
 }
 
-int tpa_read_ledger(sqlite3 *db, int64_t audit, tpa_run_t *run) {
+int tpa_has_ledger(sqlite3 *db) {
     sqlite3_stmt *st;
     int has_table = 0;
     if (sqlite3_prepare_v2(db, "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type='table' AND name='ledger')", -1,
@@ -90,7 +90,11 @@ int tpa_read_ledger(sqlite3 *db, int64_t audit, tpa_run_t *run) {
         sqlite3_step(st) == SQLITE_ROW)
         has_table = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
-    if (!has_table || !audit) return 0; /* schema version 1, or no audit: no ledger */
+    return has_table;
+}
+
+int tpa_read_ledger(sqlite3 *db, int64_t audit, tpa_run_t *run) {
+    if (!tpa_has_ledger(db) || !audit) return 0; /* schema version 1, or no audit: no ledger */
     char **devices = NULL;
     int64_t *totals = NULL;
     size_t n_devices = 0;

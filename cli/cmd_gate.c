@@ -12,7 +12,9 @@
  * of them, only those apply, so `--max-retained 100MiB` gates on retained
  * bytes alone.  --max-growth judges each rank's fastest-growing holder in
  * bytes per step, and memory_growth findings then count toward
- * --max-findings no more. */
+ * --max-findings no more.  --max-peak judges each rank's peak of
+ * activations (the most its step saved for backward, by module), naming
+ * its three largest modules. */
 #include "analyzer.h"
 #include "verbs.h"
 
@@ -23,12 +25,15 @@
 #include <string.h>
 
 static void usage(FILE *out) {
-    fputs("usage: tpaudit gate [--max-retained SIZE] [--max-growth SIZE] [--max-findings N] [--fail-on error|warning]\n"
-          "                    [--baseline PATH] [--allow-incomplete] [--format text|junit|json] PATH...\n"
+    fputs("usage: tpaudit gate [--max-retained SIZE] [--max-growth SIZE] [--max-peak SIZE] [--max-findings N]\n"
+          "                    [--fail-on error|warning] [--baseline PATH] [--allow-incomplete]\n"
+          "                    [--format text|junit|json] PATH...\n"
           "  --max-retained SIZE  retained bytes of error findings allowed on any one rank\n"
           "                       (0, 512KiB, 64mib, 1.5GiB, 2GB; units in any case)\n"
           "  --max-growth SIZE    bytes per step one holder's memory may grow on any one rank\n"
           "                       (memory_growth findings are then judged by it alone)\n"
+          "  --max-peak SIZE      bytes a step may save for backward on any one rank, at its\n"
+          "                       peak (the three largest modules are named)\n"
           "  --max-findings N     findings at or above --fail-on allowed\n"
           "  --fail-on LEVEL      error (default) or warning\n"
           "  --baseline PATH      count only findings new or grown against this run\n"
@@ -61,15 +66,15 @@ static void add_rule(tpa_report_t *r, const char *rule, int64_t limit, int64_t m
     tpa_gate_rule_t *v = realloc(r->rules, (r->n_rules + 1) * sizeof *v);
     if (!v) return;
     r->rules = v;
-    r->rules[r->n_rules++] = (tpa_gate_rule_t){tpa_strdup(rule), limit, measured, rank, 0, passed};
+    r->rules[r->n_rules++] = (tpa_gate_rule_t){tpa_strdup(rule), limit, measured, rank, 0, passed, NULL};
 }
 
 /* How the gate prints its verdict (--format). */
 enum gate_format { GATE_TEXT, GATE_JUNIT, GATE_JSON };
 
 typedef struct gate_options {
-    int64_t max_retained, max_findings, max_growth;
-    int fail_on_warning, allow_incomplete, gave_retained, gave_findings, gave_growth;
+    int64_t max_retained, max_findings, max_growth, max_peak;
+    int fail_on_warning, allow_incomplete, gave_retained, gave_findings, gave_growth, gave_peak;
     enum gate_format format;
     const char *baseline;
 } gate_options_t;
@@ -105,6 +110,7 @@ static int take_option(int c, gate_options_t *o, char **argv) {
     switch (c) {
     case 'r': o->gave_retained = 1; return take_size("--max-retained", &o->max_retained);
     case 'g': o->gave_growth = 1; return take_size("--max-growth", &o->max_growth);
+    case 'p': o->gave_peak = 1; return take_size("--max-peak", &o->max_peak);
     case 'n':
         o->gave_findings = 1;
         errno = 0;
@@ -132,6 +138,7 @@ static int take_option(int c, gate_options_t *o, char **argv) {
 static int parse_options(int argc, char **argv, gate_options_t *o) {
     static const struct option opts[] = {{"max-retained", required_argument, 0, 'r'},
                                          {"max-growth", required_argument, 0, 'g'},
+                                         {"max-peak", required_argument, 0, 'p'},
                                          {"max-findings", required_argument, 0, 'n'},
                                          {"fail-on", required_argument, 0, 'l'},
                                          {"baseline", required_argument, 0, 'b'},
@@ -148,7 +155,8 @@ static int parse_options(int argc, char **argv, gate_options_t *o) {
         fputs("tpaudit: gate: no PATH given (see tpaudit gate --help)\n", stderr);
         return TPA_EXIT_USAGE;
     }
-    if (!o->gave_retained && !o->gave_findings && !o->gave_growth) o->gave_retained = o->gave_findings = 1;
+    if (!o->gave_retained && !o->gave_findings && !o->gave_growth && !o->gave_peak)
+        o->gave_retained = o->gave_findings = 1;
     return TPA_OPTIONS_OK;
 }
 
@@ -172,6 +180,27 @@ static int judge_growth(tpa_report_t *r, const tpa_rank_group_t *groups, size_t 
     return passed;
 }
 
+/* The max-peak rule of each group: the largest peak of activations of its
+ * runs against `limit` bytes; 1 when all pass. */
+static int judge_peak(tpa_report_t *r, const tpa_rank_group_t *groups, size_t n, int64_t limit) {
+    int passed = 1;
+    for (size_t i = 0; i < n; i++) {
+        const tpa_run_t *largest = NULL;
+        for (size_t j = 0; j < r->n_runs; j++) {
+            const tpa_run_t *run = &r->runs[j];
+            int in_group = groups[i].rank >= 0 ? run->has_rank && run->rank == groups[i].rank
+                                               : !run->has_rank && run->pid == groups[i].pid;
+            if (in_group && run->has_peak && (!largest || run->peak_bytes > largest->peak_bytes)) largest = run;
+        }
+        int64_t measured = largest ? largest->peak_bytes : 0;
+        add_rule(r, "max-peak", limit, measured, groups[i].rank, measured <= limit);
+        if (groups[i].rank < 0) r->rules[r->n_rules - 1].pid = groups[i].pid;
+        r->rules[r->n_rules - 1].peak = largest;
+        passed &= measured <= limit;
+    }
+    return passed;
+}
+
 /* The rules into the report model: retained bytes per rank (a process
  * without a rank is its own group, a helper process is in none), then the
  * finding count. */
@@ -180,7 +209,7 @@ static void judge_rules(tpa_report_t *r, const gate_options_t *o) {
     int passed = 1;
     tpa_rank_group_t *groups = NULL;
     size_t n_groups = 0;
-    if ((o->gave_retained || o->gave_growth) && tpa_rank_groups(r, 1, &groups, &n_groups))
+    if ((o->gave_retained || o->gave_growth || o->gave_peak) && tpa_rank_groups(r, 1, &groups, &n_groups))
         passed = 0; /* out of memory: fail */
     for (size_t i = 0; o->gave_retained && i < n_groups; i++) {
         int ok = groups[i].retained <= o->max_retained;
@@ -189,6 +218,7 @@ static void judge_rules(tpa_report_t *r, const gate_options_t *o) {
         if (groups[i].rank < 0) r->rules[r->n_rules - 1].pid = groups[i].pid;
     }
     if (o->gave_growth) passed &= judge_growth(r, groups, n_groups, o->max_growth);
+    if (o->gave_peak) passed &= judge_peak(r, groups, n_groups, o->max_peak);
     free(groups);
     int64_t counted = 0;
     for (size_t j = 0; j < r->n_findings; j++) /* growth, when --max-growth judges it, is not counted again */
@@ -213,7 +243,8 @@ int tpa_cmd_gate(int argc, char **argv) {
     memset(&base, 0, sizeof base);
     /* The text verdict needs each finding's kind and bytes, a baseline its
      * name as the report gives it, JUnit its message too. */
-    int needs = o.format == GATE_JUNIT ? TPA_NEED_ALL : o.baseline ? TPA_NEED_DETAILS : TPA_NEED_FINDINGS;
+    int needs = (o.format == GATE_JUNIT ? TPA_NEED_ALL : o.baseline ? TPA_NEED_DETAILS : TPA_NEED_FINDINGS) |
+                (o.gave_peak ? TPA_NEED_PEAK : 0);
     if (tpa_load_or_say_for(argc - optind, argv + optind, 0, needs, &r)) {
         tpa_report_free(&r);
         return TPA_EXIT_USAGE;

@@ -76,11 +76,11 @@ _tpaudit() {
         case $prev in
         --fail-on) COMPREPLY=($(compgen -W "error warning" -- "$cur")) ;;
         --format) COMPREPLY=($(compgen -W "text junit json" -- "$cur")) ;;
-        --max-retained|--max-growth) COMPREPLY=($(compgen -W "0 512KiB 64MiB 1GiB" -- "$cur")) ;;
+        --max-retained|--max-growth|--max-peak) COMPREPLY=($(compgen -W "0 512KiB 64MiB 1GiB" -- "$cur")) ;;
         --max-findings) COMPREPLY=($(compgen -W "0 1 10" -- "$cur")) ;;
         --baseline) _tpaudit_paths "$cur" ;;
         *) if [[ $cur == -* ]]; then
-               COMPREPLY=($(compgen -W "--max-retained --max-growth --max-findings --fail-on --baseline --allow-incomplete --format --help" -- "$cur"))
+               COMPREPLY=($(compgen -W "--max-retained --max-growth --max-peak --max-findings --fail-on --baseline --allow-incomplete --format --help" -- "$cur"))
            else
                _tpaudit_paths "$cur"
            fi ;;

@@ -28,6 +28,7 @@ complete -c tpaudit -n "__fish_seen_subcommand_from report" -l steps -x -d 'memo
 complete -c tpaudit -n "__fish_seen_subcommand_from report" -l max-events -x -d 'memory-viz: the newest N trace entries per device'
 complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l max-retained -x -d 'Retained bytes allowed on any one rank (0, 512KiB, 64MiB)'
 complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l max-growth -x -d 'Bytes per step one holder may grow on any one rank (0, 512KiB, 64MiB)'
+complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l max-peak -x -d 'Bytes a step may save for backward on any one rank (0, 512KiB, 64MiB)'
 complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l max-findings -x -d 'Findings at or above --fail-on allowed'
 complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l fail-on -x -a 'error warning' -d 'Severity that counts'
 complete -c tpaudit -n "__fish_seen_subcommand_from gate" -l baseline -r -F -d 'Count only findings new or grown against this run'

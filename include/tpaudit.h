@@ -56,8 +56,8 @@ extern "C" {
 
 /* The owner of a ledger row of kind "autograd" that holds tensors a graph
  * no named holder keeps saved for backward (this step's), followed by the
- * module group whose forward made them ("saved for backward in
- * transformer.h.3"). */
+ * deepest module whose forward made them ("saved for backward in
+ * transformer.h.3.attn"). */
 #define TPAUDIT_SAVED_IN "saved for backward in "
 
 /* Status codes. */

@@ -113,6 +113,7 @@ static void put_run(FILE *out, const tpa_run_t *run) {
     }
     fputc(']', out);
     tpa_put_ledger_json(out, run);
+    tpa_put_peak_json(out, run);
     fputc('}', out);
 }
 
@@ -224,10 +225,12 @@ static void put_by_rank(FILE *out, const tpa_report_t *r) {
     free(g);
 }
 
-/* What a gate rule measures: bytes (max-retained), bytes per step
- * (max-growth) or findings (max-findings). */
+/* What a gate rule measures: bytes (max-retained, max-peak), bytes per
+ * step (max-growth) or findings (max-findings). */
 static const char *rule_unit(const char *rule) {
-    return !strcmp(rule, "max-retained") ? "bytes" : !strcmp(rule, "max-growth") ? "bytes/step" : "findings";
+    return !strcmp(rule, "max-retained") || !strcmp(rule, "max-peak") ? "bytes"
+           : !strcmp(rule, "max-growth")                            ? "bytes/step"
+                                                                    : "findings";
 }
 
 /* The gate's rules as a JSON array; the gate's own document (`document`)
@@ -244,6 +247,10 @@ static void put_gate_rules(FILE *out, const tpa_report_t *r, int document) {
         put_rank(out, g->pid != 0, g->pid);
         fprintf(out, ",\"passed\":%s", g->passed ? "true" : "false");
         if (document) fprintf(out, ",\"unit\":\"%s\",\"outcome\":\"%s\"", rule_unit(g->rule), g->passed ? "passed" : "failed");
+        if (document && g->peak) { /* max-peak: the largest modules of the peak it measured */
+            fputs(",\"modules\":", out);
+            tpa_put_peak_modules_json(out, g->peak, TPA_GATE_PEAK_MODULES);
+        }
         fputc('}', out);
     }
     fputc(']', out);

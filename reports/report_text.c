@@ -120,6 +120,7 @@ static void put_run(const tpa_report_t *r, size_t i, int64_t retained, int any_h
     if (run->n_by_library) fputs(run->n_by_library > 6 ? ", ...\n" : "\n", out);
     tpa_put_samples_text(out, run);
     tpa_put_ledger_text(out, run);
+    tpa_put_peak_text(out, run);
     if (any_helper) put_helpers(r, i, out);
 }
 
@@ -227,7 +228,7 @@ int tpa_render_gate_text(const tpa_report_t *r, FILE *out) {
     for (size_t i = 0; i < r->n_rules; i++) {
         const tpa_gate_rule_t *g = &r->rules[i];
         char lim[32], got[32], rank[32];
-        if (!strcmp(g->rule, "max-retained") || !strcmp(g->rule, "max-growth")) {
+        if (!strcmp(g->rule, "max-retained") || !strcmp(g->rule, "max-growth") || !strcmp(g->rule, "max-peak")) {
             tpa_format_bytes(g->limit, lim, sizeof lim - 8);
             tpa_format_bytes(g->measured, got, sizeof got - 8);
             if (!strcmp(g->rule, "max-growth")) strcat(lim, "/step"), strcat(got, "/step");
@@ -241,8 +242,13 @@ int tpa_render_gate_text(const tpa_report_t *r, FILE *out) {
             snprintf(rank, sizeof rank, "pid %lld (no rank)", (long long)g->pid);
         else
             snprintf(rank, sizeof rank, "all ranks");
-        fprintf(out, "gate: %-4s %s on %s: measured %s, limit %s%s\n", g->passed ? "ok" : "FAIL", g->rule, rank, got,
-                lim, g->passed ? "" : " (over the limit)");
+        char modules[560] = "", top[600] = "";
+        if (g->peak && g->peak->n_peak_modules) { /* max-peak: its largest modules */
+            tpa_format_peak_modules(g->peak, TPA_GATE_PEAK_MODULES, modules, sizeof modules);
+            snprintf(top, sizeof top, "; top: %s", modules);
+        }
+        fprintf(out, "gate: %-4s %s on %s: measured %s, limit %s%s%s\n", g->passed ? "ok" : "FAIL", g->rule, rank, got,
+                lim, g->passed ? "" : " (over the limit)", top);
     }
     fprintf(out, "gate: %s\n", r->gate_inconclusive ? "inconclusive" : r->gate_passed ? "passed" : "FAILED");
     return ferror(out) ? -1 : 0;

@@ -111,6 +111,17 @@ void tpa_put_ledger_text(FILE *out, const tpa_run_t *run);
 void tpa_put_samples_text(FILE *out, const tpa_run_t *run);
 /* ,"ledger":[...],"ledger_total":N of a run (both null without a ledger). */
 void tpa_put_ledger_json(FILE *out, const tpa_run_t *run);
+/* The run's peak of activations as a line and its top modules under it
+ * (nothing without a peak; report_peak.c). */
+void tpa_put_peak_text(FILE *out, const tpa_run_t *run);
+/* ,"peak":{step,label,bytes,modules} of a run, or ,"peak":null. */
+void tpa_put_peak_json(FILE *out, const tpa_run_t *run);
+/* The `most` largest modules of a run's peak as a JSON array of {module, bytes}. */
+void tpa_put_peak_modules_json(FILE *out, const tpa_run_t *run, size_t most);
+/* The modules the gate's max-peak rule names, the largest first. */
+#define TPA_GATE_PEAK_MODULES 3
+/* "transformer.h.3.mlp 4.0 MiB, ..." of the `most` largest modules of a run's peak. */
+void tpa_format_peak_modules(const tpa_run_t *run, size_t most, char *buf, size_t len);
 /* ,"bytes":N,"growth":{...} of a finding that grows (nothing for others). */
 void tpa_put_growth_json(FILE *out, const tpa_finding_t *f);
 

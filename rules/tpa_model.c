@@ -147,6 +147,9 @@ void tpa_report_free(tpa_report_t *r) {
             free(run->ledger[j].example);
         }
         free(run->ledger);
+        for (size_t j = 0; j < run->n_peak_modules; j++) free(run->peak_modules[j].module);
+        free(run->peak_modules);
+        free(run->peak_label);
         free(run->owner_device);
         tpa_owner_points_free(run->owners, run->n_owners);
         tpa_device_memory_free(run->device_memory);

@@ -210,6 +210,16 @@ typedef struct tpa_device_memory {
     size_t n_stacks;
 } tpa_device_memory_t;
 
+/* One module's activations at a run's peak: the bytes of its ledger rows
+ * "saved for backward in <module>" (the deepest module that made them). */
+typedef struct tpa_peak_module {
+    char *module;
+    int64_t bytes;
+} tpa_peak_module_t;
+
+/* Modules a run's peak lists at most, the most bytes first. */
+#define TPA_PEAK_MODULES 64
+
 typedef struct tpa_run {
     char *file; /* base name of the database */
     char *host;
@@ -253,15 +263,25 @@ typedef struct tpa_run {
     size_t n_owners;
     tpa_device_memory_t *device_memory; /* only when asked for (TPA_NEED_DEVICE_MEMORY) */
     tpa_growth_series_t growth; /* n_samples 0: none recorded (or not read) */
+    /* The peak of activations (analyzer/peak_read.c): of the finished
+     * audits whose ledger has rows "saved for backward in <module>", the one
+     * where they add up to the most (has_peak 0: none), its step (-1: none)
+     * and label, and its modules, the most bytes first. */
+    int has_peak;
+    int64_t peak_step, peak_bytes;
+    char *peak_label;
+    tpa_peak_module_t *peak_modules;
+    size_t n_peak_modules;
 } tpa_run_t;
 
 typedef struct tpa_gate_rule {
-    char *rule; /* "max-retained", "max-findings", "complete" */
+    char *rule; /* "max-retained", "max-growth", "max-peak", "max-findings", "complete" */
     int64_t limit;
     int64_t measured;
     int64_t rank; /* -1: all ranks (or the process `pid` when set) */
     int64_t pid;  /* max-retained of a process without a rank, else 0 */
     int passed;
+    const tpa_run_t *peak; /* max-peak: the run whose peak was measured (its top modules named), else NULL */
 } tpa_gate_rule_t;
 
 typedef struct tpa_report {

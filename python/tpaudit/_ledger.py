@@ -23,12 +23,13 @@ import sys
 from . import _allocator
 from . import _forward
 from . import _holders
+from . import _made_by
 from . import _parts
 from . import _stacks
 from . import _track
 from . import _unmeasured
 from . import _workspaces
-from ._structs import SAVED_IN  # the owner of a step's saved tensors, then their module group (tpaudit.h)
+from ._structs import SAVED_IN  # the owner of a step's saved tensors, then the module that made them (tpaudit.h)
 
 MODULE_DEPTH = 3          # parameters are grouped by their module path cut to this many parts
 MAX_GRAPH_NODES = 200000  # autograd nodes one audit walks, at most
@@ -213,11 +214,12 @@ def _live_tensors(torch):
 
 
 def _saved_tensors(node, names_by_type):
-    """The tensors autograd node keeps for backward (its _saved_* fields)."""
+    """The tensors autograd node keeps for backward (its _saved_* fields,
+    a custom Function's saved_tensors)."""
     kind = type(node)
     names = names_by_type.get(kind)
-    if names is None:
-        names = names_by_type[kind] = [n for n in dir(kind) if n.startswith("_saved_")]
+    if names is None:  # a custom Function's node (a compiled region's) keeps them in saved_tensors
+        names = names_by_type[kind] = [n for n in dir(kind) if n.startswith("_saved_") or n == "saved_tensors"]
     for name in names:
         try:
             value = getattr(node, name)
@@ -271,70 +273,6 @@ def _graph_tensors(torch, grad_fn, seen_nodes, leaves):
                 todo.append(nxt)
 
 
-ANCHOR_DEPTH = 2  # next_functions levels searched for a node's parameters (addmm -> t -> AccumulateGrad)
-
-
-def _node_anchor(node, group_of_param, group_of_storage, led, names):
-    """The module group whose parameters `node` uses (an AccumulateGrad within
-    ANCHOR_DEPTH steps of its inputs, or a saved tensor that is a
-    parameter's storage), or None."""
-    todo = [(node, 0)]
-    while todo:
-        n, depth = todo.pop()
-        leaf = _leaf_of(n)
-        if leaf is not None:
-            found = group_of_param.get(id(leaf))
-            if found is not None:
-                return found
-            continue
-        if depth == 0:
-            for v in _saved_tensors(n, names):
-                where = led.storage_of(v) if hasattr(v, "untyped_storage") else None
-                if where is not None and where[1] in group_of_storage:
-                    return group_of_storage[where[1]]
-        if depth < ANCHOR_DEPTH:
-            try:
-                todo.extend((nxt, depth + 1) for nxt, _ in n.next_functions if nxt is not None)
-            except Exception:
-                pass
-    return None
-
-
-def _node_groups(nodes, group_of_param, group_of_storage, led):
-    """{id(node): the module group whose forward made it} for the autograd
-    nodes walked: a node that uses a parameter (_node_anchor) is its
-    module's; one that uses none (an activation function, attention's
-    products, a loss) is that of the nearest node under it that does (the
-    module whose output it consumed), whichever graph that node's saved
-    tensors were counted in (the loss's log_softmax over logits a holder
-    keeps is the lm_head's).  Nodes that reach no parameter have none."""
-    names, anchors = {}, {}
-
-    def anchor(n):
-        key = id(n)
-        if key not in anchors:
-            anchors[key] = _node_anchor(n, group_of_param, group_of_storage, led, names)
-        return anchors[key]
-    groups = {}
-    for key, node in nodes.items():  # the node's own, else the nearest anchored node under it
-        todo, seen, found = collections.deque([node]), set(), None
-        while todo and found is None and len(seen) < 4096:
-            n = todo.popleft()
-            if id(n) in seen:
-                continue
-            seen.add(id(n))
-            found = anchor(n)
-            if found is None:
-                try:
-                    todo.extend(nxt for nxt, _ in n.next_functions if nxt is not None)
-                except Exception:
-                    pass
-        if found is not None:
-            groups[key] = found
-    anchors.clear()
-    return groups
-
-
 def _maker(saved):
     """The autograd node that produced a saved tensor, or None (a leaf, an input made without grad)."""
     try:
@@ -375,12 +313,6 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
         g = p.grad
         if g is not None:
             led.add("gradient", group, g)
-    group_of_param = {key: group for key, (_p, group) in live_params.items()}
-    group_of_storage = {}
-    for p, group in live_params.values():
-        where = led.storage_of(p)
-        if where is not None:
-            group_of_storage[where[1]] = group
     names = _optimizer_names(optimizers)
     for opt in optimizers:
         name = names[id(opt)]
@@ -445,12 +377,19 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
                 led.add("autograd", "autograd graph of " + container, saved)
             else:  # a graph no named holder keeps: this step's, by the module that made it where known
                 unheld.append((node, saved))
-    # a saved tensor is the module's whose forward made it: the node that produced it (its grad_fn, kept
-    # by the saved variable; the saving node's own for its output) where known, else the node that saved it
+    # a saved tensor is the module's whose forward made it (_made_by.py): the node that produced it (its
+    # grad_fn, kept by the saved variable; the saving node's own for its output) where known, else the
+    # node that saved it
     makers = [(node, _maker(saved) or node, saved) for node, saved in unheld]
     nodes = {id(n): n for _, n, _ in makers}
     nodes.update((id(n), n) for n, _, _ in makers)
-    groups = _node_groups(nodes, group_of_param, group_of_storage, led) if unheld else {}
+    groups = {}
+    if unheld:
+        modules = _made_by.Modules(models, led.storage_of)
+        saved_names = {}
+        groups = _made_by.groups(nodes, seen_nodes, modules, lambda n: _saved_tensors(n, saved_names),
+                                 led.storage_of)
+        modules.clear()
     nodes.clear()
     for node, maker, saved in makers:
         group = groups.get(id(maker)) or groups.get(id(node))
@@ -461,8 +400,6 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
     unheld.clear()
     makers.clear()
     groups.clear()
-    group_of_param.clear()
-    group_of_storage.clear()
     for leaf in leaves:  # a model's parameters a graph still keeps (the model is gone), and their grads
         led.add("parameter", "(kept by an autograd graph)", leaf)
         try:

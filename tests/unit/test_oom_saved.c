@@ -1,7 +1,7 @@
 /* test_oom_saved.c - the OOM Held list's account of what a step saved for
- * backward by module group (rules/oom_saved.c): a model's numbered blocks
- * rolled up into one range with their count and size, groups of their
- * own beside them, the largest first, an uneven range said so, the
+ * backward by module (rules/oom_saved.c): a module inside a numbered block
+ * counted with its block, a model's numbered blocks rolled up into one
+ * range with their count and size, groups of their own beside them, the largest first, an uneven range said so, the
  * unnumbered and numbered groups of one name kept apart, and more groups
  * than the list shows ending in ", ...". */
 #include <string.h>
@@ -38,6 +38,19 @@ int main(void) {
     tpa_saved_add(&uneven, "layers.1", 50 * MIB);
     tpa_saved_add(&uneven, "layers", 1 * MIB); /* a group named as the prefix is one of its own */
     EXPECT(!strcmp(text(&uneven, 3, &t), "layers.0-1 150.0 MiB (2 of them, the largest 100.0 MiB), layers 1.0 MiB"));
+
+    static tpa_saved_modules_t deep; /* the ledger's rows name the deepest module that made the bytes */
+    const char *parts[] = {"attn", "mlp", "mlp.c_fc", "ln_1"};
+    const int64_t part_bytes[] = {60 * MIB, 140 * MIB, 16 * MIB, 4 * MIB};
+    for (int i = 0; i < 4; i++)
+        for (int p = 0; p < 4; p++) {
+            snprintf(name, sizeof name, "transformer.h.%d.%s", i, parts[p]);
+            tpa_saved_add(&deep, name, part_bytes[p]);
+        }
+    tpa_saved_add(&deep, "transformer", MIB);
+    tpa_saved_add(&deep, "1.attn", MIB / 2); /* a block numbered at the top is a group of its own */
+    tpa_saved_add(&deep, "1.mlp", MIB / 2);
+    EXPECT(!strcmp(text(&deep, 3, &t), "transformer.h.0-3 880.0 MiB (4 x 220.0 MiB), 1 1.0 MiB, transformer 1.0 MiB"));
 
     static tpa_saved_modules_t one;
     tpa_saved_add(&one, "0", 1280 * 1024);

@@ -1,0 +1,69 @@
+/* peak_read.c - a run's peak of activations: of its finished audits whose
+ * ledger has rows "saved for backward in <module>" (TPAUDIT_SAVED_IN: what
+ * a step saved for backward, by the deepest module whose forward made it),
+ * the one where they add up to the most, with its step, its label and its
+ * modules, the most bytes first (docs/ANALYZER.md, "The peak of
+ * activations"). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyzer.h"
+#include "tpaudit.h"
+
+/* `sql` prepared into *st with ?1 bound to the rows' owner prefix. 0, or -1. */
+static int prepare_saved(sqlite3 *db, const char *sql, sqlite3_stmt **st) {
+    if (sqlite3_prepare_v2(db, sql, -1, st, NULL) != SQLITE_OK) return -1;
+    sqlite3_bind_text(*st, 1, TPAUDIT_SAVED_IN, -1, SQLITE_STATIC);
+    return 0;
+}
+
+/* The audit with the most saved bytes by module, into run; 0 when none, -1 when the query fails. */
+static int64_t peak_audit(sqlite3 *db, tpa_run_t *run) {
+    sqlite3_stmt *st;
+    int64_t audit = 0;
+    if (prepare_saved(db,
+                      "SELECT a.id, a.step, a.label, sum(l.bytes) FROM ledger l JOIN audit a ON a.id = l.audit_id"
+                      " WHERE a.end_ns IS NOT NULL AND l.owner_kind = 'autograd'"
+                      " AND substr(l.owner, 1, length(?1)) = ?1 GROUP BY a.id ORDER BY sum(l.bytes) DESC, a.id LIMIT 1",
+                      &st))
+        return -1;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 3) > 0) {
+        audit = sqlite3_column_int64(st, 0);
+        run->peak_step = sqlite3_column_int64(st, 1);
+        run->peak_label = tpa_strdup((const char *)sqlite3_column_text(st, 2));
+        run->peak_bytes = tpa_sane_bytes(sqlite3_column_int64(st, 3));
+    }
+    sqlite3_finalize(st);
+    return audit;
+}
+
+/* The modules of audit `audit`, the most bytes first. 0, or -1. */
+static int peak_modules(sqlite3 *db, int64_t audit, tpa_run_t *run) {
+    sqlite3_stmt *st;
+    if (prepare_saved(db,
+                      "SELECT substr(owner, length(?1) + 1), sum(bytes) FROM ledger WHERE audit_id = ?2"
+                      " AND owner_kind = 'autograd' AND substr(owner, 1, length(?1)) = ?1"
+                      " GROUP BY owner ORDER BY sum(bytes) DESC, owner LIMIT ?3",
+                      &st))
+        return -1;
+    sqlite3_bind_int64(st, 2, audit);
+    sqlite3_bind_int(st, 3, TPA_PEAK_MODULES);
+    run->peak_modules = calloc(TPA_PEAK_MODULES, sizeof *run->peak_modules);
+    int rc = run->peak_modules ? 0 : -1;
+    while (!rc && sqlite3_step(st) == SQLITE_ROW && run->n_peak_modules < TPA_PEAK_MODULES) {
+        const char *module = (const char *)sqlite3_column_text(st, 0);
+        run->peak_modules[run->n_peak_modules++] =
+            (tpa_peak_module_t){tpa_strdup(module ? module : ""), tpa_sane_bytes(sqlite3_column_int64(st, 1))};
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int tpa_read_peak(sqlite3 *db, tpa_run_t *run) {
+    run->peak_step = -1;
+    if (!tpa_has_ledger(db)) return 0; /* schema version 1: no ledger */
+    int64_t audit = peak_audit(db, run);
+    if (audit <= 0) return (int)audit;
+    run->has_peak = 1;
+    return peak_modules(db, audit, run);
+}

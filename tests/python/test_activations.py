@@ -1,0 +1,241 @@
+"""Activations saved for backward by the module whose forward made them
+(python/tpaudit/_made_by.py), side by side with PyTorch's own
+torch.distributed._tools.mem_tracker.MemTracker on the CPU: HF GPT-2 and
+HF LlamaForCausalLM, 4 layers each, built from small configs.  One
+training step runs under MemTracker, then the same step (same model, same
+batch) under `tpaudit run` with an audit inside backward, as the logits'
+gradient arrives, before any block's backward frees what it saved.  With
+TPAUDIT_ACTIVATIONS_DEVICE=cuda (scripts/gpu_activations.sh) the same on
+the GPU, GPT-2 as 124M with a batch of 8 x 1024.  Then the report's peak
+(text, JSON, `gate --max-peak`) from GPT-2's run, and its twin.
+
+Like for like: MemTracker's activation bytes of a module are those its
+forward made that are still alive when it returns (its Post-Forward
+snapshot's Activation minus its Pre-Forward one); they include the
+module's output, which for attention and the MLP only a residual add uses
+(an add saves nothing), so their figure is taken less the output
+(MemTracker's own output_mem).  A block's output is saved by the next
+block's norm (or the final norm), so a block's figure is MemTracker's as
+it is.  Each block's attention and MLP, and each block, must match within
+5% (ANALYZER.md, "Activations by module")."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import audit_in_backward
+
+LIB = os.environ["TPAUDIT_TEST_LIB"]
+BUILD = Path(LIB).parents[1]
+TPAUDIT = str(BUILD / "bin" / "tpaudit")
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "report.schema.json").read_text())
+SAVED_IN = "saved for backward in "  # TPAUDIT_SAVED_IN of include/tpaudit.h, as a report reads it
+# TPAUDIT_ACTIVATIONS_DEVICE=cuda (scripts/gpu_activations.sh): on the GPU, GPT-2 124M
+# (12 layers) with a batch of 8 x 1024, Llama as on the CPU; in CI: the CPU, 4 layers each.
+DEVICE = os.environ.get("TPAUDIT_ACTIVATIONS_DEVICE", "cpu")
+SIZES = {  # model -> (layers, batch, sequence, its config's other sizes)
+    "gpt2": (4, 8, 64, dict(n_head=4, n_embd=128, vocab_size=512, n_positions=128)),
+    "llama": (4, 8, 64, dict(hidden_size=128, intermediate_size=352, num_attention_heads=4, num_key_value_heads=2,
+                             vocab_size=512, max_position_embeddings=128)),
+}
+if DEVICE != "cpu":
+    SIZES["gpt2"] = (12, 8, 1024, {})
+WITHIN = 0.05
+
+STEP = """
+import json, sys
+import torch
+from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _ModState
+import tpaudit
+torch.manual_seed(0)
+name, device, layers, batch, sequence, sizes = json.loads(sys.argv[1])
+if name == "gpt2":
+    from transformers import GPT2Config, GPT2LMHeadModel
+    config = GPT2Config(n_layer=layers, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **sizes)
+    model = GPT2LMHeadModel(config)
+else:
+    from transformers import LlamaConfig, LlamaForCausalLM
+    config = LlamaConfig(num_hidden_layers=layers, **sizes)
+    model = LlamaForCausalLM(config)
+model.to(device).train()
+x = torch.randint(0, config.vocab_size, (batch, sequence), device=device)
+
+tracker = MemTracker()
+tracker.track_external(model)
+with tracker:
+    model(x, labels=x).loss.backward()
+tracked = {}
+for stats in tracker.memory_tracking.values():
+    before, after = (stats.snapshots[s][0].get(x.device, {}).get(_MemRefType.ACT, 0)
+                     for s in (_ModState.PRE_FW, _ModState.POST_FW))
+    tracked[stats.mod_fqn.partition(".")[2]] = {"activations": after - before, "output": stats.output_mem}
+del tracker
+model.zero_grad(set_to_none=True)
+""" + audit_in_backward.STEP + """
+print(json.dumps(tracked))
+"""
+
+MODELS = {  # the blocks, their attention and their MLP, as each model names them
+    "gpt2": ("transformer.h.%d", "attn", "mlp"),
+    "llama": ("model.layers.%d", "self_attn", "mlp"),
+}
+
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory):
+    """model -> (MemTracker's figures, the saved rows in backward and after,
+    the run's output directory), each model's step run once."""
+    done = {}
+
+    def step(model):
+        if model not in done:
+            tmp_path = tmp_path_factory.mktemp(model)
+            what = json.dumps([model, DEVICE, *SIZES[model]])
+            stdout, db, audits = audit_in_backward.run(TPAUDIT, tmp_path, STEP, what)
+            tracked = json.loads(stdout.strip().splitlines()[-1])
+
+            def saved(label):
+                rows = db.execute("select owner, sum(bytes) from ledger where audit_id=? and owner_kind='autograd'"
+                                  " and device like ? and owner like ? group by owner",
+                                  (audits[label], DEVICE + "%", SAVED_IN + "%"))
+                return {owner[len(SAVED_IN):]: b for owner, b in rows}
+
+            done[model] = tracked, saved("in-backward"), saved("after-backward"), tmp_path / "out"
+            db.close()
+        return done[model]
+    return step
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_activations_by_module_match_memtracker(steps, model):
+    """Inside backward, each block's attention and MLP (MemTracker's figure
+    less the output no one saved) and each block (MemTracker's figure)
+    hold within 5% of MemTracker's; the rows keep the deepest module that
+    made the bytes (an MLP's first projection has a row of its own), and
+    the twin audit after backward finds nothing saved."""
+    tracked, during, after, _ = steps(model)
+    block, attn, mlp = MODELS[model]
+    for i in range(SIZES[model][0]):
+        name = block % i
+        pairs = [(name, tracked[name]["activations"])]
+        for part in (attn, mlp):
+            mod = "%s.%s" % (name, part)
+            pairs.append((mod, tracked[mod]["activations"] - tracked[mod]["output"]))
+        for mod, want in pairs:
+            got = audit_in_backward.rolled_up(during, mod)
+            assert want > 0 and abs(got - want) <= WITHIN * want, (mod, got, want, during)
+    deeper = [name for name in during if name.startswith(block % 0 + ".%s." % mlp)]
+    assert deeper, during
+    assert after == {}, after
+
+
+def tool(*args):
+    return subprocess.run([TPAUDIT, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def test_the_peak_names_its_modules_in_every_format(steps):
+    """GPT-2's step: the text report's peak section names the audit inside
+    backward, its bytes and the top modules (each block's MLP first); JSON
+    carries the same under runs[].peak (valid against the schema); `gate
+    --max-peak` one byte under the peak fails naming the three largest
+    modules (text and JSON), and at the peak passes."""
+    import jsonschema
+    _, during, _, out = steps("gpt2")
+    total = sum(during.values())
+    largest = sorted(during.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    if DEVICE != "cpu":
+        pytest.skip("the report's peak is checked on the CPU (CI); the device run compares with MemTracker")
+    r = tool("report", "--format", "json", out)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    (run,) = doc["runs"]
+    peak = run["peak"]
+    assert peak["label"] == "in-backward" and peak["bytes"] == total, peak
+    assert [(m["module"], m["bytes"]) for m in peak["modules"]] == sorted(during.items(), key=lambda kv: (-kv[1], kv[0]))
+    text = tool("report", out).stdout
+    head = 'peak of activations at audit "in-backward": '
+    assert head in text, text
+    first = text.split(head, 1)[1].splitlines()[1].split()
+    assert first[0] == largest[0][0] and first[0].endswith(".mlp"), text
+
+    r = tool("gate", "--max-peak", "%dB" % (total - 1), out)
+    assert r.returncode == 1, r.stdout + r.stderr
+    named = ", ".join("%s %s" % (name, "4.0 MiB") for name, _ in largest)
+    assert "FAIL max-peak" in r.stdout and "; top: " + named in r.stdout, (named, r.stdout)
+    r = tool("gate", "--max-peak", "%dB" % (total - 1), "--format", "json", out)
+    (rule,) = json.loads(r.stdout)["rules"]
+    assert r.returncode == 1 and rule["rule"] == "max-peak" and rule["outcome"] == "failed", r.stdout
+    assert rule["measured"] == total and rule["unit"] == "bytes", rule
+    assert [(m["module"], m["bytes"]) for m in rule["modules"]] == largest, rule
+    r = tool("gate", "--max-peak", "%dB" % total, out)
+    assert r.returncode == 0 and "ok   max-peak" in r.stdout, r.stdout + r.stderr
+
+
+NO_PEAK = """
+import torch
+import tpaudit
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+model(torch.randn(4, 8)).sum().backward()
+tpaudit.audit(label="after-backward")
+"""
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="checked on the CPU (CI)")
+def test_no_peak_where_no_audit_saw_a_step_save_for_backward(tmp_path):
+    """The twin: a step audited only after backward has a ledger but
+    nothing saved: no peak section, runs[].peak null, and `gate --max-peak
+    0` passes with nothing measured."""
+    script = tmp_path / "no_peak.py"
+    script.write_text(NO_PEAK)
+    out = tmp_path / "out"
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, str(script)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(tool("report", "--format", "json", out).stdout)
+    (run,) = doc["runs"]
+    assert run["ledger"] and run["peak"] is None, run
+    assert "after-backward" in tool("report", out).stdout
+    assert "peak of activations" not in tool("report", out).stdout
+    r = tool("gate", "--max-peak", "0", "--format", "json", out)
+    (rule,) = json.loads(r.stdout)["rules"]
+    assert r.returncode == 0 and rule["measured"] == 0 and "modules" not in rule, r.stdout
+
+
+COMPILED = """
+import sys
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+import tpaudit
+torch.manual_seed(0)
+model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=512, n_positions=128,
+                                   resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+for block in model.transformer.h:
+    block.compile(backend="aot_eager")
+x = torch.randint(0, 512, (8, 64))
+""" + audit_in_backward.STEP
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="checked on the CPU (CI)")
+def test_a_compiled_blocks_saved_tensors_are_its_own(tmp_path):
+    """Each block of GPT-2 compiled on its own (aot_eager: the graph dynamo
+    and AOTAutograd make, run eagerly): what a block's compiled region saved
+    (its node's saved_tensors, the node using every parameter of the block)
+    is the block's, both blocks alike, next to nothing left unattributed;
+    the twin audit after backward finds nothing saved."""
+    _, db, audits = audit_in_backward.run(TPAUDIT, tmp_path, COMPILED)
+
+    def rows(label, kind):
+        return dict(db.execute("select owner, sum(bytes) from ledger where audit_id=? and owner_kind=?"
+                               " and device='cpu' group by owner", (audits[label], kind)).fetchall())
+
+    saved = {o[len(SAVED_IN):]: b for o, b in rows("in-backward", "autograd").items() if o.startswith(SAVED_IN)}
+    blocks = [saved.get("transformer.h.%d" % i, 0) for i in range(2)]
+    assert blocks[0] > 1 << 20 and blocks[0] == blocks[1], saved
+    unattributed = sum(rows("in-backward", "unattributed").values())
+    assert unattributed <= 0.01 * sum(saved.values()), (unattributed, saved)
+    assert not [o for o in rows("after-backward", "autograd") if o.startswith(SAVED_IN)]
+    db.close()
