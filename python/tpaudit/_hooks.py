@@ -26,6 +26,7 @@ from . import _growth
 from . import _oom
 from . import _native as N
 from . import _parts
+from . import _silent_steps
 from . import _stacks
 from . import _track
 from . import _versions
@@ -342,7 +343,19 @@ def _patch(torch):
         # its callback is off while the probe works, so it converts no frame of it
         prior = _eval_frame.set(None)
         try:
+            silent.hooked(opt)
             on_step(opt, sys._getframe(1))
+        finally:
+            _eval_frame.set(prior)
+
+    def silent_step(opt, caller):
+        """A step the pre-hook did not see (_silent_steps.py), taken with
+        dynamo's callback off as the hook's are."""
+        if not state.enabled:
+            return
+        prior = _eval_frame.set(None)
+        try:
+            on_step(opt, caller)
         finally:
             _eval_frame.set(prior)
 
@@ -371,6 +384,10 @@ def _patch(torch):
             if state.fail_fast:
                 judge(audit_id)
 
+    # steps the pre-hook does not see (a compiled opt.step), taken at the
+    # next eager root-module call, before the growth watch's own listener
+    silent = _silent_steps.SilentSteps(silent_step)
+    _track.module_call_listeners.insert(0, silent)
     import torch.optim.optimizer as optimizer_mod
     optimizer_mod.register_optimizer_step_pre_hook(step_pre)
     if state.plan.at_exit:

@@ -135,18 +135,17 @@ def seen_model(seen, stripped=False):
 
 def test_compiled_optimizer_step_same(tmp_path):
     """A compiled optimizer step (torch 2.6+) traces nothing of the probe (its
-    step hook folds away under dynamo, so no step audit is taken:
-    docs/PROBE.md); the exit audit is taken (after main() let the model go,
-    so it holds none).  On torch 2.2 dynamo leaves the step's frame eager
+    step hook folds away under dynamo); each step it takes is noticed at the
+    model's next eager call, by its parameters' moved versions, and taken
+    there (docs/PROBE.md): step audits 1 and 2 see the model, as in eager
+    mode.  On torch 2.2 dynamo leaves the step's frame eager
     (STEP_HOOK_SHOWS): the hook runs there, with dynamo's frame callback off,
     so none of the probe's frames is compiled, and step audits 1 and 2 see the
     model; the graphs, calls captured, losses and every other counter are the
     plain run's, and stderr has no line the plain run lacks."""
     if not STEP_HOOK_SHOWS:
         _, out = twin_runs(tmp_path, gpt2("optimizer"))
-        seen = audits(out)
-        assert not [s for s in seen if s[2] == "step"], seen
-        assert [s for s in seen if s[2] == "exit"], seen
+        seen_model(audits(out))
         clean_report(out)
         return
     _, plain, plain_err = run(tmp_path, gpt2("optimizer"), False)
