@@ -9,8 +9,10 @@ program's ops.  Instead:
 - each gets the user's stack of the root-module call made in that step,
   heard eagerly, before the compiled graph runs (a listener of
   _track.module_call_listeners, which the twin of Module.__call__ calls
-  outside dynamo's tracing): the line that called the compiled model, the
-  line eager mode names for what the model's forward made.  A step whose
+  outside dynamo's tracing; a recording started inside such a call, at a
+  step taken there (_silent_steps.py), counts that call too): the line that
+  called the compiled model, the line eager mode names for what the model's
+  forward made.  A step whose
   root calls came from more than one stack, or none, gives no line (which
   call made what is not known).
 A FakeTensor (dynamo's example values) is never read.
@@ -41,6 +43,15 @@ def live_storages(torch, storage_alive):
     return found
 
 
+def module_call_in_progress(frame):
+    """The frame of _track.notify_module_call on the stack from frame
+    outwards (the recording starts inside a module call's listener), or None."""
+    notify = _track.notify_module_call.__code__
+    while frame is not None and frame.f_code is not notify:
+        frame = frame.f_back
+    return frame
+
+
 class CallLineRecorder:
     """Records one step: start at construction, stop() gives {data pointer:
     (sequence, stack text, alive test)} as the eager recorder does."""
@@ -50,6 +61,9 @@ class CallLineRecorder:
         self.storage_alive = storage_alive
         self.before = live_storages(torch, storage_alive)
         self.stacks = set()
+        calling = module_call_in_progress(sys._getframe(1))
+        if calling is not None:  # started at a root call (a step taken there): its forward is in the step
+            self.stacks.add(_stacks.user_stack(calling))
         _track.module_call_listeners.append(self.heard)
 
     def heard(self, module):
