@@ -2,7 +2,9 @@
 
 Optimizer construction, the global optimizer step pre-hook (audits at the
 steps TPAUDIT_AUDIT names; under TPAUDIT_FAIL_FAST it waits for each audit's
-verdict and ends the run at one with an error), the modules that ran
+verdict and ends the run at one with an error; steps it does not see, a
+compiled opt.step's, are taken at the next root-module call by
+_silent_steps.py), the modules that ran
 forward (_forward.py: a twin of Module.__call__, no module hook), and
 register_parameter / __setattr__ / add_module patches that record parent
 links and replacement events.  Each patched function and the step
