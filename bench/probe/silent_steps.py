@@ -13,7 +13,6 @@ step in a plain loop), and its share of the step is printed beside it.
 
     python bench/probe/silent_steps.py [--build DIR] [--calls 100000] [--rounds 4] [--seq 64]
 """
-import os
 import time
 
 import bench_options  # beside this file
@@ -21,18 +20,9 @@ import bench_options  # beside this file
 
 def main():
     args = bench_options.parse(calls=100000, rounds=4, seq=64)
-    build = os.path.abspath(args.build)
-    os.environ.setdefault("TPAUDIT_LIBRARY", os.path.join(build, "lib", "libtpaudit.so"))
-    os.environ.setdefault("TPAUDIT_OUT", "/tmp/tpaudit-bench-silent-steps")
-    os.environ["TPAUDIT_AUDIT"] = "none"
-    import torch
-    import tpaudit
+    torch = bench_options.start_probe(args, "/tmp/tpaudit-bench-silent-steps")
     from tpaudit import _silent_steps, _track
-    if not tpaudit.enable():
-        raise SystemExit("probe did not start (library %s)" % os.environ["TPAUDIT_LIBRARY"])
     from transformers import GPT2Config, GPT2LMHeadModel
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randint(0, 50257, (1, args.seq))
