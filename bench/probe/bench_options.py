@@ -19,17 +19,18 @@ def parse(build=None, **numbers):
     return args
 
 
-def start_probe(args, name):
-    """Loads the probe of args.build in this process with no audit timed
-    (TPAUDIT_AUDIT=none, its database under /tmp/tpaudit-bench-NAME) and
-    returns the growth watch's module-call listener; exits with a message
-    when the probe did not start."""
-    build = os.path.abspath(args.build)
-    os.environ.setdefault("TPAUDIT_LIBRARY", os.path.join(build, "lib", "libtpaudit.so"))
-    os.environ.setdefault("TPAUDIT_OUT", "/tmp/tpaudit-bench-" + name)
+def start_probe(args, out):
+    """Imports torch and starts the probe of args.build in this process
+    (tpaudit.enable() loads its libtpaudit.so through TPAUDIT_LIBRARY), its
+    databases under `out`, TPAUDIT_AUDIT=none (no audit is timed), one torch
+    thread, seed 0; returns torch.  Exits when the probe did not start."""
+    os.environ.setdefault("TPAUDIT_LIBRARY", os.path.join(os.path.abspath(args.build), "lib", "libtpaudit.so"))
+    os.environ.setdefault("TPAUDIT_OUT", out)
     os.environ["TPAUDIT_AUDIT"] = "none"
+    import torch
     import tpaudit
-    from tpaudit import _growth
-    if not tpaudit.enable() or _growth.leaks.calls is None:
+    if not tpaudit.enable():
         raise SystemExit("probe did not start (library %s)" % os.environ["TPAUDIT_LIBRARY"])
-    return _growth.leaks.calls
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    return torch

@@ -54,13 +54,13 @@ listeners[:] = [listener]
 
 def main():
     args = bench_options.parse(layers=2, tokens=32, rounds=12, globals=300, calls=20000)
-    import torch
-    listener = bench_options.start_probe(args, "generate-calls")
+    torch = bench_options.start_probe(args, "/tmp/tpaudit-bench-generate-calls")
     import sys
-    from tpaudit import _calls, _track
+    from tpaudit import _calls, _growth, _track
     from transformers import GPT2Config, GPT2LMHeadModel
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
+    listener = _growth.leaks.calls
+    if listener is None:
+        raise SystemExit("the growth watch's module-call listener is off")
     model = GPT2LMHeadModel(GPT2Config(n_layer=args.layers)).eval()
     script = {"__name__": "__bench_script__", "sys": sys, "time": time, "model": model,
               "prompt": torch.randint(0, 50257, (1, 16)), "tokens": args.tokens,

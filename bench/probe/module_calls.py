@@ -17,7 +17,6 @@ probe_audit.py does), TPAUDIT_AUDIT=none (no audit is timed), a CPU GPT-2
 
     python bench/probe/module_calls.py [--build DIR] [--steps 12] [--seq 128] [--calls 200000]
 """
-import os
 import statistics
 import time
 
@@ -26,15 +25,15 @@ import bench_options  # beside this file
 
 def main():
     args = bench_options.parse(steps=12, seq=128, calls=200000)
-    import torch
-    listener = bench_options.start_probe(args, "module-calls")
-    from tpaudit import _track
+    torch = bench_options.start_probe(args, "/tmp/tpaudit-bench-module-calls")
+    from tpaudit import _growth, _track
+    if _growth.leaks.calls is None:
+        raise SystemExit("the growth watch's listener is off (TPAUDIT_LEAKS?)")
     from transformers import GPT2Config, GPT2LMHeadModel
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randint(0, 50257, (1, args.seq))
+    listener = _growth.leaks.calls
     listeners = _track.module_call_listeners
 
     block = model.transformer.h[0].mlp  # a submodule: the common case, one id comparison

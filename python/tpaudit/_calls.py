@@ -42,7 +42,7 @@ _SIZED = frozenset((list, dict, set))
 _LIBRARY_PARTS = (_stacks.TORCH_PART, _stacks.PACKAGES_PART)
 
 
-def _probe_frame(frame):
+def probe_frame(frame):
     """Whether frame is the probe's: a file of the probe, or the twin of
     Module.__call__ (_forward.py), which carries torch's file name."""
     return own_code(frame.f_code.co_filename) or _forward.is_twin(frame.f_code)
@@ -55,7 +55,7 @@ def _library_frame(frame):
 def _user_caller(frame):
     """Whether the first frame outside the probe, from frame outwards, is the
     user's (not torch's or an installed package's)."""
-    while frame is not None and _probe_frame(frame):
+    while frame is not None and probe_frame(frame):
         frame = frame.f_back
     return frame is not None and not _library_frame(frame)
 
@@ -67,7 +67,7 @@ def library_call(frame):
     when no user frame is on the stack (a thread a library started).  Reads
     only that frame's variables; the snapshot of a function's locals that the
     read leaves is emptied (_forward.forget), so no value is kept alive."""
-    while frame is not None and (_probe_frame(frame) or _library_frame(frame)):
+    while frame is not None and (probe_frame(frame) or _library_frame(frame)):
         frame = frame.f_back
     if frame is None:
         return None

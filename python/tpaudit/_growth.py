@@ -29,6 +29,7 @@ import os
 import sys
 
 from . import _allocator
+from . import _call_lines
 from . import _calls
 from . import _parts
 from . import _stacks
@@ -164,7 +165,9 @@ def _rising(minima):
 class CreationRecorder:
     """Records, for one step, the Python stack that made each new storage:
     on a GPU through torch.cuda.memory._record_memory_history (the caching
-    allocator's own record), on the CPU through a TorchDispatchMode."""
+    allocator's own record), on the CPU through a TorchDispatchMode, or,
+    once torch.compile traced a frame, from the step's root-module call
+    (_call_lines.py)."""
 
     @staticmethod
     def start():
@@ -173,8 +176,8 @@ class CreationRecorder:
             return None
         if torch.cuda.is_initialized():
             return _CudaHistory(torch)
-        if _compiled():
-            return None  # a dispatch mode would change what torch.compile traces
+        if _compiled():  # a dispatch mode would change what torch.compile traces
+            return _call_lines.CallLineRecorder(torch, _storage_test())
         return _DispatchRecorder(torch)
 
 

@@ -2,7 +2,9 @@
 
 Optimizer construction, the global optimizer step pre-hook (audits at the
 steps TPAUDIT_AUDIT names; under TPAUDIT_FAIL_FAST it waits for each audit's
-verdict and ends the run at one with an error), the modules that ran
+verdict and ends the run at one with an error; steps it does not see, a
+compiled opt.step's, are taken at the next root-module call by
+_silent_steps.py), the modules that ran
 forward (_forward.py: a twin of Module.__call__, no module hook), and
 register_parameter / __setattr__ / add_module patches that record parent
 links and replacement events.  Each patched function and the step
@@ -27,6 +29,7 @@ from . import _growth
 from . import _oom
 from . import _native as N
 from . import _parts
+from . import _silent_steps
 from . import _stacks
 from . import _track
 from . import _versions
@@ -344,7 +347,20 @@ def _patch(torch):
         with _collector.held():
             prior = _eval_frame.set(None)
             try:
+                silent.hooked(opt)
                 on_step(opt, sys._getframe(1))
+            finally:
+                _eval_frame.set(prior)
+
+    def silent_step(opt, caller):
+        """A step the pre-hook did not see (_silent_steps.py), taken with
+        dynamo's callback off as the hook's are."""
+        if not state.enabled:
+            return
+        with _collector.held():
+            prior = _eval_frame.set(None)
+            try:
+                on_step(opt, caller)
             finally:
                 _eval_frame.set(prior)
 
@@ -373,6 +389,10 @@ def _patch(torch):
             if state.fail_fast:
                 judge(audit_id)
 
+    # steps the pre-hook does not see (a compiled opt.step), taken at the
+    # next eager root-module call, before the growth watch's own listener
+    silent = _silent_steps.SilentSteps(silent_step)
+    _track.module_call_listeners.insert(0, silent)
     import torch.optim.optimizer as optimizer_mod
     optimizer_mod.register_optimizer_step_pre_hook(step_pre)
     if state.plan.at_exit:
