@@ -7,7 +7,9 @@ batch) under `tpaudit run` with an audit inside backward, as the logits'
 gradient arrives, before any block's backward frees what it saved.  With
 TPAUDIT_ACTIVATIONS_DEVICE=cuda (scripts/gpu_activations.sh) the same on
 the GPU, GPT-2 as 124M with a batch of 8 x 1024.  Then the report's peak
-(text, JSON, `gate --max-peak`) from GPT-2's run, and its twin.
+(text, JSON, `gate --max-peak`) from GPT-2's run, and its twin; `tpaudit
+diff` of GPT-2's step at two batch sizes names the modules whose
+activations changed, and of two runs of one batch size none.
 
 Like for like: MemTracker's activation bytes of a module are those its
 forward made that are still alive when it returns (its Post-Forward
@@ -20,6 +22,7 @@ it is.  Each block's attention and MLP, and each block, must match within
 5% (ANALYZER.md, "Activations by module")."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -239,3 +242,95 @@ def test_a_compiled_blocks_saved_tensors_are_its_own(tmp_path):
     assert unattributed <= 0.01 * sum(saved.values()), (unattributed, saved)
     assert not [o for o in rows("after-backward", "autograd") if o.startswith(SAVED_IN)]
     db.close()
+
+
+BATCHED = """
+import json, sys
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+import tpaudit
+torch.manual_seed(0)
+layers, batch, sequence, sizes = json.loads(sys.argv[1])
+model = GPT2LMHeadModel(GPT2Config(n_layer=layers, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **sizes))
+x = torch.randint(0, model.config.vocab_size, (batch, sequence))
+""" + audit_in_backward.STEP
+CHANGE = re.compile(r"^(bigger|smaller) +no rank +activations +(.+?) +(\S+ \S+) -> (\S+ \S+) \(([+-])(\S+ \S+)\)$")
+DIFF_MODULES = 12  # the modules diff lists per run, the largest changes (cli/diff_peak.c)
+
+
+def size(b):
+    """A byte count as the reports write it (tpa_format_bytes)."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    u = 0
+    while abs(b) >= 1024 and u < 4:
+        b /= 1024
+        u += 1
+    return "%d B" % b if u == 0 else "%.1f %s" % (b, units[u])
+
+
+@pytest.fixture(scope="module")
+def batched(tmp_path_factory):
+    """GPT-2's step (4 layers, as above) at batch 4, at batch 8, and at batch
+    8 again: name -> (its output directory, its JSON report, its peak)."""
+    layers, _, sequence, sizes = SIZES["gpt2"]
+    done = {}
+    for name, batch in (("small", 4), ("large", 8), ("large-again", 8)):
+        tmp_path = tmp_path_factory.mktemp(name)
+        _, db, _ = audit_in_backward.run(TPAUDIT, tmp_path, BATCHED, json.dumps([layers, batch, sequence, sizes]))
+        db.close()
+        out = tmp_path / "out"
+        report = tmp_path / "report.json"
+        r = tool("report", "--format", "json", "-o", report, out)
+        assert r.returncode == 0, r.stderr
+        (run,) = json.loads(report.read_text())["runs"]
+        assert run["peak"] and run["peak"]["label"] == "in-backward", run["peak"]  # audited inside backward
+        done[name] = out, report, {m["module"]: m["bytes"] for m in run["peak"]["modules"]}, run["peak"]["bytes"]
+    return done
+
+
+def changes(stdout):
+    """diff's activation lines: [(bigger|smaller, module, old, new, sign, by)], and its "more" count."""
+    lines = [CHANGE.match(line) for line in stdout.splitlines()
+             if " activations " in line and not line.endswith(" more modules")]
+    more = [int(line.split()[-3]) for line in stdout.splitlines() if line.endswith(" more modules")]
+    assert all(lines), stdout
+    return [m.groups() for m in lines if m], more
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="checked on the CPU (CI)")
+@pytest.mark.parametrize("direction", ["bigger", "smaller"])
+def test_diff_names_the_modules_whose_activations_changed(batched, direction):
+    """From batch 4 to batch 8 every module of the peak but the position
+    embedding (its 512 positions alike) made more activations: diff's lines
+    say so (from 8 to 4, smaller), the run's total first, then the 12
+    modules that changed most, each with both figures and the change as the
+    two peaks in JSON have them, then how many more changed (by more than
+    1%); the two databases and the two JSON reports give the same
+    lines, and the exit status stays 0 (no finding appeared)."""
+    old, new = ("small", "large") if direction == "bigger" else ("large", "small")
+    (_, old_json, old_peak, old_total), (_, new_json, new_peak, new_total) = batched[old], batched[new]
+    assert sorted(old_peak) == sorted(new_peak) and len(new_peak) > DIFF_MODULES, (old_peak, new_peak)
+    r = tool("diff", batched[old][0], batched[new][0])
+    assert r.returncode == 0 and "appeared" not in r.stdout, r.stdout + r.stderr
+    lines, more = changes(r.stdout)
+    changed = [m for m in new_peak if abs(new_peak[m] - old_peak[m]) * 100 > max(new_peak[m], old_peak[m])]
+    assert "transformer.wpe" not in changed and len(changed) == len(new_peak) - 1, changed  # its positions alike
+    want = sorted(changed, key=lambda m: (-abs(new_peak[m] - old_peak[m]), m))
+    assert [line[1] for line in lines] == ["(all modules, at the peak)"] + want[:DIFF_MODULES], r.stdout
+    figures = [(old_total, new_total)] + [(old_peak[m], new_peak[m]) for m in want[:DIFF_MODULES]]
+    sign = "+" if direction == "bigger" else "-"
+    assert [line[2:] for line in lines] == [(size(a), size(b), sign, size(abs(b - a))) for a, b in figures], r.stdout
+    assert {line[0] for line in lines} == {direction} and more == [len(want) - DIFF_MODULES], r.stdout
+    assert tool("diff", old_json, new_json).stdout == r.stdout
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="checked on the CPU (CI)")
+def test_diff_of_two_runs_of_one_batch_names_no_module(batched):
+    """The twin: two runs of the same step at batch 8 (each audited inside
+    backward, their peaks alike) show no module change, as databases and as
+    JSON reports."""
+    (out, report, peak, total), (out2, report2, peak2, total2) = batched["large"], batched["large-again"]
+    assert peak == peak2 and total == total2 > 0
+    for a, b in ((out, out2), (report, report2), (out2, out)):
+        r = tool("diff", a, b)
+        assert r.returncode == 0 and r.stdout == "no changes\n", r.stdout + r.stderr
