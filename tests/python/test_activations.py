@@ -144,7 +144,9 @@ def test_the_peak_names_its_modules_in_every_format(steps):
     backward, its bytes and the top modules (each block's MLP first); JSON
     carries the same under runs[].peak (valid against the schema); `gate
     --max-peak` one byte under the peak fails naming the three largest
-    modules (text and JSON), and at the peak passes."""
+    modules (text and JSON), and at the peak passes; the HTML report charts
+    the peak, a bar per module with its bytes and share, in the JSON's
+    order."""
     if DEVICE != "cpu":  # (the device has no jsonschema either)
         pytest.skip("the report's peak is checked on the CPU (CI); the device run compares with MemTracker")
     import jsonschema
@@ -176,6 +178,21 @@ def test_the_peak_names_its_modules_in_every_format(steps):
     assert [(m["module"], m["bytes"]) for m in rule["modules"]] == largest, rule
     r = tool("gate", "--max-peak", "%dB" % total, out)
     assert r.returncode == 0 and "ok   max-peak" in r.stdout, r.stdout + r.stderr
+    chart = peak_chart(out)
+    assert chart is not None and 'at audit "in-backward"' in chart, chart
+    rows = re.findall(r'<tr><td><code>([^<]*)</code></td><td class="num">([^<]*)</td><td class="num">(\d+)%</td>'
+                      r'<td><span class="libbar" style="width:(\d+)px">', chart)
+    assert [(m, b) for m, b, _, _ in rows] == [(m["module"], size(m["bytes"])) for m in peak["modules"]], chart
+    assert int(rows[0][3]) > int(rows[-1][3]) and int(rows[0][2]) == round(100 * largest[0][1] / total), rows
+
+
+def peak_chart(out):
+    """The HTML report's peak chart of run directory `out` (its table), or None."""
+    html = Path(str(out) + ".html")
+    r = tool("report", "--format", "html", "-o", html, out)
+    assert r.returncode == 0, r.stderr
+    found = re.search(r'<table class="libs peak">.*?</table>', html.read_text(), re.S)
+    return found.group(0) if found else None
 
 
 NO_PEAK = """
@@ -190,8 +207,9 @@ tpaudit.audit(label="after-backward")
 @pytest.mark.skipif(DEVICE != "cpu", reason="checked on the CPU (CI)")
 def test_no_peak_where_no_audit_saw_a_step_save_for_backward(tmp_path):
     """The twin: a step audited only after backward has a ledger but
-    nothing saved: no peak section, runs[].peak null, and `gate --max-peak
-    0` passes with nothing measured."""
+    nothing saved: no peak section, runs[].peak null, `gate --max-peak
+    0` passes with nothing measured, and the HTML report has no peak
+    chart."""
     script = tmp_path / "no_peak.py"
     script.write_text(NO_PEAK)
     out = tmp_path / "out"
@@ -206,6 +224,7 @@ def test_no_peak_where_no_audit_saw_a_step_save_for_backward(tmp_path):
     r = tool("gate", "--max-peak", "0", "--format", "json", out)
     (rule,) = json.loads(r.stdout)["rules"]
     assert r.returncode == 0 and rule["measured"] == 0 and "modules" not in rule, r.stdout
+    assert peak_chart(out) is None  # the HTML report has no peak chart
 
 
 COMPILED = """
