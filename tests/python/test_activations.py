@@ -9,7 +9,9 @@ TPAUDIT_ACTIVATIONS_DEVICE=cuda (scripts/gpu_activations.sh) the same on
 the GPU, GPT-2 as 124M with a batch of 8 x 1024.  Then the report's peak
 (text, JSON, `gate --max-peak`) from GPT-2's run, and its twin; `tpaudit
 diff` of GPT-2's step at two batch sizes names the modules whose
-activations changed, and of two runs of one batch size none.
+activations changed, and of two runs of one batch size none; the HTML
+report's peak chart, and none without a peak; GPT-2 under FSDP2 on two
+gloo ranks against MemTracker per rank.
 
 Like for like: MemTracker's activation bytes of a module are those its
 forward made that are still alive when it returns (its Post-Forward
@@ -23,6 +25,7 @@ it is.  Each block's attention and MLP, and each block, must match within
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -48,10 +51,24 @@ if DEVICE != "cpu":
     SIZES["gpt2"] = (12, 8, 1024, {})
 WITHIN = 0.05
 
+# One step of `tracked_model` on batch `x` under MemTracker: each module's activations
+# (Post-Forward less Pre-Forward) and output, in `tracked`.
+TRACK = """
+from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _ModState
+tracker = MemTracker()
+tracker.track_external(tracked_model)
+with tracker:
+    tracked_model(x, labels=x).loss.backward()
+tracked = {}
+for stats in tracker.memory_tracking.values():
+    before, after = (stats.snapshots[s][0].get(x.device, {}).get(_MemRefType.ACT, 0)
+                     for s in (_ModState.PRE_FW, _ModState.POST_FW))
+    tracked[stats.mod_fqn.partition(".")[2]] = {"activations": after - before, "output": stats.output_mem}
+del tracker, tracked_model
+"""
 STEP = """
 import json, sys
 import torch
-from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _ModState
 import tpaudit
 torch.manual_seed(0)
 name, device, layers, batch, sequence, sizes = json.loads(sys.argv[1])
@@ -66,16 +83,8 @@ else:
 model.to(device).train()
 x = torch.randint(0, config.vocab_size, (batch, sequence), device=device)
 
-tracker = MemTracker()
-tracker.track_external(model)
-with tracker:
-    model(x, labels=x).loss.backward()
-tracked = {}
-for stats in tracker.memory_tracking.values():
-    before, after = (stats.snapshots[s][0].get(x.device, {}).get(_MemRefType.ACT, 0)
-                     for s in (_ModState.PRE_FW, _ModState.POST_FW))
-    tracked[stats.mod_fqn.partition(".")[2]] = {"activations": after - before, "output": stats.output_mem}
-del tracker
+tracked_model = model
+""" + TRACK + """
 model.zero_grad(set_to_none=True)
 """ + audit_in_backward.STEP + """
 print(json.dumps(tracked))
@@ -120,8 +129,18 @@ def test_activations_by_module_match_memtracker(steps, model):
     made the bytes (an MLP's first projection has a row of its own), and
     the twin audit after backward finds nothing saved."""
     tracked, during, after, _ = steps(model)
+    assert_like_memtracker(tracked, during, model)
+    block, _, mlp = MODELS[model]
+    deeper = [name for name in during if name.startswith(block % 0 + ".%s." % mlp)]
+    assert deeper, during
+    assert after == {}, after
+
+
+def assert_like_memtracker(tracked, during, model, layers=None):
+    """Each block's attention and MLP (MemTracker's figure less the output
+    no one saved) and each block (MemTracker's figure) within 5%."""
     block, attn, mlp = MODELS[model]
-    for i in range(SIZES[model][0]):
+    for i in range(layers or SIZES[model][0]):
         name = block % i
         pairs = [(name, tracked[name]["activations"])]
         for part in (attn, mlp):
@@ -130,9 +149,6 @@ def test_activations_by_module_match_memtracker(steps, model):
         for mod, want in pairs:
             got = audit_in_backward.rolled_up(during, mod)
             assert want > 0 and abs(got - want) <= WITHIN * want, (mod, got, want, during)
-    deeper = [name for name in during if name.startswith(block % 0 + ".%s." % mlp)]
-    assert deeper, during
-    assert after == {}, after
 
 
 def tool(*args):
@@ -353,3 +369,85 @@ def test_diff_of_two_runs_of_one_batch_names_no_module(batched):
     for a, b in ((out, out2), (report, report2), (out2, out)):
         r = tool("diff", a, b)
         assert r.returncode == 0 and r.stdout == "no changes\n", r.stdout + r.stderr
+
+
+FSDP2_STEP = """
+import copy, json, os, sys
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from transformers import GPT2Config, GPT2LMHeadModel
+import tpaudit
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+layers, batch, sequence, sizes = json.loads(sys.argv[1])
+config = GPT2Config(n_layer=layers, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **sizes)
+model = GPT2LMHeadModel(config)
+unsharded = copy.deepcopy(model)  # MemTracker's: the same model and batch, no FSDP2
+for block in model.transformer.h:
+    fully_shard(block)
+fully_shard(model)
+torch.manual_seed(1 + rank)  # each rank its own batch
+x = torch.randint(0, config.vocab_size, (batch * (1 + rank), sequence))  # rank 1 twice rank 0's
+
+tracked_model = unsharded
+del unsharded
+""" + TRACK + audit_in_backward.STEP + """
+with open(sys.argv[2] + str(rank), "w") as f:
+    json.dump(tracked, f)
+dist.destroy_process_group()
+"""
+
+
+def _fully_shard_runs_on_cpu():
+    """fully_shard is torch 2.6+; on gloo CPU ranks its all-gather records an
+    event on a CPU stream (torch.cpu.Stream.record_event), which 2.6 lacks."""
+    import importlib
+    import torch
+    return hasattr(importlib.import_module("torch.distributed.fsdp"), "fully_shard") and \
+        hasattr(torch.cpu.Stream, "record_event")
+
+
+@pytest.mark.skipif(DEVICE != "cpu" or not _fully_shard_runs_on_cpu(),
+                    reason="FSDP2 on two gloo CPU ranks (torch 2.6+ with torch.cpu.Stream.record_event; CI)")
+def test_fsdp2_activations_per_rank_match_memtracker(tmp_path):
+    """GPT-2 of 4 layers, each block and the model under fully_shard, on
+    two gloo ranks through torchrun, rank 1 with twice rank 0's batch: on
+    each rank, inside backward (all blocks resharded: the graph uses the
+    unsharded parameters FSDP2 made, which the module no longer holds),
+    each block, attention and MLP holds within 5% of MemTracker's for that
+    rank's batch, rank 1 about twice rank 0; after backward nothing is
+    saved.  MemTracker runs on an unsharded copy of the model: under FSDP2
+    it counts the parameters a block's pre-forward all-gathers as the
+    block's activations, and FSDPMemTracker, which tells them apart,
+    tracks only the modules fully_shard wrapped, with no output figure;
+    activations do not depend on the sharding."""
+    script = tmp_path / "fsdp2_step.py"
+    script.write_text(FSDP2_STEP)
+    out = tmp_path / "out"
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, "-m", "torch.distributed.run",
+                        "--nproc-per-node", "2", str(script), json.dumps(list(SIZES["gpt2"])), str(tmp_path / "tracked")],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    totals = {}
+    for path in out.glob("*.db"):
+        db = sqlite3.connect(path)
+        (rank,) = db.execute("select rank from run").fetchone()
+        if rank is None:  # the launcher
+            db.close()
+            continue
+        audits = dict(db.execute("select label, id from audit where end_ns is not null"))
+
+        def saved(label):
+            rows = db.execute("select owner, sum(bytes) from ledger where audit_id=? and owner_kind='autograd'"
+                              " and owner like ? group by owner", (audits[label], SAVED_IN + "%"))
+            return {owner[len(SAVED_IN):]: b for owner, b in rows}
+        during, after = saved("in-backward"), saved("after-backward")
+        db.close()
+        tracked = json.loads((tmp_path / ("tracked%d" % rank)).read_text())
+        assert_like_memtracker(tracked, during, "gpt2")
+        assert after == {}, after
+        totals[rank] = sum(audit_in_backward.rolled_up(during, "transformer.h.%d" % i) for i in range(4))
+    assert sorted(totals) == [0, 1] and 1.9 * totals[0] <= totals[1] <= 2.1 * totals[0], totals
