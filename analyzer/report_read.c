@@ -3,7 +3,8 @@
  * kept report can serve as the baseline of `gate` and either side of
  * `diff`.  Only what matching needs is read: each finding's kind,
  * severity, rank, tensor name and aliases, retained bytes and growth per
- * step, and the runs' ranks. */
+ * step, and the runs that have a peak of activations: their rank and
+ * peak (`diff`). */
 #include "analyzer.h"
 
 #include <errno.h>
@@ -69,6 +70,44 @@ static void read_aliases(const tpa_json_t *v, tpa_finding_t *out) {
         if (tpa_json_str(tpa_json_at(v, i))) out->aliases[out->n_aliases++] = tpa_strdup(tpa_json_str(tpa_json_at(v, i)));
 }
 
+/* The peak of activations of JSON run `v` into `run`; 1 when it has one. */
+static int read_peak(const tpa_json_t *v, tpa_run_t *run) {
+    const tpa_json_t *peak = tpa_json_get(v, "peak"), *modules = tpa_json_get(peak, "modules");
+    int64_t bytes = 0;
+    if (tpa_json_int(tpa_json_get(peak, "bytes"), &bytes) || tpa_json_type(modules) != TPA_JSON_ARRAY) return 0;
+    size_t n = tpa_json_len(modules) < TPA_PEAK_MODULES ? tpa_json_len(modules) : TPA_PEAK_MODULES;
+    run->peak_modules = calloc(n ? n : 1, sizeof *run->peak_modules);
+    if (!run->peak_modules) return 0;
+    for (size_t i = 0; i < n; i++) {
+        const tpa_json_t *m = tpa_json_at(modules, i);
+        const char *module = tpa_json_str(tpa_json_get(m, "module"));
+        int64_t b = 0;
+        if (!module || tpa_json_int(tpa_json_get(m, "bytes"), &b)) continue;
+        run->peak_modules[run->n_peak_modules++] = (tpa_peak_module_t){tpa_strdup(module), tpa_sane_bytes(b)};
+    }
+    run->has_peak = 1;
+    run->peak_bytes = tpa_sane_bytes(bytes);
+    run->has_rank = (run->rank = rank_of(tpa_json_get(v, "rank"))) >= 0;
+    return 1;
+}
+
+/* The runs of `doc` that have a peak, into r (the others carry nothing its readers use). */
+static void read_runs(const tpa_json_t *doc, tpa_report_t *r) {
+    const tpa_json_t *runs = tpa_json_get(doc, "runs");
+    size_t n = tpa_json_type(runs) == TPA_JSON_ARRAY ? tpa_json_len(runs) : 0;
+    r->runs = n ? calloc(n, sizeof *r->runs) : NULL;
+    for (size_t i = 0; r->runs && i < n; i++) {
+        tpa_run_t *run = &r->runs[r->n_runs];
+        run->peak_step = -1;
+        if (read_peak(tpa_json_at(runs, i), run)) {
+            r->n_runs++;
+        } else {
+            free(run->peak_modules);
+            memset(run, 0, sizeof *run);
+        }
+    }
+}
+
 int tpa_read_json_report(const char *path, tpa_report_t *r, char *why, size_t why_len) {
     memset(r, 0, sizeof *r);
     size_t len = 0;
@@ -120,6 +159,7 @@ int tpa_read_json_report(const char *path, tpa_report_t *r, char *why, size_t wh
         if (!tpa_json_int(tpa_json_get(tpa_json_get(f, "growth"), "bytes_per_step"), &rate))
             out->growth_per_step = tpa_sane_bytes(rate);
     }
+    read_runs(doc, r);
     tpa_json_free(doc);
     return 0;
 }

@@ -1,9 +1,10 @@
 /* cmd_diff.c - `tpaudit diff OLD NEW`: findings that appeared, disappeared
  * or grew between two runs, matched by rank, kind and tensor name (a
- * memory_growth finding by its holder, grown when its rate per step rose).  Each
- * side is a database, a directory of them, or a JSON report.  Exit 1 when a
- * finding appeared or grew (a regression), 0 otherwise or with --exit-zero,
- * 2 on bad usage or input. */
+ * memory_growth finding by its holder, grown when its rate per step rose),
+ * then the modules whose activations at the peak changed (diff_peak.c).
+ * Each side is a database, a directory of them, or a JSON report.  Exit 1
+ * when a finding appeared or grew (a regression), 0 otherwise or with
+ * --exit-zero, 2 on bad usage or input. */
 #include "analyzer.h"
 #include "verbs.h"
 
@@ -15,7 +16,8 @@
 static void usage(FILE *out) {
     fputs("usage: tpaudit diff [--exit-zero] OLD NEW\n"
           "  Lists findings that appeared, disappeared or grew from OLD to NEW (each a\n"
-          "  database, a directory of them, or a JSON report).\n"
+          "  database, a directory of them, or a JSON report), then the modules whose\n"
+          "  activations at the peak got bigger or smaller (by more than 1%).\n"
           "  --exit-zero  exit 0 even when a finding appeared or grew\n"
           "exit: 0 nothing appeared or grew, 1 something did, 2 usage or bad input\n",
           out);
@@ -90,6 +92,7 @@ int tpa_cmd_diff(int argc, char **argv) {
             line("disappeared", &a.findings[i], -1);
             changes++;
         }
+    changes += (int)tpa_diff_peaks(&a, &b);
     if (!changes) puts("no changes");
     tpa_report_free(&a);
     tpa_report_free(&b);

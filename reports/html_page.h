@@ -105,6 +105,10 @@ void html_put_owner_timeline(FILE *out, const tpa_report_t *r, size_t run_index)
 /* A run's memory ledger as a table (nothing when it has none; html_ledger.c). */
 void html_put_ledger(FILE *out, const tpa_run_t *run);
 
+/* A run's peak of activations as a bar per module (nothing when it has
+ * none; html_peak.c). */
+void html_put_peak(FILE *out, const tpa_run_t *run);
+
 /* The stylesheet (reports/html/report.css, embedded at build time). */
 extern const char html_stylesheet[];
 

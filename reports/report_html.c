@@ -414,6 +414,7 @@ static void put_ranks(FILE *out, const page_t *pg) {
         fputs("</div>\n", out);
         html_put_owner_timeline(out, pg->r, pg->runs[i]);
         html_put_ledger(out, run);
+        html_put_peak(out, run);
         if (!run->n_points && !run->growth.n_samples) {
             fputs("<p class=\"note\">No device memory over time: no allocation records (CUPTI ", out);
             html_put(out, run->cupti);

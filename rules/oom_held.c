@@ -13,11 +13,10 @@
 
 /* Named holders listed on their own, the largest; the rest are summed. */
 #define TPA_OOM_NAMED_LISTED 4
-/* Modules named in the "saved for backward by this step" entry, the largest. */
+/* Module groups named in the "activations of" entry, the largest. */
 #define TPA_OOM_SAVED_MODULES 3
 /* Entries of one Held list at most: the named ones and the sums. */
-static const char SAVED_BY_STEP[] = "saved for backward by this step";
-#define TPA_OOM_HELD_ENTRIES (TPA_OOM_NAMED_LISTED + 6)
+#define TPA_OOM_HELD_ENTRIES (TPA_OOM_NAMED_LISTED + 7)
 
 /* One entry of the list: its words, its bytes, whether it names a holder. */
 typedef struct held_entry {
@@ -69,15 +68,21 @@ static int add_to_sums(tpa_held_sums_t *s, const char *kind, const char *owner, 
     return owner && (!strcmp(kind, "held") || !strcmp(kind, "autograd") || !strcmp(kind, "library"));
 }
 
-/* Appends to the "saved for backward by this step" entry the modules that
- * made the most of it, where the ledger names them. */
-static void saved_by_module(held_entry_t *e, tpa_saved_modules_t *by_module) {
-    if (e->named || !by_module || by_module->n == 0 || strncmp(e->words, SAVED_BY_STEP, sizeof SAVED_BY_STEP - 1))
-        return;
-    tpa_oom_text_t in = {{0}, 0};
-    tpa_saved_text(by_module, TPA_OOM_SAVED_MODULES, &in);
-    size_t at = strlen(e->words);
-    snprintf(e->words + at, sizeof e->words - at, " (in %s)", in.v);
+/* The step's activations by module into `s` (their bytes, the words of the
+ * largest group, for the cause) and into entry `e`, the largest few:
+ * "activations of transformer.h.0-11 2.6 GiB (220.0 MiB each; mlp 60%),
+ * ..."; 1 when there are any. */
+static int activations(tpa_saved_modules_t *by_module, tpa_held_sums_t *s, held_entry_t *e) {
+    if (!by_module || !by_module->n) return 0;
+    tpa_oom_text_t list = {{0}, 0}, top = {{0}, 0};
+    s->by_module = by_module->bytes;
+    tpa_saved_text(by_module, TPA_OOM_SAVED_MODULES, &list); /* sorts them, the largest first */
+    tpa_saved_group_text(&by_module->g[0], &top);
+    snprintf(s->activations, sizeof s->activations, "%.*s", (int)sizeof s->activations - 1, top.v);
+    snprintf(e->words, sizeof e->words, "activations of %.*s", (int)sizeof e->words - 16, list.v);
+    e->bytes = s->by_module;
+    e->named = 0;
+    return 1;
 }
 
 void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t largest_free, const tpa_finding_t *growth,
@@ -113,6 +118,8 @@ void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t larges
         named_entry(&e[n++], owner, bytes, growth, s);
     }
     sqlite3_finalize(st);
+    n += (size_t)activations(by_module, s, &e[n]);
+    free(by_module);
     struct {
         const char *words;
         int64_t bytes;
@@ -120,15 +127,14 @@ void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t larges
                  {"parameters", s->parameter},
                  {"gradients", s->gradient},
                  {"stale tensors", s->stale},
-                 {SAVED_BY_STEP, tpa_add_bytes(s->autograd - named_autograd, s->unattributed)}};
+                 {"saved for backward by this step",
+                  tpa_add_bytes(s->autograd - named_autograd - s->by_module, s->unattributed)}};
     for (size_t i = 0; i < sizeof parts / sizeof *parts && n < TPA_OOM_HELD_ENTRIES; i++)
         if (parts[i].bytes > 0) {
             snprintf(e[n].words, sizeof e[n].words, "%s %s", parts[i].words, tpa_oom_bytes(parts[i].bytes, b, sizeof b));
             e[n].bytes = parts[i].bytes;
             e[n++].named = 0;
         }
-    for (size_t i = 0; i < n; i++) saved_by_module(&e[i], by_module);
-    free(by_module);
     qsort(e, n, sizeof *e, by_bytes);
     for (size_t i = 0; i < n; i++) tpa_oom_add(t, "%s%s", t->used ? " · " : "", e[i].words);
     if (s->cache > 0 || largest_free >= 0) {

@@ -24,7 +24,8 @@
  *     allocator (total - free - reserved: other libraries, other processes)
  *     exceed what the allocator holds and would have fit the request;
  *   - the step's own peak: none of these, so the step itself needs more
- *     (activations saved for backward, the batch);
+ *     (activations saved for backward, by the modules that made them where
+ *     the ledger tells them; the batch);
  *   a native OOM with no ledger: the allocation (its stack) itself. */
 #include "out_of_memory.h"
 
@@ -212,6 +213,25 @@ static void growth_cause(const oom_row_t *o, const tpa_held_sums_t *s, const tpa
     tpa_oom_add(t, " (its memory_growth finding)");
 }
 
+/* What the step's own peak tells the user to do. */
+static const char DOES_NOT_FIT[] = "the step does not fit (a smaller batch, activation checkpointing)";
+
+/* The step's own peak: its activations by the modules that made them (the
+ * largest group) where the ledger tells them, of its tensors in flight. */
+static void step_peak_cause(const tpa_held_sums_t *s, tpa_oom_text_t *t) {
+    char a[32];
+    int64_t bytes = tpa_add_bytes(s->held, tpa_add_bytes(s->autograd, s->unattributed));
+    const char *in_flight = tpa_oom_bytes(bytes, a, sizeof a);
+    if (s->activations[0])
+        tpa_oom_add(t, "the step's own peak: activations of %s, of the %s its tensors in flight hold, and nothing "
+                       "grew; %s",
+                    s->activations, in_flight, DOES_NOT_FIT);
+    else
+        tpa_oom_add(t, "the step's own peak: its tensors in flight (activations, those saved for backward) hold %s "
+                       "and nothing grew; %s",
+                    in_flight, DOES_NOT_FIT);
+}
+
 /* The request would have fit in the allocator's reserved-but-free bytes but in none of its blocks. */
 static int fragmented(const oom_row_t *o) {
     return o->reserved_free >= 0 && o->largest_free >= 0 && o->reserved_free >= o->requested &&
@@ -252,9 +272,7 @@ static void choose_cause(const oom_row_t *o, const tpa_held_sums_t *s, const tpa
                     tpa_oom_bytes(outside, a, sizeof a));
     } else if (s->has_ledger) {
         x->cause = tpa_strdup("step_peak");
-        tpa_oom_add(&t, "the step's own peak: its tensors in flight (activations, those saved for backward) hold %s "
-                        "and nothing grew; the step does not fit (a smaller batch, activation checkpointing)",
-                    tpa_oom_bytes(tpa_add_bytes(s->held, tpa_add_bytes(s->autograd, s->unattributed)), a, sizeof a));
+        step_peak_cause(s, &t);
     } else {
         x->cause = tpa_strdup("allocation");
         tpa_oom_add(&t, "the allocation itself: %s asked by %s needs more than the device had free (see its stack)",

@@ -25,6 +25,7 @@ from . import _forward
 from . import _holders
 from . import _made_by
 from . import _parts
+from . import _saved_hooks
 from . import _stacks
 from . import _track
 from . import _unmeasured
@@ -222,7 +223,7 @@ def _saved_tensors(node, names_by_type):
         names = names_by_type[kind] = [n for n in dir(kind) if n.startswith("_saved_") or n == "saved_tensors"]
     for name in names:
         try:
-            value = getattr(node, name)
+            value = _saved_hooks.read(node, name)  # never through the program's unpack hooks (a checkpoint's)
         except Exception:  # freed after backward
             continue
         if type(value) in (tuple, list):

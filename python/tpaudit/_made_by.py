@@ -27,6 +27,9 @@ Docs: PROBE.md.
 """
 import collections
 
+from . import _parts as probe_parts
+from .frameworks import fsdp2
+
 PASS_STEPS = 4         # views and casts followed from a node to the parameter it uses (mm <- t <- AccumulateGrad)
 MAX_SEARCHED = 4096    # nodes one search for the nearest anchored node visits, at most
 CONTAINERS = frozenset(("ModuleList", "ModuleDict", "Sequential", "ParameterList", "ParameterDict"))
@@ -64,6 +67,16 @@ class Modules:
                     where = storage_of(p)
                     if where is not None:
                         self.by_storage.setdefault(where[1], self.by_param[id(p)])
+            self._add_unsharded(root)
+
+    def _add_unsharded(self, root):
+        """FSDP2's unsharded parameters (the ones a forward used, while the
+        module may hold its shard at the audit), owned as the module's."""
+        paths = {id(module): path for path, module in root.named_modules(remove_duplicate=False)}
+        found = probe_parts.guard(fsdp2.PART, lambda: list(fsdp2.unsharded(root)), default=())
+        for p, module in found:
+            if id(module) in paths:
+                self.by_param.setdefault(id(p), [(paths[id(module)], _name_of(type(module)))])
 
     def label(self, path):
         """The row's name of a module path; the root's is its class."""

@@ -7,4 +7,4 @@ add_custom_command(OUTPUT ${TPAUDIT_HTML_CSS_C}
           -P ${CMAKE_CURRENT_SOURCE_DIR}/html/embed.cmake
   DEPENDS ${TPAUDIT_HTML_CSS} ${CMAKE_CURRENT_SOURCE_DIR}/html/embed.cmake
   COMMENT "tpaudit: embedding report.css" VERBATIM)
-target_sources(tpaudit_reports PRIVATE html_escape.c html_stack.c html_plot.c html_growth.c html_libraries.c html_ledger.c html_owners.c ${TPAUDIT_HTML_CSS_C})
+target_sources(tpaudit_reports PRIVATE html_escape.c html_stack.c html_plot.c html_growth.c html_libraries.c html_ledger.c html_peak.c html_owners.c ${TPAUDIT_HTML_CSS_C})

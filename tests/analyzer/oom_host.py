@@ -25,7 +25,9 @@ to exit), fragmented-growth (the growth loop, and the allocator's free
 bytes in no one block large enough at its OOM), losses (a loop that keeps
 each step's loss with its graph, retain_graph=True, until the OOM),
 step-graph (a step whose backward runs out while no variable keeps its
-loss: what its graph saved is told by module), observer-fails (the growth loop whose OOM's allocator state cannot be read:
+loss: what its graph saved is told by module), blocks (the same with HF
+GPT-2 of 4 layers built from a small config: its activations told by
+block and by the kind of child in them), observer-fails (the growth loop whose OOM's allocator state cannot be read:
 a stage of the observer fails), eval and eval-bounded (an eval loop under
 no_grad with no optimizer, in a function, that keeps each batch's outputs,
 and its twin that keeps the last four; the OOM strikes inside the model's
@@ -145,6 +147,13 @@ def train(case, steps):
                                    torch.nn.ReLU(), torch.nn.Linear(256, 64))
         deep_opt = torch.optim.SGD(deep.parameters(), lr=1e-3)  # noqa: F841 (trained by it, as a program's)
         OutOfMemoryInBackward.apply(deep(torch.randn(16 * batch, 64))).square().mean().backward()
+    if case == "blocks":  # a transformer's step: what its graph saved is told by block
+        from transformers import GPT2Config, GPT2LMHeadModel
+        gpt = GPT2LMHeadModel(GPT2Config(n_layer=4, n_head=4, n_embd=128, vocab_size=512, n_positions=128,
+                                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+        gpt_opt = torch.optim.SGD(gpt.parameters(), lr=1e-3)  # noqa: F841 (trained by it, as a program's)
+        ids = torch.randint(0, 512, (8, 64))
+        OutOfMemoryInBackward.apply(gpt(ids).logits).square().mean().backward()
     if case in ("raised", "raised-bounded"):
         raise RuntimeError("the program's own error, after its loop")
     if case == "fragmentation":

@@ -14,7 +14,10 @@ raises (the exit audit walks the traceback's frames) or returns, and its
 bounded twin is clean; an eval loop with no optimizer that dies of its leak
 has both errors and its bounded twin dies of its peak; growth is the cause
 before fragmentation, and the
-Held list goes by bytes with each named holder's graph on its own.  Needs
+Held list goes by bytes with each named holder's graph on its own; an OOM
+in the backward of HF GPT-2 (4 layers) heads its Held list and cause with
+"activations of transformer.h.0-3 ... (... each; mlp N%)", its twin in
+forward keeps the cause's words.  Needs
 TPAUDIT_BUILD (the build tree) in the environment."""
 import json
 import os
@@ -31,6 +34,7 @@ BUILD = Path(os.environ["TPAUDIT_BUILD"])
 TPAUDIT = str(BUILD / "bin" / "tpaudit")
 SCHEMA = json.loads((HERE.parents[1] / "docs" / "report.schema.json").read_text())
 HOST = str(HERE / "oom_host.py")
+SAVED_IN = "saved for backward in "  # TPAUDIT_SAVED_IN of include/tpaudit.h, as a report reads it
 LONG = ("growth", "ranks", "backward", "raised", "raised-bounded", "returned", "fragmented-growth", "losses",
         "observer-fails", "eval", "eval-bounded")
 STEPS = dict.fromkeys(LONG, "24")  # growth is judged after warm-up; the others need a few steps
@@ -43,6 +47,7 @@ def tpaudit(*args):
 def run_case(out, *cmd, steps="6"):
     env = {k: v for k, v in os.environ.items() if k not in ("TPAUDIT_OUT", "TPAUDIT_FAIL_FAST", "LD_PRELOAD")}
     env["OOM_HOST_STEPS"] = steps
+    env["HF_HUB_OFFLINE"] = "1"  # the blocks case builds its model from a config: nothing downloaded
     return subprocess.run([TPAUDIT, "run", "-o", str(out), "--", *cmd], capture_output=True, text=True, env=env,
                           timeout=300)
 
@@ -52,7 +57,8 @@ def runs(tmp_path_factory):
     """case -> (directory, completed `tpaudit run`), each case run once."""
     base = tmp_path_factory.mktemp("oom")
     done = {}
-    for case in ("peak", "too-large", "step-graph", "fragmentation", "other", "caught", "clean", "killed") + LONG:
+    cases = ("peak", "too-large", "step-graph", "blocks", "fragmentation", "other", "caught", "clean", "killed")
+    for case in cases + LONG:
         done[case] = (base / case, run_case(base / case, sys.executable, HOST, case, steps=STEPS.get(case, "6")))
     for case in ("fatal", "caught"):
         name = "native-" + case
@@ -120,33 +126,89 @@ def test_growth_names_the_list_its_rate_and_line(runs):
 
 
 def test_the_steps_own_peak_names_no_holder(runs):
+    """An OOM in forward: nothing the step saved is told by module (its
+    graph is its frames' locals'), so the cause keeps the words it had."""
     doc = report(runs["peak"][0])
     f = died(doc)
     assert f["oom"]["cause"] == "step_peak" and "step's own peak" in f["oom"]["cause_text"]
+    assert f["oom"]["cause_text"].startswith("the step's own peak: its tensors in flight (activations, those saved "
+                                             "for backward) hold "), f["oom"]["cause_text"]
+    assert "activations of" not in f["message"] and saved_rows(runs["peak"][0]) == {}
     assert not [g for g in doc["findings"] if g["kind"] == "memory_growth"]
     assert "oom" in labels(runs["peak"][0])
 
 
-def test_what_the_steps_graph_saved_is_told_by_module(runs):
-    """An OOM in the backward of a step whose loss no variable keeps (only
-    torch's Tensor.backward frame does): the Held list's "saved for backward
-    by this step" names the modules whose forward made what it saved, the
-    largest first, and the ledger has a row for each: a Sequential of
-    Linear 0, ReLU, Linear 2, ReLU, Linear 4 saved its input and the first
-    ReLU's output (1.25 MiB: the ReLU has no parameter, so it counts with
-    the Linear under it, 0) and the second ReLU's output (1 MiB, with 2);
-    what Linear 4 made was saved by nodes whose backward already ran."""
-    out = runs["step-graph"][0]
-    f = died(report(out))
-    held = re.search(r"saved for backward by this step ([\d.]+ \w+) \(in ([^)]*)\)", f["message"])
-    assert held, f["message"]
-    assert held.group(2).startswith("0 ") and ", 2 " in held.group(2), held.group(2)
+def saved_rows(out):
+    """module -> bytes of the ledger's rows 'saved for backward in <module>' at the oom audit."""
     (db,) = Path(out).glob("*.db")
     c = sqlite3.connect(db)
-    rows = dict(c.execute("SELECT owner, sum(bytes) FROM ledger WHERE owner LIKE 'saved for backward in %'"
-                          " AND audit_id = (SELECT id FROM audit WHERE label='oom') GROUP BY owner"))
+    rows = c.execute("SELECT owner, sum(bytes) FROM ledger WHERE owner LIKE ? AND audit_id ="
+                     " (SELECT id FROM audit WHERE label='oom') GROUP BY owner", (SAVED_IN + "%",)).fetchall()
     c.close()
-    assert rows == {"saved for backward in 0": 1280 << 10, "saved for backward in 2": 1 << 20}, rows
+    return {owner[len(SAVED_IN):]: b for owner, b in rows}
+
+
+def test_what_the_steps_graph_saved_is_told_by_module(runs):
+    """An OOM in the backward of a step whose loss no variable keeps (only
+    torch's Tensor.backward frame does): the Held list's "activations of"
+    names the modules whose forward made what it saved, the largest first,
+    and the ledger has a row for each: a Sequential of Linear 0, ReLU,
+    Linear 2, ReLU, Linear 4 saved its input and the first ReLU's output
+    (1.25 MiB: the ReLU has no parameter, so it counts with the Linear under
+    it, 0) and the second ReLU's output (1 MiB, with 2); what Linear 4 made
+    was saved by nodes whose backward already ran."""
+    out = runs["step-graph"][0]
+    f = died(report(out))
+    held = re.search(r"Held: activations of ([^·]*) · ", f["message"])
+    assert held, f["message"]
+    assert held.group(1) == "0 1.2 MiB, 2 1.0 MiB", held.group(1)
+    assert "saved for backward by this step" not in f["message"]  # the module rows are all it saved
+    assert saved_rows(out) == {"0": 1280 << 10, "2": 1 << 20}
+
+
+def size(b):
+    """A byte count as the reports write it (tpa_format_bytes)."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    u = 0
+    while b >= 1024 and u < 4:
+        b /= 1024
+        u += 1
+    return "%d B" % b if u == 0 else "%.1f %s" % (b, units[u])
+
+
+def test_an_oom_in_a_transformers_backward_is_told_by_block(runs):
+    """HF GPT-2 of 4 layers whose backward runs out before any block's
+    backward ran: the headline of its Held list and its cause say
+    "activations of transformer.h.0-3 <bytes> (<per block> each; <kind>
+    <share>%)": the blocks rolled into one range, the bytes of each, and the
+    kind of child (attn, mlp, ln_1, ln_2) that made the most of them, each
+    figure as the ledger's rows at the oom audit add up (the only audit of
+    the step's backward, its rows checked whole); the twin, an OOM in
+    forward with nothing saved by module (test_the_steps_own_peak_names_no_holder),
+    keeps the words it had."""
+    out = runs["blocks"][0]
+    f = died(report(out))
+    rows = saved_rows(out)
+    blocks, kinds = {}, {}
+    for module, b in rows.items():
+        parts = module.split(".")
+        if parts[:2] == ["transformer", "h"] and len(parts) > 2:
+            blocks[parts[2]] = blocks.get(parts[2], 0) + b
+            if len(parts) > 3:
+                kinds[parts[3]] = kinds.get(parts[3], 0) + b
+    assert sorted(blocks) == ["0", "1", "2", "3"] and sorted(kinds) == ["attn", "ln_1", "ln_2", "mlp"], rows
+    assert max(blocks.values()) - min(blocks.values()) <= max(blocks.values()) / 20  # even: "each"
+    total = sum(blocks.values())
+    kind = max(kinds, key=kinds.get)
+    headline = "activations of transformer.h.0-3 %s (%s each; %s %d%%)" % (
+        size(total), size(total // 4), kind, (100 * kinds[kind] + total // 2) // total)
+    assert "Held: " + headline + ", " in f["message"], (headline, f["message"])
+    assert f["oom"]["cause"] == "step_peak"
+    assert f["oom"]["cause_text"].startswith("the step's own peak: " + headline + ", of the "), f["oom"]["cause_text"]
+    assert "saved for backward by this step" not in f["message"]
+    assert labels(out).count("oom") == 1
+    text = tpaudit("report", out).stdout
+    assert headline in text
 
 
 def test_a_request_over_the_cap_by_itself_is_too_large(runs):

@@ -7,7 +7,11 @@ batch) under `tpaudit run` with an audit inside backward, as the logits'
 gradient arrives, before any block's backward frees what it saved.  With
 TPAUDIT_ACTIVATIONS_DEVICE=cuda (scripts/gpu_activations.sh) the same on
 the GPU, GPT-2 as 124M with a batch of 8 x 1024.  Then the report's peak
-(text, JSON, `gate --max-peak`) from GPT-2's run, and its twin.
+(text, JSON, `gate --max-peak`) from GPT-2's run, and its twin; `tpaudit
+diff` of GPT-2's step at two batch sizes names the modules whose
+activations changed, and of two runs of one batch size none; the HTML
+report's peak chart, and none without a peak; GPT-2 under FSDP2 on two
+gloo ranks against MemTracker per rank.
 
 Like for like: MemTracker's activation bytes of a module are those its
 forward made that are still alive when it returns (its Post-Forward
@@ -20,6 +24,8 @@ it is.  Each block's attention and MLP, and each block, must match within
 5% (ANALYZER.md, "Activations by module")."""
 import json
 import os
+import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -45,10 +51,24 @@ if DEVICE != "cpu":
     SIZES["gpt2"] = (12, 8, 1024, {})
 WITHIN = 0.05
 
+# One step of `tracked_model` on batch `x` under MemTracker: each module's activations
+# (Post-Forward less Pre-Forward) and output, in `tracked`.
+TRACK = """
+from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _ModState
+tracker = MemTracker()
+tracker.track_external(tracked_model)
+with tracker:
+    tracked_model(x, labels=x).loss.backward()
+tracked = {}
+for stats in tracker.memory_tracking.values():
+    before, after = (stats.snapshots[s][0].get(x.device, {}).get(_MemRefType.ACT, 0)
+                     for s in (_ModState.PRE_FW, _ModState.POST_FW))
+    tracked[stats.mod_fqn.partition(".")[2]] = {"activations": after - before, "output": stats.output_mem}
+del tracker, tracked_model
+"""
 STEP = """
 import json, sys
 import torch
-from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _ModState
 import tpaudit
 torch.manual_seed(0)
 name, device, layers, batch, sequence, sizes = json.loads(sys.argv[1])
@@ -63,16 +83,8 @@ else:
 model.to(device).train()
 x = torch.randint(0, config.vocab_size, (batch, sequence), device=device)
 
-tracker = MemTracker()
-tracker.track_external(model)
-with tracker:
-    model(x, labels=x).loss.backward()
-tracked = {}
-for stats in tracker.memory_tracking.values():
-    before, after = (stats.snapshots[s][0].get(x.device, {}).get(_MemRefType.ACT, 0)
-                     for s in (_ModState.PRE_FW, _ModState.POST_FW))
-    tracked[stats.mod_fqn.partition(".")[2]] = {"activations": after - before, "output": stats.output_mem}
-del tracker
+tracked_model = model
+""" + TRACK + """
 model.zero_grad(set_to_none=True)
 """ + audit_in_backward.STEP + """
 print(json.dumps(tracked))
@@ -117,8 +129,18 @@ def test_activations_by_module_match_memtracker(steps, model):
     made the bytes (an MLP's first projection has a row of its own), and
     the twin audit after backward finds nothing saved."""
     tracked, during, after, _ = steps(model)
+    assert_like_memtracker(tracked, during, model)
+    block, _, mlp = MODELS[model]
+    deeper = [name for name in during if name.startswith(block % 0 + ".%s." % mlp)]
+    assert deeper, during
+    assert after == {}, after
+
+
+def assert_like_memtracker(tracked, during, model, layers=None):
+    """Each block's attention and MLP (MemTracker's figure less the output
+    no one saved) and each block (MemTracker's figure) within 5%."""
     block, attn, mlp = MODELS[model]
-    for i in range(SIZES[model][0]):
+    for i in range(layers or SIZES[model][0]):
         name = block % i
         pairs = [(name, tracked[name]["activations"])]
         for part in (attn, mlp):
@@ -127,9 +149,6 @@ def test_activations_by_module_match_memtracker(steps, model):
         for mod, want in pairs:
             got = audit_in_backward.rolled_up(during, mod)
             assert want > 0 and abs(got - want) <= WITHIN * want, (mod, got, want, during)
-    deeper = [name for name in during if name.startswith(block % 0 + ".%s." % mlp)]
-    assert deeper, during
-    assert after == {}, after
 
 
 def tool(*args):
@@ -141,7 +160,9 @@ def test_the_peak_names_its_modules_in_every_format(steps):
     backward, its bytes and the top modules (each block's MLP first); JSON
     carries the same under runs[].peak (valid against the schema); `gate
     --max-peak` one byte under the peak fails naming the three largest
-    modules (text and JSON), and at the peak passes."""
+    modules (text and JSON), and at the peak passes; the HTML report charts
+    the peak, a bar per module with its bytes and share, in the JSON's
+    order."""
     if DEVICE != "cpu":  # (the device has no jsonschema either)
         pytest.skip("the report's peak is checked on the CPU (CI); the device run compares with MemTracker")
     import jsonschema
@@ -173,6 +194,21 @@ def test_the_peak_names_its_modules_in_every_format(steps):
     assert [(m["module"], m["bytes"]) for m in rule["modules"]] == largest, rule
     r = tool("gate", "--max-peak", "%dB" % total, out)
     assert r.returncode == 0 and "ok   max-peak" in r.stdout, r.stdout + r.stderr
+    chart = peak_chart(out)
+    assert chart is not None and 'at audit "in-backward"' in chart, chart
+    rows = re.findall(r'<tr><td><code>([^<]*)</code></td><td class="num">([^<]*)</td><td class="num">(\d+)%</td>'
+                      r'<td><span class="libbar" style="width:(\d+)px">', chart)
+    assert [(m, b) for m, b, _, _ in rows] == [(m["module"], size(m["bytes"])) for m in peak["modules"]], chart
+    assert int(rows[0][3]) > int(rows[-1][3]) and int(rows[0][2]) == round(100 * largest[0][1] / total), rows
+
+
+def peak_chart(out):
+    """The HTML report's peak chart of run directory `out` (its table), or None."""
+    html = Path(str(out) + ".html")
+    r = tool("report", "--format", "html", "-o", html, out)
+    assert r.returncode == 0, r.stderr
+    found = re.search(r'<table class="libs peak">.*?</table>', html.read_text(), re.S)
+    return found.group(0) if found else None
 
 
 NO_PEAK = """
@@ -187,8 +223,9 @@ tpaudit.audit(label="after-backward")
 @pytest.mark.skipif(DEVICE != "cpu", reason="checked on the CPU (CI)")
 def test_no_peak_where_no_audit_saw_a_step_save_for_backward(tmp_path):
     """The twin: a step audited only after backward has a ledger but
-    nothing saved: no peak section, runs[].peak null, and `gate --max-peak
-    0` passes with nothing measured."""
+    nothing saved: no peak section, runs[].peak null, `gate --max-peak
+    0` passes with nothing measured, and the HTML report has no peak
+    chart."""
     script = tmp_path / "no_peak.py"
     script.write_text(NO_PEAK)
     out = tmp_path / "out"
@@ -203,6 +240,7 @@ def test_no_peak_where_no_audit_saw_a_step_save_for_backward(tmp_path):
     r = tool("gate", "--max-peak", "0", "--format", "json", out)
     (rule,) = json.loads(r.stdout)["rules"]
     assert r.returncode == 0 and rule["measured"] == 0 and "modules" not in rule, r.stdout
+    assert peak_chart(out) is None  # the HTML report has no peak chart
 
 
 COMPILED = """
@@ -239,3 +277,177 @@ def test_a_compiled_blocks_saved_tensors_are_its_own(tmp_path):
     assert unattributed <= 0.01 * sum(saved.values()), (unattributed, saved)
     assert not [o for o in rows("after-backward", "autograd") if o.startswith(SAVED_IN)]
     db.close()
+
+
+BATCHED = """
+import json, sys
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+import tpaudit
+torch.manual_seed(0)
+layers, batch, sequence, sizes = json.loads(sys.argv[1])
+model = GPT2LMHeadModel(GPT2Config(n_layer=layers, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **sizes))
+x = torch.randint(0, model.config.vocab_size, (batch, sequence))
+""" + audit_in_backward.STEP
+CHANGE = re.compile(r"^(bigger|smaller) +no rank +activations +(.+?) +(\S+ \S+) -> (\S+ \S+) \(([+-])(\S+ \S+)\)$")
+DIFF_MODULES = 12  # the modules diff lists per run, the largest changes (cli/diff_peak.c)
+
+
+def size(b):
+    """A byte count as the reports write it (tpa_format_bytes)."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    u = 0
+    while abs(b) >= 1024 and u < 4:
+        b /= 1024
+        u += 1
+    return "%d B" % b if u == 0 else "%.1f %s" % (b, units[u])
+
+
+@pytest.fixture(scope="module")
+def batched(tmp_path_factory):
+    """GPT-2's step (4 layers, as above) at batch 4, at batch 8, and at batch
+    8 again: name -> (its output directory, its JSON report, its peak)."""
+    layers, _, sequence, sizes = SIZES["gpt2"]
+    done = {}
+    for name, batch in (("small", 4), ("large", 8), ("large-again", 8)):
+        tmp_path = tmp_path_factory.mktemp(name)
+        _, db, _ = audit_in_backward.run(TPAUDIT, tmp_path, BATCHED, json.dumps([layers, batch, sequence, sizes]))
+        db.close()
+        out = tmp_path / "out"
+        report = tmp_path / "report.json"
+        r = tool("report", "--format", "json", "-o", report, out)
+        assert r.returncode == 0, r.stderr
+        (run,) = json.loads(report.read_text())["runs"]
+        assert run["peak"] and run["peak"]["label"] == "in-backward", run["peak"]  # audited inside backward
+        done[name] = out, report, {m["module"]: m["bytes"] for m in run["peak"]["modules"]}, run["peak"]["bytes"]
+    return done
+
+
+def changes(stdout):
+    """diff's activation lines: [(bigger|smaller, module, old, new, sign, by)], and its "more" count."""
+    lines = [CHANGE.match(line) for line in stdout.splitlines()
+             if " activations " in line and not line.endswith(" more modules")]
+    more = [int(line.split()[-3]) for line in stdout.splitlines() if line.endswith(" more modules")]
+    assert all(lines), stdout
+    return [m.groups() for m in lines if m], more
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="checked on the CPU (CI)")
+@pytest.mark.parametrize("direction", ["bigger", "smaller"])
+def test_diff_names_the_modules_whose_activations_changed(batched, direction):
+    """From batch 4 to batch 8 every module of the peak but the position
+    embedding (its 512 positions alike) made more activations: diff's lines
+    say so (from 8 to 4, smaller), the run's total first, then the 12
+    modules that changed most, each with both figures and the change as the
+    two peaks in JSON have them, then how many more changed (by more than
+    1%); the two databases and the two JSON reports give the same
+    lines, and the exit status stays 0 (no finding appeared)."""
+    old, new = ("small", "large") if direction == "bigger" else ("large", "small")
+    (_, old_json, old_peak, old_total), (_, new_json, new_peak, new_total) = batched[old], batched[new]
+    assert sorted(old_peak) == sorted(new_peak) and len(new_peak) > DIFF_MODULES, (old_peak, new_peak)
+    r = tool("diff", batched[old][0], batched[new][0])
+    assert r.returncode == 0 and "appeared" not in r.stdout, r.stdout + r.stderr
+    lines, more = changes(r.stdout)
+    changed = [m for m in new_peak if abs(new_peak[m] - old_peak[m]) * 100 > max(new_peak[m], old_peak[m])]
+    assert "transformer.wpe" not in changed and len(changed) == len(new_peak) - 1, changed  # its positions alike
+    want = sorted(changed, key=lambda m: (-abs(new_peak[m] - old_peak[m]), m))
+    assert [line[1] for line in lines] == ["(all modules, at the peak)"] + want[:DIFF_MODULES], r.stdout
+    figures = [(old_total, new_total)] + [(old_peak[m], new_peak[m]) for m in want[:DIFF_MODULES]]
+    sign = "+" if direction == "bigger" else "-"
+    assert [line[2:] for line in lines] == [(size(a), size(b), sign, size(abs(b - a))) for a, b in figures], r.stdout
+    assert {line[0] for line in lines} == {direction} and more == [len(want) - DIFF_MODULES], r.stdout
+    assert tool("diff", old_json, new_json).stdout == r.stdout
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="checked on the CPU (CI)")
+def test_diff_of_two_runs_of_one_batch_names_no_module(batched):
+    """The twin: two runs of the same step at batch 8 (each audited inside
+    backward, their peaks alike) show no module change, as databases and as
+    JSON reports."""
+    (out, report, peak, total), (out2, report2, peak2, total2) = batched["large"], batched["large-again"]
+    assert peak == peak2 and total == total2 > 0
+    for a, b in ((out, out2), (report, report2), (out2, out)):
+        r = tool("diff", a, b)
+        assert r.returncode == 0 and r.stdout == "no changes\n", r.stdout + r.stderr
+
+
+FSDP2_STEP = """
+import copy, json, os, sys
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from transformers import GPT2Config, GPT2LMHeadModel
+import tpaudit
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+layers, batch, sequence, sizes = json.loads(sys.argv[1])
+config = GPT2Config(n_layer=layers, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **sizes)
+model = GPT2LMHeadModel(config)
+unsharded = copy.deepcopy(model)  # MemTracker's: the same model and batch, no FSDP2
+for block in model.transformer.h:
+    fully_shard(block)
+fully_shard(model)
+torch.manual_seed(1 + rank)  # each rank its own batch
+x = torch.randint(0, config.vocab_size, (batch * (1 + rank), sequence))  # rank 1 twice rank 0's
+
+tracked_model = unsharded
+del unsharded
+""" + TRACK + audit_in_backward.STEP + """
+with open(sys.argv[2] + str(rank), "w") as f:
+    json.dump(tracked, f)
+dist.destroy_process_group()
+"""
+
+
+def _fully_shard_runs_on_cpu():
+    """fully_shard is torch 2.6+; on gloo CPU ranks its all-gather records an
+    event on a CPU stream (torch.cpu.Stream.record_event), which 2.6 lacks."""
+    import importlib
+    import torch
+    return hasattr(importlib.import_module("torch.distributed.fsdp"), "fully_shard") and \
+        hasattr(torch.cpu.Stream, "record_event")
+
+
+@pytest.mark.skipif(DEVICE != "cpu" or not _fully_shard_runs_on_cpu(),
+                    reason="FSDP2 on two gloo CPU ranks (torch 2.6+ with torch.cpu.Stream.record_event; CI)")
+def test_fsdp2_activations_per_rank_match_memtracker(tmp_path):
+    """GPT-2 of 4 layers, each block and the model under fully_shard, on
+    two gloo ranks through torchrun, rank 1 with twice rank 0's batch: on
+    each rank, inside backward (all blocks resharded: the graph uses the
+    unsharded parameters FSDP2 made, which the module no longer holds),
+    each block, attention and MLP holds within 5% of MemTracker's for that
+    rank's batch, rank 1 about twice rank 0; after backward nothing is
+    saved.  MemTracker runs on an unsharded copy of the model: under FSDP2
+    it counts the parameters a block's pre-forward all-gathers as the
+    block's activations, and FSDPMemTracker, which tells them apart,
+    tracks only the modules fully_shard wrapped, with no output figure;
+    activations do not depend on the sharding."""
+    script = tmp_path / "fsdp2_step.py"
+    script.write_text(FSDP2_STEP)
+    out = tmp_path / "out"
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, "-m", "torch.distributed.run",
+                        "--nproc-per-node", "2", str(script), json.dumps(list(SIZES["gpt2"])), str(tmp_path / "tracked")],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    totals = {}
+    for path in out.glob("*.db"):
+        db = sqlite3.connect(path)
+        (rank,) = db.execute("select rank from run").fetchone()
+        if rank is None:  # the launcher
+            db.close()
+            continue
+        audits = dict(db.execute("select label, id from audit where end_ns is not null"))
+
+        def saved(label):
+            rows = db.execute("select owner, sum(bytes) from ledger where audit_id=? and owner_kind='autograd'"
+                              " and owner like ? group by owner", (audits[label], SAVED_IN + "%"))
+            return {owner[len(SAVED_IN):]: b for owner, b in rows}
+        during, after = saved("in-backward"), saved("after-backward")
+        db.close()
+        tracked = json.loads((tmp_path / ("tracked%d" % rank)).read_text())
+        assert_like_memtracker(tracked, during, "gpt2")
+        assert after == {}, after
+        totals[rank] = sum(audit_in_backward.rolled_up(during, "transformer.h.%d" % i) for i in range(4))
+    assert sorted(totals) == [0, 1] and 1.9 * totals[0] <= totals[1] <= 2.1 * totals[0], totals

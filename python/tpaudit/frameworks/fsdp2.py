@@ -13,6 +13,10 @@ no FSDP2.  An error here turns the part framework:fsdp2 off (_parts.py).
   reshard_after_forward=False, or before the post-backward reshard), the
   sharded parameter FSDP2 keeps for it (the one the optimizer holds) is
   still the model's.
+- unsharded(): each unsharded parameter FSDP2 made and the module it is
+  for: the parameter a forward used (the autograd graph's AccumulateGrad
+  keeps it), whichever one the module holds at the audit
+  (_made_by.py: activations by module).
 """
 import sys
 
@@ -61,13 +65,29 @@ def live_twins(root):
     part is off (_parts.guard around this generator's caller)."""
     if not any(used in sys.modules for _, used in PLACES) or not _parts.on(PART):
         return
+    for fp in _fsdp_params(root):
+        info = fp._module_info
+        held = info.module._parameters.get(info.param_name)
+        if held is not None and held is not fp.sharded_param:
+            yield held, fp.sharded_param
+
+
+def _fsdp_params(root):
+    """Every FSDPParam of the modules under root that fully_shard grouped."""
     for module in root.modules():
         get_state = getattr(module, "_get_fsdp_state", None)
         if get_state is None:
             continue
         group = getattr(get_state(), "_fsdp_param_group", None)
-        for fp in getattr(group, "fsdp_params", ()) or ():
-            info = fp._module_info
-            held = info.module._parameters.get(info.param_name)
-            if held is not None and held is not fp.sharded_param:
-                yield held, fp.sharded_param
+        yield from getattr(group, "fsdp_params", ()) or ()
+
+
+def unsharded(root):
+    """(unsharded parameter, the module it is for) of the modules under
+    root, those FSDP2 made so far; none once the part is off."""
+    if not any(used in sys.modules for _, used in PLACES) or not _parts.on(PART):
+        return
+    for fp in _fsdp_params(root):
+        param = getattr(fp, "_unsharded_param", None)
+        if param is not None:
+            yield param, fp._module_info.module

@@ -1,0 +1,184 @@
+"""Activation checkpointing under the probe, on the CPU: HF GPT-2 of 4
+layers with model.gradient_checkpointing_enable() (non-reentrant, as
+transformers gives it by default) and a model of 4 numbered blocks each
+run through torch.utils.checkpoint.checkpoint(use_reentrant=False), each
+against its twin without checkpointing.  Three audits a step: after
+forward, inside the last block's backward (as the gradient reaches its
+attention's output: the block's region recomputed, its MLP's backward
+done), and after backward.
+
+The probe must never unpack a saved tensor through the program's
+saved-tensor hooks (python/tpaudit/_saved_hooks.py): a checkpoint's unpack
+hook recomputes its region and lets each tensor be unpacked once per
+backward, so before the fix the program's own backward failed
+(CheckpointError) after an audit inside it.  With checkpointing the
+program ends as its twin does, with the same loss; after forward the step
+keeps far fewer saved bytes (no block's activations: only the regions'
+inputs); inside the last block's backward its recomputed activations are
+charged to the block's modules (its attention's to transformer.h.3.attn),
+counted in backward, near the twin's bytes there, and the blocks not yet
+recomputed hold nothing.  MemTracker is not run beside it yet (it has a figure for the
+recomputation, its Pre-Forward-AC and Post-Forward-AC snapshots): the twin
+without checkpointing is the reference (ANALYZER.md, "Activations by
+module")."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+LIB = os.environ["TPAUDIT_TEST_LIB"]
+TPAUDIT = str(Path(LIB).parents[1] / "bin" / "tpaudit")
+SAVED_IN = "saved for backward in "  # TPAUDIT_SAVED_IN of include/tpaudit.h, as a report reads it
+KiB, MiB = 1 << 10, 1 << 20
+pytestmark = pytest.mark.skipif(not hasattr(torch._C._autograd.SavedTensor, "unpack_hook"),
+                                reason="this PyTorch cannot tell a hooked saved tensor (SavedTensor.unpack_hook)")
+
+STEP = """
+import json, sys
+import torch
+import tpaudit
+torch.manual_seed(0)
+kind, checkpointed = sys.argv[1], sys.argv[2] == "on"
+if kind == "gpt2":
+    from transformers import GPT2Config, GPT2LMHeadModel
+    model = GPT2LMHeadModel(GPT2Config(n_layer=4, n_head=4, n_embd=128, vocab_size=512, n_positions=128,
+                                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    if checkpointed:
+        model.gradient_checkpointing_enable()
+    last_attn = model.transformer.h[3].attn
+    loss_of = lambda x: model(x, labels=x).loss
+else:
+    class Block(torch.nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.ln_1 = torch.nn.LayerNorm(width)
+            self.attn = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.Tanh(),
+                                            torch.nn.Linear(width, width))
+            self.ln_2 = torch.nn.LayerNorm(width)
+            self.mlp = torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(),
+                                           torch.nn.Linear(4 * width, width))
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(512, 128)
+            self.h = torch.nn.ModuleList(Block(128) for _ in range(4))
+            self.lm_head = torch.nn.Linear(128, 512)
+
+        def forward(self, x):
+            x = self.embed(x)
+            for block in self.h:
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) if checkpointed else block(x)
+            return self.lm_head(x)
+
+    model = Model()
+    last_attn = model.h[3].attn
+    loss_of = lambda x: torch.nn.functional.cross_entropy(model(x).flatten(0, 1), x.flatten())
+model.train()
+x = torch.randint(0, 512, (8, 64))
+hooked = []
+
+
+def audit_in_block(grad):
+    tpaudit.audit(label="in-block-backward")
+
+
+def on_attn(module, args, out):
+    if not hooked:  # the first forward's output, not the recomputation's
+        hooked.append(1)
+        (out[0] if isinstance(out, tuple) else out).register_hook(audit_in_block)
+
+
+last_attn.register_forward_hook(on_attn)
+step = [loss_of(x)]  # no variable names the loss while backward runs: the step's own graph
+tpaudit.audit(label="after-forward")
+value = step[0].item()
+step.pop().backward()
+tpaudit.audit(label="after-backward")
+print(json.dumps(value))
+"""
+BLOCK_INPUT = 8 * 64 * 128 * 4  # a block's input: batch x sequence x width, float32
+MODELS = {"gpt2": "transformer.h", "blocks": "h"}  # the model -> the prefix of its numbered blocks
+
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory):
+    """(model, "on"|"off") -> (its printed loss, {audit label: {module: saved bytes}}, {label: autograd and
+    unattributed bytes}), each step run once under `tpaudit run`."""
+    done = {}
+
+    def step(kind, checkpointed):
+        if (kind, checkpointed) not in done:
+            tmp_path = tmp_path_factory.mktemp("%s-%s" % (kind, checkpointed))
+            script = tmp_path / "step.py"
+            script.write_text(STEP)
+            out = tmp_path / "out"
+            r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, str(script), kind, checkpointed],
+                               capture_output=True, text=True, timeout=600, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+            assert r.returncode == 0, r.stdout + r.stderr
+            (path,) = out.glob("*.db")
+            db = sqlite3.connect(path)
+            audits = dict(db.execute("select label, id from audit where end_ns is not null"))
+            assert set(audits) == {"after-forward", "in-block-backward", "after-backward"}, audits
+            saved, step_bytes = {}, {}
+            for label, audit in audits.items():
+                rows = db.execute("select owner_kind, owner, sum(bytes) from ledger where audit_id=? and"
+                                  " owner_kind in ('autograd', 'unattributed') group by owner_kind, owner", (audit,))
+                rows = rows.fetchall()
+                saved[label] = {o[len(SAVED_IN):]: b for _, o, b in rows if o and o.startswith(SAVED_IN)}
+                step_bytes[label] = sum(b for _, _, b in rows)
+            db.close()
+            done[kind, checkpointed] = json.loads(r.stdout.strip().splitlines()[-1]), saved, step_bytes
+        return done[kind, checkpointed]
+    return step
+
+
+def rolled_up(by_module, module):
+    return sum(b for name, b in by_module.items() if name == module or name.startswith(module + "."))
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_checkpointed_step_runs_as_its_twin_and_saves_little_in_forward(steps, kind):
+    """The program's backward completes under the probe, audited inside
+    it, with the twin's loss; after forward the checkpointed step keeps
+    under a quarter of the bytes the twin's graph saved (the loss is kept
+    in a list there: its graph is named by it, so the audit's bytes are
+    compared whole), and after backward neither keeps anything saved."""
+    loss, saved, step_bytes = steps(kind, "on")
+    twin_loss, twin_saved, twin_bytes = steps(kind, "off")
+    assert loss == pytest.approx(twin_loss, rel=1e-5)
+    assert twin_bytes["after-forward"] > 4 * MiB, twin_bytes
+    assert 0 < step_bytes["after-forward"] < twin_bytes["after-forward"] / 4, (step_bytes, twin_bytes)
+    assert saved["after-backward"] == {} and twin_saved["after-backward"] == {}
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_recomputed_activations_are_the_recomputing_modules_in_backward(steps, kind):
+    """Inside the last block's backward (its MLP's backward done, its
+    region recomputed): the block holds within 25% of the twin's bytes
+    there (the twin keeps them from forward), plus at most the block's
+    input (the region's input, saved again by its recomputation, has no
+    graph: it counts with the block's module that saved it, where the
+    twin's counts with block 2, which made it), its attention's share charged
+    to the attention; the blocks before it, not recomputed yet, hold under
+    1 KiB each where the twin's hold their whole forward."""
+    _, saved, _ = steps(kind, "on")
+    _, twin_saved, _ = steps(kind, "off")
+    blocks = MODELS[kind]
+    during, twin_during = saved["in-block-backward"], twin_saved["in-block-backward"]
+    got, want = rolled_up(during, blocks + ".3"), rolled_up(twin_during, blocks + ".3")
+    assert want > 256 * KiB and 0.75 * want <= got <= 1.05 * want + BLOCK_INPUT, (got, want, during, twin_during)
+    assert rolled_up(during, blocks + ".3.attn") > 256 * KiB, during
+    assert rolled_up(during, blocks + ".3.mlp") < KiB, during  # its backward ran: what it saved is freed
+    for i in range(3):
+        block = "%s.%d" % (blocks, i)
+        assert rolled_up(during, block) < KiB and rolled_up(twin_during, block) > 256 * KiB, (block, during)
