@@ -208,6 +208,7 @@ def _live_tensors(torch):
     """Every tensor object the garbage collector tracks (the filter runs in
     C: type, id and a set lookup of ints for each object)."""
     objs = gc.get_objects()
+    _saved_hooks.note_live(torch, objs)  # before any saved field is read (a checkpoint's, on torch <= 2.6)
     try:
         return list(itertools.compress(objs, map(_tensor_type_ids(torch).__contains__, map(id, map(type, objs)))))
     finally:

@@ -1,8 +1,9 @@
 """Activation checkpointing under the probe, on the CPU: HF GPT-2 of 4
 layers with model.gradient_checkpointing_enable() (non-reentrant, as
-transformers gives it by default) and a model of 4 numbered blocks each
-run through torch.utils.checkpoint.checkpoint(use_reentrant=False), each
-against its twin without checkpointing.  Three audits a step: after
+transformers 5 gives it by default; asked for explicitly, as 4.36 defaults
+to reentrant) and a model of 4 numbered blocks each run through
+torch.utils.checkpoint.checkpoint(use_reentrant=False), each against its
+twin without checkpointing, and each with the reentrant checkpoint too.  Three audits a step: after
 forward, inside the last block's backward (as the gradient reaches its
 attention's output: the block's region recomputed, its MLP's backward
 done), and after backward.
@@ -17,7 +18,11 @@ keeps far fewer saved bytes (no block's activations: only the regions'
 inputs); inside the last block's backward its recomputed activations are
 charged to the block's modules (its attention's to transformer.h.3.attn),
 counted in backward, near the twin's bytes there, and the blocks not yet
-recomputed hold nothing.  MemTracker is not run beside it yet (it has a figure for the
+recomputed hold nothing (where PyTorch can tell a hooked saved tensor:
+2.11; on 2.6 and before the probe reads no saved tensor while a
+checkpoint lives, so only the program's own run is checked there: on every
+release of the torch matrix the checkpointed program's exit status, stdout
+and stderr are those it has without the probe).  MemTracker is not run beside it yet (it has a figure for the
 recomputation, its Pre-Forward-AC and Post-Forward-AC snapshots): the twin
 without checkpointing is the reference (ANALYZER.md, "Activations by
 module")."""
@@ -35,21 +40,26 @@ LIB = os.environ["TPAUDIT_TEST_LIB"]
 TPAUDIT = str(Path(LIB).parents[1] / "bin" / "tpaudit")
 SAVED_IN = "saved for backward in "  # TPAUDIT_SAVED_IN of include/tpaudit.h, as a report reads it
 KiB, MiB = 1 << 10, 1 << 20
-pytestmark = pytest.mark.skipif(not hasattr(torch._C._autograd.SavedTensor, "unpack_hook"),
-                                reason="this PyTorch cannot tell a hooked saved tensor (SavedTensor.unpack_hook)")
+tells_hooks = pytest.mark.skipif(not hasattr(torch._C._autograd.SavedTensor, "unpack_hook"),
+                                 reason="this PyTorch cannot tell a hooked saved tensor (SavedTensor.unpack_hook)")
 
 STEP = """
 import json, sys
 import torch
-import tpaudit
+import torch.utils.checkpoint
 torch.manual_seed(0)
-kind, checkpointed = sys.argv[1], sys.argv[2] == "on"
+kind, mode = sys.argv[1], sys.argv[2]  # mode: off, on (non-reentrant) or reentrant
+if sys.argv[3:] == ["bare"]:  # the program without the probe: no audit (tpaudit.audit would load the shim)
+    audit = lambda label: None
+else:
+    from tpaudit import audit
+checkpointed, reentrant = mode != "off", mode == "reentrant"
 if kind == "gpt2":
     from transformers import GPT2Config, GPT2LMHeadModel
     model = GPT2LMHeadModel(GPT2Config(n_layer=4, n_head=4, n_embd=128, vocab_size=512, n_positions=128,
                                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
     if checkpointed:
-        model.gradient_checkpointing_enable()
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
     last_attn = model.transformer.h[3].attn
     loss_of = lambda x: model(x, labels=x).loss
 else:
@@ -77,7 +87,7 @@ else:
         def forward(self, x):
             x = self.embed(x)
             for block in self.h:
-                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) if checkpointed else block(x)
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=reentrant) if checkpointed else block(x)
             return self.lm_head(x)
 
     model = Model()
@@ -89,21 +99,22 @@ hooked = []
 
 
 def audit_in_block(grad):
-    tpaudit.audit(label="in-block-backward")
+    audit(label="in-block-backward")
 
 
 def on_attn(module, args, out):
-    if not hooked:  # the first forward's output, not the recomputation's
-        hooked.append(1)
-        (out[0] if isinstance(out, tuple) else out).register_hook(audit_in_block)
+    out = out[0] if isinstance(out, tuple) else out
+    if not hooked and out.requires_grad:  # the first forward's output (the reentrant's runs without grad: its
+        hooked.append(1)                  # recomputation's, inside backward)
+        out.register_hook(audit_in_block)
 
 
 last_attn.register_forward_hook(on_attn)
 step = [loss_of(x)]  # no variable names the loss while backward runs: the step's own graph
-tpaudit.audit(label="after-forward")
+audit(label="after-forward")
 value = step[0].item()
 step.pop().backward()
-tpaudit.audit(label="after-backward")
+audit(label="after-backward")
 print(json.dumps(value))
 """
 BLOCK_INPUT = 8 * 64 * 128 * 4  # a block's input: batch x sequence x width, float32
@@ -146,6 +157,7 @@ def rolled_up(by_module, module):
     return sum(b for name, b in by_module.items() if name == module or name.startswith(module + "."))
 
 
+@tells_hooks
 @pytest.mark.parametrize("kind", sorted(MODELS))
 def test_checkpointed_step_runs_as_its_twin_and_saves_little_in_forward(steps, kind):
     """The program's backward completes under the probe, audited inside
@@ -161,6 +173,7 @@ def test_checkpointed_step_runs_as_its_twin_and_saves_little_in_forward(steps, k
     assert saved["after-backward"] == {} and twin_saved["after-backward"] == {}
 
 
+@tells_hooks
 @pytest.mark.parametrize("kind", sorted(MODELS))
 def test_recomputed_activations_are_the_recomputing_modules_in_backward(steps, kind):
     """Inside the last block's backward (its MLP's backward done, its
@@ -182,3 +195,42 @@ def test_recomputed_activations_are_the_recomputing_modules_in_backward(steps, k
     for i in range(3):
         block = "%s.%d" % (blocks, i)
         assert rolled_up(during, block) < KiB and rolled_up(twin_during, block) > 256 * KiB, (block, during)
+
+
+PROGRAM_LINES = 8  # at most this many trailing lines of a differing output are shown
+
+
+def differing(name, got, want):
+    return "%s differs from the program's own:\n%s\n--- without the probe:\n%s" % (
+        name, "\n".join(got.splitlines()[-PROGRAM_LINES:]), "\n".join(want.splitlines()[-PROGRAM_LINES:]))
+
+
+@pytest.mark.parametrize("mode", ["on", "reentrant"])
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_checkpointed_program_runs_as_without_the_probe(tmp_path, kind, mode):
+    """On every torch of the matrix (2.2, 2.6, 2.11), a checkpointed step
+    audited after forward, inside the last block's backward and after
+    backward ends under `tpaudit run` as it does without the probe: the same
+    exit status, stdout (its loss) and stderr (less the probe's own
+    `tpaudit:` lines), and each of the three audits was taken.  Before the
+    probe stopped reading saved tensors while a checkpoint lives on torch
+    2.6 and before, the non-reentrant step's backward failed there
+    (CheckpointError) after the audit inside it."""
+    script = tmp_path / "step.py"
+    script.write_text(STEP)
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    want = subprocess.run([sys.executable, str(script), kind, mode, "bare"], capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert want.returncode == 0, want.stderr  # the program itself runs
+    out = tmp_path / "out"
+    got = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, str(script), kind, mode],
+                         capture_output=True, text=True, timeout=600, env=env)
+    own = "\n".join(line for line in got.stderr.splitlines() if not line.startswith("tpaudit:"))
+    assert got.returncode == want.returncode, got.stderr
+    assert got.stdout == want.stdout, differing("stdout", got.stdout, want.stdout)
+    assert own == want.stderr.rstrip("\n"), differing("stderr", own, want.stderr)
+    (path,) = out.glob("*.db")
+    db = sqlite3.connect(path)
+    labels = sorted(label for (label,) in db.execute("select label from audit where end_ns is not null"))
+    db.close()
+    assert labels == ["after-backward", "after-forward", "in-block-backward"], labels
