@@ -21,7 +21,12 @@ module's output, which for attention and the MLP only a residual add uses
 (MemTracker's own output_mem).  A block's output is saved by the next
 block's norm (or the final norm), so a block's figure is MemTracker's as
 it is.  Each block's attention and MLP, and each block, must match within
-5% (ANALYZER.md, "Activations by module")."""
+5% (ANALYZER.md, "Activations by module").  The models run without a KV
+cache (use_cache=False): MemTracker counts every tensor a forward leaves
+alive, and a cache keeps Llama's rotated keys and its values, which no
+backward saves.  `llama-math` is Llama on SDPA's math path (flash and
+memory-efficient attention off), the path the GPU takes for its fp32
+grouped-query attention; the CPU's own default is its flash kernel."""
 import json
 import os
 import re
@@ -47,6 +52,7 @@ SIZES = {  # model -> (layers, batch, sequence, its config's other sizes)
     "llama": (4, 8, 64, dict(hidden_size=128, intermediate_size=352, num_attention_heads=4, num_key_value_heads=2,
                              vocab_size=512, max_position_embeddings=128)),
 }
+SIZES["llama-math"] = SIZES["llama"]
 if DEVICE != "cpu":
     SIZES["gpt2"] = (12, 8, 1024, {})
 WITHIN = 0.05
@@ -72,13 +78,16 @@ import torch
 import tpaudit
 torch.manual_seed(0)
 name, device, layers, batch, sequence, sizes = json.loads(sys.argv[1])
+if name.endswith("-math"):
+    for backend in ("flash", "mem_efficient", "cudnn"):
+        getattr(torch.backends.cuda, "enable_%s_sdp" % backend)(False)
 if name == "gpt2":
     from transformers import GPT2Config, GPT2LMHeadModel
-    config = GPT2Config(n_layer=layers, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **sizes)
+    config = GPT2Config(n_layer=layers, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False, **sizes)
     model = GPT2LMHeadModel(config)
 else:
     from transformers import LlamaConfig, LlamaForCausalLM
-    config = LlamaConfig(num_hidden_layers=layers, **sizes)
+    config = LlamaConfig(num_hidden_layers=layers, use_cache=False, **sizes)
     model = LlamaForCausalLM(config)
 model.to(device).train()
 x = torch.randint(0, config.vocab_size, (batch, sequence), device=device)
@@ -93,6 +102,7 @@ print(json.dumps(tracked))
 MODELS = {  # the blocks, their attention and their MLP, as each model names them
     "gpt2": ("transformer.h.%d", "attn", "mlp"),
     "llama": ("model.layers.%d", "self_attn", "mlp"),
+    "llama-math": ("model.layers.%d", "self_attn", "mlp"),
 }
 
 
