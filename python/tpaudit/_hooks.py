@@ -390,9 +390,10 @@ def _patch(torch):
                 judge(audit_id)
 
     # steps the pre-hook does not see (a compiled opt.step), taken at the
-    # next eager root-module call, before the growth watch's own listener
+    # next zero_grad or eager root-module call, before the growth watch's own listener
     silent = _silent_steps.SilentSteps(silent_step)
     _track.module_call_listeners.insert(0, silent)
+    _parts.guard("forward_descriptor", _silent_steps.listen_at_zero_grad, torch, silent)
     import torch.optim.optimizer as optimizer_mod
     optimizer_mod.register_optimizer_step_pre_hook(step_pre)
     if state.plan.at_exit:
