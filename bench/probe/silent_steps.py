@@ -10,8 +10,12 @@ over --calls calls with the listener alone in _track.module_call_listeners
 against the same call with no listener, alternating, the least of --rounds
 rounds each; the difference is the listener's cost per root call (one a
 step in a plain loop), and its share of the step is printed beside it.
+Likewise Optimizer.zero_grad (the probe's, which reads the versions too)
+over --zero_grads calls against torch's own function under the same
+torch._disable_dynamo wrapper (the gradients already gone: the call's
+least cost, so the largest ratio).
 
-    python bench/probe/silent_steps.py [--build DIR] [--calls 100000] [--rounds 4] [--seq 64]
+    python bench/probe/silent_steps.py [--build DIR] [--calls 100000] [--zero_grads 20000] [--rounds 4] [--seq 64]
 """
 import time
 
@@ -19,7 +23,7 @@ import bench_options  # beside this file
 
 
 def main():
-    args = bench_options.parse(calls=100000, rounds=4, seq=64)
+    args = bench_options.parse(calls=100000, zero_grads=20000, rounds=4, seq=64)
     torch = bench_options.start_probe(args, "/tmp/tpaudit-bench-silent-steps")
     from tpaudit import _silent_steps, _track
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -45,6 +49,24 @@ def main():
           % ((with_it - without) * 1e9, with_it * 1e9, without * 1e9, with_it / without))
     print("share of one GPT-2 124M step (%.0f ms, seq %d): %.7f"
           % (step_s * 1e3, args.seq, (with_it - without) / step_s))
+    probed = torch.optim.Optimizer.zero_grad
+    heard = getattr(probed, "__wrapped__", None)
+    if getattr(heard, "__wrapped__", None) is None:
+        print("zero_grad: not the probe's on torch %s" % torch.__version__)
+        return
+    plain = torch._disable_dynamo(heard.__wrapped__)
+    opt.zero_grad(set_to_none=True)
+    timings = {True: [], False: []}
+    for i in range(2 * args.rounds):
+        on = i % 2 == 0
+        call = probed if on else plain
+        t = time.perf_counter()
+        for _ in range(args.zero_grads):
+            call(opt)
+        timings[on].append((time.perf_counter() - t) / args.zero_grads)
+    with_it, without = min(timings[True]), min(timings[False])
+    print("zero_grad: %.0f ns added (%.0f with the probe's, %.0f torch's, ratio %.2f)"
+          % ((with_it - without) * 1e9, with_it * 1e9, without * 1e9, with_it / without))
 
 
 if __name__ == "__main__":

@@ -17,19 +17,18 @@ program's ops.  Instead:
   call made what is not known).
 A FakeTensor (dynamo's example values) is never read.
 """
-import gc
 import sys
 
+from . import _ledger
 from . import _stacks
 from . import _track
 
 
 def live_storages(torch, storage_alive):
     """{data pointer: alive test of its storage} of the live tensors gc
-    tracks (a type test only: no code of the program runs)."""
-    base = torch.Tensor
+    tracks (the ledger's scan: a type test only, no code of the program runs)."""
     found = {}
-    tensors = [o for o in gc.get_objects() if issubclass(type(o), base)]
+    tensors = _ledger.live_tensors(torch)
     for t in tensors:
         if _track.is_fake(t):
             continue
@@ -39,7 +38,7 @@ def live_storages(torch, storage_alive):
             continue
         if ptr and ptr not in found:
             found[ptr] = storage_alive(t)
-    del tensors
+    tensors.clear()
     return found
 
 

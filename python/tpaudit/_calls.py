@@ -52,11 +52,23 @@ def _library_frame(frame):
     return any(part in frame.f_code.co_filename for part in _LIBRARY_PARTS)
 
 
+def _probe_or_library_frame(frame):
+    return probe_frame(frame) or _library_frame(frame)
+
+
+def outwards(frame, passed=probe_frame):
+    """The first frame from frame outwards that passed(frame) is false for
+    (by default the first that is not the probe's: the code that called
+    it), or None."""
+    while frame is not None and passed(frame):
+        frame = frame.f_back
+    return frame
+
+
 def _user_caller(frame):
     """Whether the first frame outside the probe, from frame outwards, is the
     user's (not torch's or an installed package's)."""
-    while frame is not None and probe_frame(frame):
-        frame = frame.f_back
+    frame = outwards(frame)
     return frame is not None and not _library_frame(frame)
 
 
@@ -67,8 +79,7 @@ def library_call(frame):
     when no user frame is on the stack (a thread a library started).  Reads
     only that frame's variables; the snapshot of a function's locals that the
     read leaves is emptied (_forward.forget), so no value is kept alive."""
-    while frame is not None and (probe_frame(frame) or _library_frame(frame)):
-        frame = frame.f_back
+    frame = outwards(frame, _probe_or_library_frame)
     if frame is None:
         return None
     local = frame.f_locals

@@ -4,7 +4,7 @@ torch.nn.Module.__call__ (torch's `_wrapped_call_impl`) is replaced by its
 twin: the same source, compiled under torch's own file name, function name
 and line numbers, whose first test also notes the module:
 
-    if not (_compiling() or _note(_id(self), _ref(self)) or _listeners and _notify(self) or True) or <torch's test>:
+    if not (_compiling() or _note(_id(self), _ref(self)) or _listeners and _notify(self, _off()) or True) or <torch's test>:
 
 `_note` is a dict's __setitem__ (id -> weakref), `_id` and `_ref` are
 builtins: noting a module runs no Python frame, and the `or True` makes the
@@ -18,6 +18,12 @@ test torch's own.  So:
   test is never traced (no guard on a module, no graph break, no
   recompile); a frame of the twin that dynamo compiles (an eager module call
   after a graph break) is compiled the same way;
+- where a listener hears the call, `_off()` (torch's C set_eval_frame(None),
+  called before the listener's first frame exists) turns dynamo's frame
+  callback off, and notify_module_call puts it back: an eager module call
+  inside a compiled function's frame (a model called where dynamo fell back
+  to running the frame, its callback on) has no frame of the probe
+  converted by dynamo;
 - calls that only a compiled graph makes are not noted: the probe finds
   those models at its audits in the locals of the calling frames
   (`from_frames`).
@@ -26,6 +32,7 @@ A tool that sets Module.__call__ back to the function it read (FX's symbolic
 tracer does, at the end of each trace) takes the twin out; `rearm()` puts it
 back, and the probe calls it at each optimizer built and each audited step.
 """
+import functools
 import inspect
 import sys
 import weakref
@@ -41,6 +48,7 @@ _id = id
 _ref = weakref.ref
 _listeners = _track.module_call_listeners
 _notify = _track.notify_module_call
+_off = type(None)  # () -> None, a C call; at install torch's set_eval_frame(None) (returns the callback that was on)
 _wanted = _track.module_calls_wanted
 _parented = _track.parents.data
 
@@ -50,7 +58,7 @@ _parented = _track.parents.data
 # (in a compiled program's resumed frames, dynamo's callback on) runs no
 # Python code of the probe, whose frames dynamo would convert and count.
 _NOTE = ("not (_compiling() or _note(_id(self), _ref(self)) or _listeners and (_id(self) in _wanted if _wanted else"
-         " _id(self) not in _parented) and _notify(self) or True) or ")
+         " _id(self) not in _parented) and _notify(self, _off()) or True) or ")
 TEST = "if self._compiled_call_impl is not None:"
 MAX_NOTED = 4096  # ids noted before dead entries are dropped (at the next step)
 
@@ -112,6 +120,11 @@ def install(torch):
     if not inspect.isfunction(call) or compiling is None or compiling() is not False:
         return  # (a test that raises here turns the part off, never a module call)
     twin = twin_of(call, compiling)
+    set_eval_frame = getattr(getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None), "set_eval_frame", None)
+    if twin is not None and callable(set_eval_frame):
+        global _off
+        _off = functools.partial(set_eval_frame, None)
+        _track.set_eval_frame = set_eval_frame
     if twin is not None:
         Module.__call__ = twin
         if Module.__dict__.get(call.__name__) is call:

@@ -47,6 +47,7 @@ import gc
 import sys
 import types
 
+from ._stacks import TORCH_PART as _TORCH_PART
 from ._unmeasured import PREFIX as _PROBE_PREFIX
 
 MAX_DEPTH = 12      # references from a root to a target, at most
@@ -151,6 +152,7 @@ class _Roots:
         self.locals = {}   # id(value) -> (variable name, class name of the value)
         self.running = set()  # ids of a running module body's variables (below)
         self.snapshots = []  # the f_locals snapshots read (forget() empties them)
+        self.in_torch = {}  # id(value) -> variable, of torch's own running frames (_ledger's step_own)
         for name, mod in list(sys.modules.items()):
             if is_a(mod, types.ModuleType):
                 try:
@@ -159,7 +161,8 @@ class _Roots:
                     continue
                 if type(d) is dict and (id(d) not in self.modules or name == "__main__"):
                     self.modules[id(d)] = name
-        for frame in list(sys._current_frames().values()) + _ended_frames() + list(finished_frames):
+        running = list(sys._current_frames().values())
+        for at, frame in enumerate(running + _ended_frames() + list(finished_frames)):
             while frame is not None:
                 code = frame.f_code
                 file = code.co_filename
@@ -175,6 +178,9 @@ class _Roots:
                             self.snapshots.append(names)
                         for var, value in names.items():
                             self.locals.setdefault(id(value), (var, _name(type(value))))
+                        if at < len(running) and _TORCH_PART in file:
+                            for var, value in names.items():
+                                self.in_torch.setdefault(id(value), var)
                     elif type(names) is dict and code.co_name == "<module>":
                         self._module_body(names)
                 frame = frame.f_back
@@ -308,16 +314,20 @@ def _edge(parent, child, mode):
     return "<%s>" % _name(kind), None
 
 
-def find(targets, skip_file, ignore=()):
+def find(targets, skip_file, ignore=(), in_torch=None):
     """{id(target): (path, container path, holder class name, whether only a
     target that is a frame's local reaches it)} for the targets a root
     reaches within MAX_DEPTH references.  skip_file: frames of
     files under it are the walker's own, never roots; ignore: ids of the
-    caller's own containers, never followed."""
+    caller's own containers, never followed; in_torch: a dict that gets
+    {id(value): variable} of torch's own frames on every thread, as the
+    roots read them."""
     was_enabled = gc.isenabled()
     gc.disable()  # the walk makes containers; no collection in between
     walk = _Walk(targets, skip_file, ignore)
     try:
+        if in_torch is not None:
+            in_torch.update(walk.roots.in_torch)
         walk.run()
         return walk.paths()
     finally:
@@ -560,6 +570,7 @@ class _Walk:
 
     def drop(self):
         self.roots.forget()
+        self.roots.in_torch.clear()
         for c in (self.objs, self.parents, self.hits, self.children, self.blocked):
             c.clear()
         self.targets = None

@@ -344,25 +344,26 @@ def _patch(torch):
             return  # a compiled step: dynamo folds the test, and traces nothing of the probe
         # run eagerly by a frame dynamo left (torch 2.2's compiled opt.step):
         # its callback is off while the probe works, so it converts no frame of it
-        with _collector.held():
-            prior = _eval_frame.set(None)
-            try:
+        # (the callback goes off before the collector hold's own frames run)
+        prior = _eval_frame.set(None)
+        try:
+            with _collector.held():
                 silent.hooked(opt)
                 on_step(opt, sys._getframe(1))
-            finally:
-                _eval_frame.set(prior)
+        finally:
+            _eval_frame.set(prior)
 
     def silent_step(opt, caller):
         """A step the pre-hook did not see (_silent_steps.py), taken with
         dynamo's callback off as the hook's are."""
         if not state.enabled:
             return
-        with _collector.held():
-            prior = _eval_frame.set(None)
-            try:
+        prior = _eval_frame.set(None)
+        try:
+            with _collector.held():
                 on_step(opt, caller)
-            finally:
-                _eval_frame.set(prior)
+        finally:
+            _eval_frame.set(prior)
 
     def on_step(opt, caller):
         entry = counts.get(id(opt))
@@ -390,9 +391,10 @@ def _patch(torch):
                 judge(audit_id)
 
     # steps the pre-hook does not see (a compiled opt.step), taken at the
-    # next eager root-module call, before the growth watch's own listener
+    # next zero_grad or eager root-module call, before the growth watch's own listener
     silent = _silent_steps.SilentSteps(silent_step)
     _track.module_call_listeners.insert(0, silent)
+    _parts.guard("forward_descriptor", _silent_steps.listen_at_zero_grad, torch, silent)
     import torch.optim.optimizer as optimizer_mod
     optimizer_mod.register_optimizer_step_pre_hook(step_pre)
     if state.plan.at_exit:

@@ -18,15 +18,12 @@ storage cannot be read are left out.
 import collections
 import gc
 import itertools
-import sys
 
 from . import _allocator
-from . import _forward
 from . import _holders
 from . import _made_by
 from . import _parts
 from . import _saved_hooks
-from . import _stacks
 from . import _track
 from . import _unmeasured
 from . import _workspaces
@@ -204,7 +201,7 @@ def _tensor_type_ids(torch):
     return ids
 
 
-def _live_tensors(torch):
+def live_tensors(torch):
     """Every tensor object the garbage collector tracks (the filter runs in
     C: type, id and a set lookup of ints for each object)."""
     objs = gc.get_objects()
@@ -283,22 +280,6 @@ def _maker(saved):
         return None
 
 
-def _torch_locals():
-    """{id(value): variable} of the variables of torch's own frames on every
-    thread (Tensor.backward's `self`: the loss being backpropagated).  The
-    snapshot a function's f_locals leaves is emptied."""
-    found = {}
-    for frame in list(sys._current_frames().values()):
-        while frame is not None:
-            if _stacks.TORCH_PART in frame.f_code.co_filename:
-                local = frame.f_locals
-                for var, value in list(local.items()):
-                    found.setdefault(id(value), var)
-                _forward.forget(frame, local)
-            frame = frame.f_back
-    return found
-
-
 def build(torch, models, optimizers, param_paths, walk=True, created=None):
     """The Ledger of this moment.  models: live root modules; optimizers:
     torch optimizers; param_paths: id(param) -> its path in a live model."""
@@ -332,19 +313,21 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
                 if issubclass(type(value), torch.Tensor):
                     led.add(kind, name, value, holder_class=type(opt).__name__)
     others = {}  # (device, data_ptr) -> [(tensor, storage)]: every tensor object of a storage
-    for t in _live_tensors(torch):
+    for t in live_tensors(torch):
         where = led.storage_of(t)
         if where is not None and (where[0], where[1]) not in led.claimed:
             others.setdefault((where[0], where[1]), []).append((t, where))
     live_params.clear()
     targets = [t for pairs in others.values() for t, _ in pairs]
     paths = {}
+    in_torch = {}  # {id(value): variable} of torch's own frames (Tensor.backward's `self`: the loss), read by the walk
     if walk and targets:
         own = {id(targets), id(others)}
         for pairs in others.values():  # the walk's caller's own containers refer to the tensors
             own.add(id(pairs))
             own.update(map(id, pairs))
-        paths = _parts.guard("holder_walk", lambda: _holders.find(targets, _unmeasured.DIR, ignore=own), default={})
+        own.add(id(in_torch))
+        paths = _parts.guard("holder_walk", lambda: _holders.find(targets, _unmeasured.DIR, own, in_torch), default={})
     for key, pairs in list(others.items()):
         # A storage is held through whichever of its tensor objects a root
         # reaches (an alias may be kept from C++ only): a path whose last step
@@ -354,7 +337,6 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
                  for i, (t, _) in enumerate(pairs) if id(t) in paths]
         others[key] = pairs[min(named)[2]] if named else pairs[0]
     graphs, seen_nodes = [], {}
-    in_torch = _torch_locals() if paths else {}
     for t, where in others.values():
         found = paths.get(id(t))
         if found is not None:

@@ -13,7 +13,17 @@ optimizer stepped unseen, and the probe takes that step as the hook would
 (its count, growth sample and audit): after the update, before the next
 forward.  A step whose pre-hook ran (eager) only sets the versions to be
 read again at the next call, so it is never taken twice.
+
+The same reading is done at each Optimizer.zero_grad, torch's own function
+run with dynamo off (`torch._disable_dynamo`, in 2.2, 2.6, 2.11): the probe
+puts its own function under the same wrapper, so a zero_grad inside a
+compiled function is the same skipped call to dynamo (same qualname, file
+and graph break), and the probe's frames run with dynamo's callback off.
+There a step is taken in a loop that makes no eager module call
+(`torch.compile(model.forward)`, a compiled function over forward,
+backward and step), right after the update, before the gradients go.
 """
+import functools
 import sys
 
 from . import _calls
@@ -48,6 +58,11 @@ class SilentSteps:
             entry[0] = None
 
     def __call__(self, module):
+        self.check(sys._getframe(1))
+
+    def check(self, frame):
+        """Takes the steps of each optimizer whose versions moved since the
+        last reading without its pre-hook; frame: the caller's."""
         for opt, _ in _track.optimizers.live():
             entry = self.read.get(opt)
             if entry is None:
@@ -56,11 +71,37 @@ class SilentSteps:
             before = entry[0]
             entry[0] = versions(opt)
             if before is not None and entry[0] != before:
-                self.on_step(opt, user_caller(sys._getframe(1)))
+                self.on_step(opt, _calls.outwards(frame))
 
-def user_caller(frame):
-    """The first frame outwards from frame that is not the probe's (the code
-    that called the module)."""
-    while frame is not None and _calls.probe_frame(frame):
-        frame = frame.f_back
-    return frame
+
+def listen_at_zero_grad(torch, silent):
+    """Has silent (a SilentSteps) read the versions at each
+    Optimizer.zero_grad, where torch's zero_grad is its function under
+    torch._disable_dynamo (the same wrapper goes on the probe's, so dynamo
+    skips the call as it skips torch's); elsewhere nothing changes."""
+    Optimizer = torch.optim.Optimizer
+    zero_grad = Optimizer.__dict__.get("zero_grad")
+    disabled = getattr(torch, "_disable_dynamo", None)
+    raw = getattr(zero_grad, "__wrapped__", None)
+    if disabled is None or raw is None or getattr(zero_grad, "__code__", None) is not disabled(len).__code__:
+        return
+
+    wrapper = zero_grad.__code__
+
+    @functools.wraps(raw)
+    def heard(self, *args, **kwargs):
+        try:  # the caller: the frame that called the wrapper (past dynamo's disabling frames)
+            silent.check(outside(sys._getframe(1), wrapper))
+        except Exception:
+            pass  # never reaches the program's call
+        return raw(self, *args, **kwargs)
+    Optimizer.zero_grad = disabled(heard)
+
+
+def outside(frame, code):
+    """The frame that called the innermost frame of code from frame
+    outwards, or frame when there is none."""
+    found = frame
+    while found is not None and found.f_code is not code:
+        found = found.f_back
+    return found.f_back if found is not None else frame

@@ -46,15 +46,24 @@ scanned = WeakIdMap()      # optimizer -> True once its gc referrer scan ran
 step_counts = {}           # id(optimizer) -> [steps taken, next step due]; a new optimizer drops its id's
 
 
-def notify_module_call(module):
+set_eval_frame = None  # torch's C set_eval_frame, set with the twin (_forward.install)
+
+
+def notify_module_call(module, callback=None):
     """Calls each of module_call_listeners with module (the twin of
     Module.__call__ calls it at each eager module call while the list is not
-    empty); a listener's exception is swallowed: it never reaches the call."""
-    for listener in list(module_call_listeners):
-        try:
-            listener(module)
-        except Exception:
-            pass
+    empty, having turned dynamo's frame callback off: `callback` is the one
+    that was on, put back here); a listener's exception is swallowed: it
+    never reaches the call."""
+    try:
+        for listener in list(module_call_listeners):
+            try:
+                listener(module)
+            except Exception:
+                pass
+    finally:
+        if callback is not None and set_eval_frame is not None:
+            set_eval_frame(callback)
 
 
 class _Changes:

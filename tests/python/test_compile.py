@@ -1,6 +1,7 @@
 """torch.compile is unchanged by tpaudit (issue 47): HF GPT-2 (4 layers,
 SDPA, bf16 autocast, AdamW) compiled with inductor on the CPU as
-torch.compile(model), model.compile(), torch.compile(model.forward), with
+torch.compile(model), model.compile(), torch.compile(model.forward), one
+torch.compile(fn) over forward, backward, optimizer step and zero_grad, with
 mode="max-autotune-no-cudagraphs", with a compiled optimizer step, and
 exported with torch.export; FSDP2 + torch.compile on 2 gloo ranks; and the
 same model in eager mode with deterministic algorithms.  Each program runs
@@ -109,22 +110,29 @@ def gpt2(case):
     return [sys.executable, str(HERE / "scenarios" / "compile_gpt2.py"), case]
 
 
-@pytest.mark.parametrize("case", ["eager", "module", "method", "forward", "autotune"])
+# torch 2.6, train_step: autocast entered inside the compiled function asks
+# torch.cuda whether NVML is there (importlib.util.find_spec) in a frame
+# dynamo runs with its callback on; the probe's import hook
+# (_after_import.py's find_spec, on sys.meta_path) is then one more frame
+# dynamo skips and counts (frames ok 44 of 45 against 43 of 44; checked
+# 2026-12-06 with TORCH_LOGS=+dynamo).  Not yet fixed: strict, so the fix shows.
+IMPORT_HOOK_SHOWS = (2, 3) <= TORCH < (2, 7)
+
+
+@pytest.mark.parametrize("case", ["eager", "module", "method", "forward", pytest.param("train_step", marks=pytest.mark.xfail(
+    IMPORT_HOOK_SHOWS, strict=True, reason="the probe's import hook is a frame dynamo counts (torch 2.6)")), "autotune"])
 def test_compiled_model_same_counters_graphs_losses(tmp_path, case):
     # max-autotune prints its choices and torch's warnings of the benchmark
     # only when it tunes: the first run fills inductor's cache, the second
     # reuses it, so only that run's stderr differs (and not by the probe)
-    plain, out = twin_runs(tmp_path, gpt2(case), same_stderr=case != "autotune")
+    if STEP_HOOK_SHOWS and case == "train_step":  # its optimizer step is compiled: torch 2.2's difference
+        plain, out = runs_but_frame_counts(tmp_path, gpt2(case))
+    else:
+        plain, out = twin_runs(tmp_path, gpt2(case), same_stderr=case != "autotune")
     assert plain.count("losses ") == 1
     if case != "eager":
         assert re.search(r'"unique_graphs": [1-9]', plain), plain  # dynamo compiled something
-    if HOOKS_STRIPPED and case == "forward":
-        # torch 2.2, torch.compile(model.forward): no step is taken at the model's
-        # next call (seen 2026-12-06 in CI, not yet explained: docs/PROBE.md); its
-        # exit audit judges it, as every compiled 2.2 run was before _silent_steps.py
-        assert [label for _, _, label, _, params in audits(out) if params] == ["exit"], audits(out)
-    else:
-        seen_model(audits(out))
+    seen_model(audits(out))
     clean_report(out)
 
 
@@ -149,16 +157,22 @@ def test_compiled_optimizer_step_same(tmp_path):
     plain run's, and stderr has no line the plain run lacks."""
     if not STEP_HOOK_SHOWS:
         _, out = twin_runs(tmp_path, gpt2("optimizer"))
-        seen_model(audits(out))
-        clean_report(out)
-        return
-    _, plain, plain_err = run(tmp_path, gpt2("optimizer"), False)
-    out, probed, probed_err = run(tmp_path, gpt2("optimizer"), True)
+    else:
+        _, out = runs_but_frame_counts(tmp_path, gpt2("optimizer"))
+    seen_model(audits(out))
+    clean_report(out)
+
+
+def runs_but_frame_counts(tmp_path, argv):
+    """twin_runs where torch 2.2 shows the step hook (STEP_HOOK_SHOWS): the
+    output but dynamo's frame and graph break counts is the same, and stderr
+    has no line the plain run lacks."""
+    _, plain, plain_err = run(tmp_path, argv, False)
+    out, probed, probed_err = run(tmp_path, argv, True)
     assert without_frame_counts(probed) == without_frame_counts(plain)
     assert set(probed_err.splitlines()) <= set(plain_err.splitlines()), probed_err
     assert "<tpaudit>" not in probed_err and not re.search(r"^tpaudit:", probed_err, re.M), probed_err
-    seen_model(audits(out))
-    clean_report(out)
+    return plain, out
 
 
 def without_frame_counts(stdout):
@@ -239,20 +253,41 @@ def test_growth_under_compile_names_the_holder_eager_names(tmp_path):
     assert made == [line for line in lines if line.startswith("compile_growth.py:")], (made, lines)
     bounded, _, _ = run(tmp_path / "bounded", [sys.executable, scenario, "bounded"], True)
     assert growth(bounded) == [] and audits(bounded), audits(bounded)
-    # every audit each run took: the list holds what the loop had kept by then
-    # (appended after the optimizer step an audit is taken in; all 24 at exit;
-    # where torch stripped the step hooks, HOOKS_STRIPPED, the compiled runs'
-    # steps are taken at the model's next call: at the call of iteration
-    # n + 1, n iterations kept theirs, and the last step, with no call after
-    # it, is never taken: the growth audit at exit bears step 23 and sees all)
     for where, most in ((eager_out, None), (out, None), (bounded, 2)):
-        silent = HOOKS_STRIPPED and where != eager_out
-        done = 0 if silent else 1
-        rows = kept_at_audits(where)
-        for i, (step, kept) in enumerate(rows):
-            last = silent and i == len(rows) - 1
-            want = (STEPS_GROWTH if step == STEPS_GROWTH or last else step - done) << 20
-            assert kept == (min(want, most << 20) if most else want), (where.parent.name, step, kept)
+        kept_as_looped(where, most)
+
+
+@pytest.mark.parametrize("case", ["forward", "model_zero_grad"])
+def test_growth_under_compile_forward_and_model_zero_grad(tmp_path, case):
+    """The leaking loop compiled as torch.compile(model.forward), which makes
+    no eager module call (where torch stripped the step hooks, HOOKS_STRIPPED,
+    its steps are taken at Optimizer.zero_grad: _silent_steps.py), and as
+    torch.compile(model) with the gradients cleared by model.zero_grad (no
+    Optimizer.zero_grad: there its steps are taken at the model's next
+    call): the eager run's memory_growth finding (holder `kept`, 1 MiB a
+    step) and every audit sees what the loop kept by then."""
+    out, _, _ = run(tmp_path, [sys.executable, str(HERE / "scenarios" / "compile_growth.py"), case], True)
+    (found,) = growth(out)
+    assert found["severity"] == "error" and found["holder"]["path"] == "kept", found
+    assert found["growth"]["bytes_per_step"] == 1 << 20, found
+    kept_as_looped(out, None, next_call=HOOKS_STRIPPED and case == "model_zero_grad")
+
+
+def kept_as_looped(out, most, next_call=False):
+    """Checks every audit of the run in out: the list holds what the loop had
+    kept by then (appended after the optimizer step an audit is taken in,
+    and after Optimizer.zero_grad, where a step the hook did not see is
+    taken; all 24 at exit; `most` a step where the loop keeps that many).
+    next_call: the steps are taken at the model's next call (no step hook,
+    no Optimizer.zero_grad): at the call of iteration n + 1, n iterations
+    kept theirs, and the last step, with no call after it, is never taken:
+    the growth audit at exit bears step 23 and sees all."""
+    done = 0 if next_call else 1
+    rows = kept_at_audits(out)
+    for i, (step, kept) in enumerate(rows):
+        last = next_call and i == len(rows) - 1
+        want = (STEPS_GROWTH if step == STEPS_GROWTH or last else step - done) << 20
+        assert kept == (min(want, most << 20) if most else want), (out.parent.name, step, kept)
 
 
 STEPS_GROWTH = 24  # compile_growth.py's steps

@@ -76,8 +76,9 @@ def findings(tmp_path):
 # alone (aot_eager), which strips the step hooks as inductor does.
 BACKEND = "inductor" if tuple(int(v) for v in version("torch").split("+")[0].split(".")[:2]) >= (2, 3) else "aot_eager"
 # where torch.compile strips the step hooks (2.2) step n is taken at the
-# model's call n + 1 (docs/PROBE.md, silent steps): three steps give the
-# step audits 1 and 2 that eager mode takes in two
+# next iteration's opt.zero_grad(), before the model's call n + 1
+# (docs/PROBE.md, silent steps): three steps give the step audits 1 and 2
+# that eager mode takes in two
 COMPILED_STEPS = "3"
 
 
@@ -87,7 +88,7 @@ def test_seed_compiled_same_findings(tmp_path, order):
     the same findings, names, bytes and replacement lines at every audit
     point (the fixed order: nothing, at audits that happened); on torch 2.2,
     whose torch.compile strips the step hooks, the steps are taken at the
-    model's next call (docs/PROBE.md)."""
+    next iteration's zero_grad (docs/PROBE.md)."""
     eager, compiled = tmp_path / "eager", tmp_path / "compiled"
     eager.mkdir()
     compiled.mkdir()

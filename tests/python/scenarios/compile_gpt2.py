@@ -6,7 +6,9 @@ what a run without it prints (test_compile.py).
 
 CASE: eager (deterministic eager run, no compile), module (torch.compile(model)),
 method (model.compile()), forward (torch.compile(model.forward)), optimizer
-(eager model, a compiled optimizer step), autotune (torch.compile(model,
+(eager model, a compiled optimizer step), train_step (one torch.compile(fn)
+over forward, backward, optimizer step and zero_grad: no eager module call),
+autotune (torch.compile(model,
 mode="max-autotune-no-cudagraphs")), export (torch.export.export of the model).
 A case the torch lacks prints "skip: <why>" and exits 0."""
 import hashlib
@@ -55,16 +57,21 @@ def train(case, model):
     run = compiled(case, model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     step = torch.compile(opt.step, backend=backend) if case == "optimizer" else opt.step
-    g = torch.Generator().manual_seed(1)
-    losses = []
-    for _ in range(STEPS):
-        x = torch.randint(0, 512, (2, 32), generator=g)
+
+    def train_step(x):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss = run(x, labels=x).loss
         loss.backward()
         step()
         opt.zero_grad(set_to_none=True)
-        losses.append(loss.item().hex())
+        return loss
+    if case == "train_step":
+        train_step = torch.compile(train_step, backend=backend)
+    g = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(STEPS):
+        x = torch.randint(0, 512, (2, 32), generator=g)
+        losses.append(train_step(x).item().hex())
     return losses
 
 
