@@ -161,29 +161,37 @@ class _Roots:
                     continue
                 if type(d) is dict and (id(d) not in self.modules or name == "__main__"):
                     self.modules[id(d)] = name
-        running = list(sys._current_frames().values())
-        for at, frame in enumerate(running + _ended_frames() + list(finished_frames)):
-            while frame is not None:
-                code = frame.f_code
-                file = code.co_filename
-                if file.startswith(_PROBE_PREFIX):  # the probe's own code, loaded under the shim
-                    file = file[len(_PROBE_PREFIX):]
-                if not file.startswith(skip_file):
-                    try:
-                        names = frame.f_locals
-                    except Exception:
-                        names = None
-                    if type(names) is dict and names is not frame.f_globals:
-                        if code.co_flags & _CO_OPTIMIZED and frame.f_trace is None:
-                            self.snapshots.append(names)
-                        for var, value in names.items():
-                            self.locals.setdefault(id(value), (var, _name(type(value))))
-                        if at < len(running) and _TORCH_PART in file:
+        # this thread's list holds this very frame: it is emptied after the
+        # loop, or the cycle would keep the program's frames (and their
+        # tensors) alive until the next collection
+        frames = list(sys._current_frames().values())
+        threads = len(frames)
+        frames += _ended_frames() + list(finished_frames)
+        try:
+            for at, frame in enumerate(frames):
+                while frame is not None:
+                    code = frame.f_code
+                    file = code.co_filename
+                    if file.startswith(_PROBE_PREFIX):  # the probe's own code, loaded under the shim
+                        file = file[len(_PROBE_PREFIX):]
+                    if not file.startswith(skip_file):
+                        try:
+                            names = frame.f_locals
+                        except Exception:
+                            names = None
+                        if type(names) is dict and names is not frame.f_globals:
+                            if code.co_flags & _CO_OPTIMIZED and frame.f_trace is None:
+                                self.snapshots.append(names)
                             for var, value in names.items():
-                                self.in_torch.setdefault(id(value), var)
-                    elif type(names) is dict and code.co_name == "<module>":
-                        self._module_body(names)
-                frame = frame.f_back
+                                self.locals.setdefault(id(value), (var, _name(type(value))))
+                            if at < threads and _TORCH_PART in file:
+                                for var, value in names.items():
+                                    self.in_torch.setdefault(id(value), var)
+                        elif type(names) is dict and code.co_name == "<module>":
+                            self._module_body(names)
+                    frame = frame.f_back
+        finally:
+            frames.clear()
         main = sys.modules.get("__main__")
         if is_a(main, types.ModuleType):
             self._module_body(_MODULE_DICT.__get__(main, type(main)))

@@ -16,6 +16,10 @@ exit status, output and files must match.
   garbage collection starts while the probe's code runs (the probe holds
   the collector off: python/tpaudit/_collector.py), so none of the
   program's __del__ runs inside an audit;
+- frames: a function that trained two steps (its frame on the stack
+  during the step audits) returns, with the collector off: the tensors its
+  frame held are freed as it returns, with the probe as without it (the
+  holder walk keeps no reference cycle through the frames it read);
 - coverage: `coverage run` and `pytest --cov --cov-fail-under` of a program
   report what they report without the probe (skips, saying why, when the
   venv has no coverage.py).
@@ -71,6 +75,12 @@ def case_apis(work, shim, bindir, py):
 
 def case_collections(work, shim, bindir, py):
     out, _, _ = twin_runs(work, [py, host("host_collections.py")], shim, limit_s=300)
+    (db,) = dbs(out)
+    check(q(db, "select count(*) from audit where end_ns is not null")[0][0] >= 2, "fewer than 2 audits were taken")
+
+
+def case_frames(work, shim, bindir, py):
+    out, _, _ = twin_runs(work, [py, host("host_frames.py")], shim, limit_s=300)  # stdout: freed, as without
     (db,) = dbs(out)
     check(q(db, "select count(*) from audit where end_ns is not null")[0][0] >= 2, "fewer than 2 audits were taken")
 
