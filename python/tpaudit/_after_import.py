@@ -2,7 +2,11 @@
 importing it: a meta path finder that wraps the module's loader.  Used by
 the bootstrap (torch) and the FSDP2 watcher (FSDP2's parameter module).
 It imports nothing of the probe: the caller says what an error of its
-callback does (on_error), so no import circle runs through here."""
+callback does (on_error), so no import circle runs through here.
+Every import of the program passes through find_spec while a finder waits
+(the FSDP2 watcher's, for the whole run when FSDP2 is never imported): its
+code is told to dynamo as code it never traces (_hooks._EvalFrame), so an
+import inside a compiled function is no frame dynamo counts."""
 import sys
 
 
@@ -33,6 +37,17 @@ class _Finder:
 
         spec.loader = _Loader()
         return spec
+
+
+def finder_code():
+    """The code objects that run inside the program's imports: find_spec and
+    the loader methods defined in it."""
+    found, todo = [], [_Finder.find_spec.__code__]
+    while todo:
+        code = todo.pop()
+        found.append(code)
+        todo.extend(c for c in code.co_consts if isinstance(c, type(code)))
+    return found
 
 
 def after_import(name, callback, on_error):

@@ -21,6 +21,7 @@ import gc
 import os
 import sys
 
+from . import _after_import
 from . import _collector
 from . import _config
 from . import _facts
@@ -94,9 +95,33 @@ class _EvalFrame:
         self.set = _keep
 
     def install(self, torch):
-        found = getattr(getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None), "set_eval_frame", None)
+        frames = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+        found = getattr(frames, "set_eval_frame", None)
         if callable(found):
             self.set = found
+        skip = _skip_code(frames)
+        for code in _after_import.finder_code():
+            skip(code)
+
+
+def _skip_code(frames):
+    """dynamo's C call that marks a code object as one it never traces (the
+    frame runs as if no callback were on, and counts nowhere): skip_code up to
+    torch 2.6, set_code_exec_strategy(code, SKIP for the frame, DEFAULT for
+    what it calls) from 2.7 (what torch._dynamo.skip does); _keep without
+    dynamo."""
+    old = getattr(frames, "skip_code", None)
+    if callable(old):
+        return old
+    strategy = getattr(frames, "set_code_exec_strategy", None)
+    action, kind = getattr(frames, "_FrameAction", None), getattr(frames, "_FrameExecStrategy", None)
+    if callable(strategy) and action is not None and kind is not None:
+        return functools.partial(_set_strategy, strategy, kind(action.SKIP, action.DEFAULT))
+    return _keep
+
+
+def _set_strategy(strategy, skip, code):
+    strategy(code, skip)
 
 
 def _keep(callback):

@@ -112,15 +112,11 @@ def gpt2(case):
 
 # torch 2.6, train_step: autocast entered inside the compiled function asks
 # torch.cuda whether NVML is there (importlib.util.find_spec) in a frame
-# dynamo runs with its callback on; the probe's import hook
-# (_after_import.py's find_spec, on sys.meta_path) is then one more frame
-# dynamo skips and counts (frames ok 44 of 45 against 43 of 44; checked
-# 2026-12-06 with TORCH_LOGS=+dynamo).  Not yet fixed: strict, so the fix shows.
-IMPORT_HOOK_SHOWS = (2, 3) <= TORCH < (2, 7)
-
-
-@pytest.mark.parametrize("case", ["eager", "module", "method", "forward", pytest.param("train_step", marks=pytest.mark.xfail(
-    IMPORT_HOOK_SHOWS, strict=True, reason="the probe's import hook is a frame dynamo counts (torch 2.6)")), "autotune"])
+# dynamo runs with its callback on; the probe's import hook (_after_import.py's
+# find_spec, on sys.meta_path) was one more frame dynamo converted and counted
+# (frames ok 44 of 45 against 43 of 44) until its code was marked as never
+# traced (_hooks._EvalFrame.install): train_step fails on 2.6 without that.
+@pytest.mark.parametrize("case", ["eager", "module", "method", "forward", "train_step", "autotune"])
 def test_compiled_model_same_counters_graphs_losses(tmp_path, case):
     # max-autotune prints its choices and torch's warnings of the benchmark
     # only when it tunes: the first run fills inductor's cache, the second
