@@ -5,7 +5,7 @@ It imports nothing of the probe: the caller says what an error of its
 callback does (on_error), so no import circle runs through here.
 Every import of the program passes through find_spec while a finder waits
 (the FSDP2 watcher's, for the whole run when FSDP2 is never imported): its
-code is told to dynamo as code it never traces (_hooks._EvalFrame), so an
+code is told to dynamo as code it never traces (_dynamo_frames.install), so an
 import inside a compiled function is no frame dynamo counts."""
 import sys
 

@@ -37,6 +37,7 @@ import inspect
 import sys
 import weakref
 
+from . import _dynamo_frames
 from . import _track
 
 _installed = None  # (Module class, original __call__, twin)
@@ -120,11 +121,9 @@ def install(torch):
     if not inspect.isfunction(call) or compiling is None or compiling() is not False:
         return  # (a test that raises here turns the part off, never a module call)
     twin = twin_of(call, compiling)
-    set_eval_frame = getattr(getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None), "set_eval_frame", None)
-    if twin is not None and callable(set_eval_frame):
+    if twin is not None and _dynamo_frames.found:  # (installed by _hooks._patch before this)
         global _off
-        _off = functools.partial(set_eval_frame, None)
-        _track.set_eval_frame = set_eval_frame
+        _off = functools.partial(_dynamo_frames.callback_set, None)
     if twin is not None:
         Module.__call__ = twin
         if Module.__dict__.get(call.__name__) is call:

@@ -21,8 +21,8 @@ import gc
 import os
 import sys
 
-from . import _after_import
 from . import _collector
+from . import _dynamo_frames
 from . import _config
 from . import _facts
 from . import _forward
@@ -83,52 +83,6 @@ def _never():
 
 
 _compiling = _never  # torch's is_dynamo_compiling (_patch): dynamo reads it by this module's name
-
-
-class _EvalFrame:
-    """dynamo's frame callback: `set(callback)` puts one on (None: off) and
-    returns the one that was on (torch._C._dynamo.eval_frame.set_eval_frame,
-    a C call: no frame; None to None changes nothing, so a process where
-    dynamo is off, or another tool's frame evaluator, is left as it is)."""
-
-    def __init__(self):
-        self.set = _keep
-
-    def install(self, torch):
-        frames = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
-        found = getattr(frames, "set_eval_frame", None)
-        if callable(found):
-            self.set = found
-        skip = _skip_code(frames)
-        for code in _after_import.finder_code():
-            skip(code)
-
-
-def _skip_code(frames):
-    """dynamo's C call that marks a code object as one it never traces (the
-    frame runs as if no callback were on, and counts nowhere): skip_code up to
-    torch 2.6, set_code_exec_strategy(code, SKIP for the frame, DEFAULT for
-    what it calls) from 2.7 (what torch._dynamo.skip does); _keep without
-    dynamo."""
-    old = getattr(frames, "skip_code", None)
-    if callable(old):
-        return old
-    strategy = getattr(frames, "set_code_exec_strategy", None)
-    action, kind = getattr(frames, "_FrameAction", None), getattr(frames, "_FrameExecStrategy", None)
-    if callable(strategy) and action is not None and kind is not None:
-        return functools.partial(_set_strategy, strategy, kind(action.SKIP, action.DEFAULT))
-    return _keep
-
-
-def _set_strategy(strategy, skip, code):
-    strategy(code, skip)
-
-
-def _keep(callback):
-    return None
-
-
-_eval_frame = _EvalFrame()
 
 
 def _checked(test):
@@ -319,7 +273,7 @@ def _patch(torch):
     import functools
     global _compiling
     _compiling = _checked(_forward.compiling_test(torch))
-    _eval_frame.install(torch)
+    _dynamo_frames.install(torch)
     Module = torch.nn.Module
     orig_init = torch.optim.Optimizer.__init__
     orig_register = Module.register_parameter
@@ -370,25 +324,25 @@ def _patch(torch):
         # run eagerly by a frame dynamo left (torch 2.2's compiled opt.step):
         # its callback is off while the probe works, so it converts no frame of it
         # (the callback goes off before the collector hold's own frames run)
-        prior = _eval_frame.set(None)
+        prior = _dynamo_frames.callback_set(None)
         try:
             with _collector.held():
                 silent.hooked(opt)
                 on_step(opt, sys._getframe(1))
         finally:
-            _eval_frame.set(prior)
+            _dynamo_frames.callback_set(prior)
 
     def silent_step(opt, caller):
         """A step the pre-hook did not see (_silent_steps.py), taken with
         dynamo's callback off as the hook's are."""
         if not state.enabled:
             return
-        prior = _eval_frame.set(None)
+        prior = _dynamo_frames.callback_set(None)
         try:
             with _collector.held():
                 on_step(opt, caller)
         finally:
-            _eval_frame.set(prior)
+            _dynamo_frames.callback_set(prior)
 
     def on_step(opt, caller):
         entry = counts.get(id(opt))

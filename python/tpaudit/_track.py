@@ -6,6 +6,8 @@ holds weakrefs whose callbacks drop the entry.
 import sys
 import weakref
 
+from . import _dynamo_frames
+
 
 class WeakIdMap:
     """id(obj) -> (weakref(obj), value); an entry vanishes with its object."""
@@ -46,9 +48,6 @@ scanned = WeakIdMap()      # optimizer -> True once its gc referrer scan ran
 step_counts = {}           # id(optimizer) -> [steps taken, next step due]; a new optimizer drops its id's
 
 
-set_eval_frame = None  # torch's C set_eval_frame, set with the twin (_forward.install)
-
-
 def notify_module_call(module, callback=None):
     """Calls each of module_call_listeners with module (the twin of
     Module.__call__ calls it at each eager module call while the list is not
@@ -62,8 +61,8 @@ def notify_module_call(module, callback=None):
             except Exception:
                 pass
     finally:
-        if callback is not None and set_eval_frame is not None:
-            set_eval_frame(callback)
+        if callback is not None:
+            _dynamo_frames.callback_set(callback)
 
 
 class _Changes:
