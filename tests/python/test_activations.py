@@ -438,7 +438,7 @@ def test_fsdp2_activations_per_rank_match_memtracker(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, "-m", "torch.distributed.run",
-                        "--nproc-per-node", "2", str(script), json.dumps(list(SIZES["gpt2"])), str(tmp_path / "tracked")],
+                        "--standalone", "--nproc-per-node", "2", str(script), json.dumps(list(SIZES["gpt2"])), str(tmp_path / "tracked")],
                        capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     totals = {}
