@@ -73,7 +73,9 @@ static int read_audits(sqlite3 *db, const char *device, tpa_run_t *run, size_t *
                            -1, &audits, NULL) != SQLITE_OK)
         return -1;
     if (device && sqlite3_prepare_v2(db,
-                           "SELECT audit_id, owner_kind, owner, max(path), max(created_at), sum(bytes), sum(tensors)"
+                           /* an autograd row's path is the module that made its bytes (a held graph's), no path */
+                           "SELECT audit_id, owner_kind, owner, max(CASE WHEN owner_kind <> 'autograd' THEN path END),"
+                           " max(created_at), sum(bytes), sum(tensors)"
                            " FROM ledger WHERE audit_id=?1 AND device=?2 GROUP BY owner_kind, owner"
                            " ORDER BY owner_kind, owner",
                            -1, &groups, NULL) != SQLITE_OK) {

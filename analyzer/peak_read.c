@@ -1,7 +1,8 @@
 /* peak_read.c - a run's peak of activations: of its finished audits whose
- * ledger has rows "saved for backward in <module>" (TPAUDIT_SAVED_IN: what
- * a step saved for backward, by the deepest module whose forward made it),
- * the one where they add up to the most, with its step, its label and its
+ * ledger tells saved-for-backward bytes by the deepest module whose forward
+ * made them (TPAUDIT_SAVED_IN: rows "saved for backward in <module>" of a
+ * graph no holder keeps, and the rows of a graph a holder keeps whose path
+ * says it), the one where they add up to the most, with its step, its label and its
  * modules, the most bytes first (docs/ANALYZER.md, "The peak of
  * activations"). */
 #include <stdlib.h>
@@ -17,6 +18,12 @@ static int prepare_saved(sqlite3 *db, const char *sql, sqlite3_stmt **st) {
     return 0;
 }
 
+/* The module a ledger row of kind autograd tells, where it tells one: its
+ * owner's or its path's text after ?1 (a held graph's row). */
+#define MODULE_OF_ROW                                                                                               \
+    "CASE WHEN substr(owner, 1, length(?1)) = ?1 THEN substr(owner, length(?1) + 1)"                            \
+    " WHEN substr(path, 1, length(?1)) = ?1 THEN substr(path, length(?1) + 1) END"
+
 /* The audit with the most saved bytes by module, into run; 0 when none, -1 when the query fails. */
 static int64_t peak_audit(sqlite3 *db, tpa_run_t *run) {
     sqlite3_stmt *st;
@@ -24,7 +31,8 @@ static int64_t peak_audit(sqlite3 *db, tpa_run_t *run) {
     if (prepare_saved(db,
                       "SELECT a.id, a.step, a.label, sum(l.bytes) FROM ledger l JOIN audit a ON a.id = l.audit_id"
                       " WHERE a.end_ns IS NOT NULL AND l.owner_kind = 'autograd'"
-                      " AND substr(l.owner, 1, length(?1)) = ?1 GROUP BY a.id ORDER BY sum(l.bytes) DESC, a.id LIMIT 1",
+                      " AND (substr(l.owner, 1, length(?1)) = ?1 OR substr(l.path, 1, length(?1)) = ?1)"
+                      " GROUP BY a.id ORDER BY sum(l.bytes) DESC, a.id LIMIT 1",
                       &st))
         return -1;
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 3) > 0) {
@@ -41,9 +49,9 @@ static int64_t peak_audit(sqlite3 *db, tpa_run_t *run) {
 static int peak_modules(sqlite3 *db, int64_t audit, tpa_run_t *run) {
     sqlite3_stmt *st;
     if (prepare_saved(db,
-                      "SELECT substr(owner, length(?1) + 1), sum(bytes) FROM ledger WHERE audit_id = ?2"
-                      " AND owner_kind = 'autograd' AND substr(owner, 1, length(?1)) = ?1"
-                      " GROUP BY owner ORDER BY sum(bytes) DESC, owner LIMIT ?3",
+                      "SELECT " MODULE_OF_ROW " AS module, sum(bytes) FROM ledger WHERE audit_id = ?2"
+                      " AND owner_kind = 'autograd' AND module IS NOT NULL"
+                      " GROUP BY module ORDER BY sum(bytes) DESC, module LIMIT ?3",
                       &st))
         return -1;
     sqlite3_bind_int64(st, 2, audit);

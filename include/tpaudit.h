@@ -57,7 +57,8 @@ extern "C" {
 /* The owner of a ledger row of kind "autograd" that holds tensors a graph
  * no named holder keeps saved for backward (this step's), followed by the
  * deepest module whose forward made them ("saved for backward in
- * transformer.h.3.attn"). */
+ * transformer.h.3.attn"); the same words are the path of a row of the
+ * graph a holder keeps ("autograd graph of out"), one row per module. */
 #define TPAUDIT_SAVED_IN "saved for backward in "
 
 /* Status codes. */

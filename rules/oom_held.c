@@ -85,41 +85,52 @@ static int activations(tpa_saved_modules_t *by_module, tpa_held_sums_t *s, held_
     return 1;
 }
 
-void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t largest_free, const tpa_finding_t *growth,
-                  tpa_held_sums_t *s, tpa_oom_text_t *t) {
-    char b[32];
-    memset(s, 0, sizeof *s);
-    s->grown = -1;
+/* Owner `owner` is the growing holder, or the autograd graph it keeps. */
+static int is_grown(const tpa_finding_t *growth, const char *owner) {
+    static const char graph_of[] = "autograd graph of ";
+    if (!growth || !growth->holder_path || !owner) return 0;
+    if (!strcmp(growth->holder_path, owner)) return 1;
+    return !strncmp(owner, graph_of, sizeof graph_of - 1) && !strcmp(owner + sizeof graph_of - 1, growth->holder_path);
+}
+
+/* `sql` prepared with ?1 bound to audit `audit_id`, ?2 to device `dev`
+ * ("" any) and ?3 to the words of a row told by module; NULL on failure. */
+static sqlite3_stmt *prepare_at(sqlite3 *db, const char *sql, int64_t audit_id, const char *dev) {
     sqlite3_stmt *st;
-    if (audit_id <= 0 ||
-        sqlite3_prepare_v2(db,
-                           "SELECT owner_kind, owner, sum(bytes) FROM ledger WHERE audit_id=?1 AND (?2='' OR device=?2)"
-                           " GROUP BY owner_kind, owner ORDER BY sum(bytes) DESC, owner",
-                           -1, &st, NULL) != SQLITE_OK)
-        return;
+    if (audit_id <= 0 || sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return NULL;
     sqlite3_bind_int64(st, 1, audit_id);
     sqlite3_bind_text(st, 2, dev, -1, SQLITE_TRANSIENT);
-    held_entry_t e[TPA_OOM_HELD_ENTRIES];
-    size_t n = 0;
-    int64_t named_autograd = 0;
-    tpa_saved_modules_t *by_module = calloc(1, sizeof *by_module); /* the step's saved tensors by module */
-    const size_t prefix = strlen(TPAUDIT_SAVED_IN);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *kind = (const char *)sqlite3_column_text(st, 0), *owner = (const char *)sqlite3_column_text(st, 1);
-        int64_t bytes = tpa_sane_bytes(sqlite3_column_int64(st, 2));
-        s->has_ledger = 1;
-        if (!kind || !add_to_sums(s, kind, owner, bytes)) continue;
-        if (!strcmp(kind, "autograd") && !strncmp(owner, TPAUDIT_SAVED_IN, prefix)) {
-            if (by_module) tpa_saved_add(by_module, owner + prefix, bytes);
-            continue;
-        }
-        if (n >= TPA_OOM_NAMED_LISTED) continue;
-        if (!strcmp(kind, "autograd")) named_autograd = tpa_add_bytes(named_autograd, bytes);
-        named_entry(&e[n++], owner, bytes, growth, s);
+    sqlite3_bind_text(st, 3, TPAUDIT_SAVED_IN, -1, SQLITE_STATIC);
+    return st;
+}
+
+/* Into `by_module`, the saved bytes of the graphs holders keep that the
+ * ledger tells by module (their rows' path "saved for backward in
+ * <module>"), but those of the growing holder's graph, named by it. */
+static void held_graphs_by_module(sqlite3 *db, int64_t audit_id, const char *dev, const tpa_finding_t *growth,
+                                  tpa_saved_modules_t *by_module) {
+    sqlite3_stmt *st = by_module ? prepare_at(db,
+                                              "SELECT owner, substr(path, length(?3) + 1), sum(bytes) FROM ledger"
+                                              " WHERE audit_id=?1 AND (?2='' OR device=?2) AND owner_kind='autograd'"
+                                              " AND substr(path, 1, length(?3))=?3 GROUP BY owner, path"
+                                              " ORDER BY sum(bytes) DESC, owner, path",
+                                              audit_id, dev)
+                                 : NULL;
+    while (st && sqlite3_step(st) == SQLITE_ROW) {
+        const char *owner = (const char *)sqlite3_column_text(st, 0);
+        const char *module = (const char *)sqlite3_column_text(st, 1);
+        if (module && !is_grown(growth, owner))
+            tpa_saved_add(by_module, module, tpa_sane_bytes(sqlite3_column_int64(st, 2)));
     }
     sqlite3_finalize(st);
-    n += (size_t)activations(by_module, s, &e[n]);
-    free(by_module);
+}
+
+/* After the n entries of e, the sums of `s` with no holder named: optimizer
+ * state, parameters, gradients, stale tensors, and what else the step saved
+ * for backward (the autograd bytes no named entry and no module took, with
+ * those unattributed); the count of entries then. */
+static size_t add_sum_entries(const tpa_held_sums_t *s, int64_t named_autograd, held_entry_t *e, size_t n) {
+    char b[32];
     struct {
         const char *words;
         int64_t bytes;
@@ -135,6 +146,47 @@ void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t larges
             e[n].bytes = parts[i].bytes;
             e[n++].named = 0;
         }
+    return n;
+}
+
+void tpa_oom_held(sqlite3 *db, int64_t audit_id, const char *dev, int64_t largest_free, const tpa_finding_t *growth,
+                  tpa_held_sums_t *s, tpa_oom_text_t *t) {
+    char b[32];
+    memset(s, 0, sizeof *s);
+    s->grown = -1;
+    /* each owner's bytes, and those of its rows told by module (a held graph's) */
+    sqlite3_stmt *st = prepare_at(db,
+                                  "SELECT owner_kind, owner, sum(bytes), sum(CASE WHEN owner_kind='autograd'"
+                                  " AND substr(path, 1, length(?3))=?3 THEN bytes ELSE 0 END) FROM ledger"
+                                  " WHERE audit_id=?1 AND (?2='' OR device=?2)"
+                                  " GROUP BY owner_kind, owner ORDER BY sum(bytes) DESC, owner",
+                                  audit_id, dev);
+    if (!st) return;
+    held_entry_t e[TPA_OOM_HELD_ENTRIES];
+    size_t n = 0;
+    int64_t named_autograd = 0;
+    tpa_saved_modules_t *by_module = calloc(1, sizeof *by_module); /* the step's saved tensors by module */
+    const size_t prefix = strlen(TPAUDIT_SAVED_IN);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *kind = (const char *)sqlite3_column_text(st, 0), *owner = (const char *)sqlite3_column_text(st, 1);
+        int64_t bytes = tpa_sane_bytes(sqlite3_column_int64(st, 2)), by_modules = sqlite3_column_int64(st, 3);
+        s->has_ledger = 1;
+        if (!kind || !add_to_sums(s, kind, owner, bytes)) continue;
+        if (!strcmp(kind, "autograd") && !strncmp(owner, TPAUDIT_SAVED_IN, prefix)) {
+            if (by_module) tpa_saved_add(by_module, owner + prefix, bytes);
+            continue;
+        }
+        /* a holder's graph told by module is the step's activations, unless it grew */
+        if (by_modules > 0 && by_module && !is_grown(growth, owner)) continue;
+        if (n >= TPA_OOM_NAMED_LISTED) continue;
+        if (!strcmp(kind, "autograd")) named_autograd = tpa_add_bytes(named_autograd, bytes);
+        named_entry(&e[n++], owner, bytes, growth, s);
+    }
+    sqlite3_finalize(st);
+    held_graphs_by_module(db, audit_id, dev, growth, by_module);
+    n += (size_t)activations(by_module, s, &e[n]);
+    free(by_module);
+    n = add_sum_entries(s, named_autograd, e, n);
     qsort(e, n, sizeof *e, by_bytes);
     for (size_t i = 0; i < n; i++) tpa_oom_add(t, "%s%s", t->used ? " · " : "", e[i].words);
     if (s->cache > 0 || largest_free >= 0) {

@@ -5,7 +5,9 @@ owner group and device (docs/schema.md, table ledger): parameters by module,
 gradients by module, optimizer state by optimizer, stale tensors (held by an
 optimizer for a parameter no live model has), tensors held by other Python
 objects by holder (_holders.py), tensors saved in live autograd graphs by
-the tensor whose graph it is, on a GPU the cuBLAS and cuBLASLt workspaces
+the tensor whose graph it is (a graph a holder keeps: one row per module
+whose forward made its saved tensors, each row's path 'saved for backward
+in <module>', the rows of the holder adding up to its graph's bytes), on a GPU the cuBLAS and cuBLASLt workspaces
 PyTorch's allocator gave out (kind 'library'), at an OOM in backward the
 autograd engine's buffers in flight (kind 'autograd'; _workspaces.py) and
 the allocator's free cache, and what is left as unattributed; plus the
@@ -38,7 +40,7 @@ ORDER = ("parameter", "gradient", "optimizer_state", "stale", "held", "autograd"
 
 class _Group:
     __slots__ = ("kind", "owner", "device", "holder_class", "bytes", "tensors", "shapes", "largest",
-                 "dtype", "with_graph", "path", "path_rank", "newest", "made_bytes", "created_at")
+                 "dtype", "with_graph", "path", "path_rank", "newest", "made_bytes", "created_at", "made_in")
 
     def __init__(self, kind, owner, device, holder_class=None):
         self.kind, self.owner, self.device, self.holder_class = kind, owner, device, holder_class
@@ -46,6 +48,7 @@ class _Group:
         self.shapes = collections.Counter()
         self.dtype = self.path = self.created_at = None
         self.path_rank = self.newest = self.made_bytes = -1
+        self.made_in = None  # a held graph's saved bytes: module -> [bytes, tensors], None: not split
 
     def row(self):
         shapes = [s for s, _ in self.shapes.most_common(MAX_SHAPES)]
@@ -53,6 +56,25 @@ class _Group:
                 "holder_class": self.holder_class, "path": self.path, "bytes": self.bytes,
                 "tensors": self.tensors, "shapes": "[%s]" % ",".join(shapes) if shapes else None,
                 "dtype": self.dtype, "with_graph": self.with_graph, "created_at": self.created_at}
+
+    def split_rows(self):
+        """The group's rows: one, or where its bytes are told by the module
+        that made them, one per module (the most bytes first, path 'saved
+        for backward in <module>'; the bytes of no known module in a row
+        with no path), the group's shapes, dtype, tensors with a graph and
+        creation line on the first only, so that every reader summing a
+        holder's rows by owner reads what its one row said."""
+        whole = self.row()
+        if not self.made_in:
+            return [whole]
+        parts = sorted(self.made_in.items(), key=lambda m: (-m[1][0], m[0] or ""))
+        rows = []
+        for module, (nbytes, tensors) in parts:
+            row = dict(whole, bytes=nbytes, tensors=tensors, path=None if module is None else SAVED_IN + module)
+            if rows:
+                row.update(shapes=None, dtype=None, with_graph=0, created_at=None)
+            rows.append(row)
+        return rows
 
 
 class Ledger:
@@ -80,9 +102,10 @@ class Ledger:
             return None
         return str(t.device), ptr, nbytes
 
-    def add(self, kind, owner, t, holder_class=None, path=None, storage=None):
+    def add(self, kind, owner, t, holder_class=None, path=None, storage=None, made_in=False):
         """Adds tensor t to the group (kind, owner) unless its storage has an
-        owner already; True when it counted."""
+        owner already; True when it counted.  made_in: for a held graph's
+        saved tensor, the module whose forward made it (None: not known)."""
         where = storage or self.storage_of(t)
         if where is None:
             return False
@@ -96,6 +119,12 @@ class Ledger:
             g = self.groups[(kind, owner, device)] = _Group(kind, owner, device, holder_class)
         g.bytes += nbytes
         g.tensors += 1
+        if made_in is not False:
+            if g.made_in is None:
+                g.made_in = {}
+            part = g.made_in.setdefault(made_in, [0, 0])
+            part[0] += nbytes
+            part[1] += 1
         shape = "[%s]" % ",".join(map(str, t.shape))
         g.shapes[shape] += nbytes
         if nbytes > g.largest:
@@ -144,7 +173,7 @@ class Ledger:
             attributed = 0
             for g in mine:
                 if g.kind != "unattributed":
-                    out.append(g.row())
+                    out.extend(g.split_rows())
                     attributed += g.bytes
             for (kind, owner), nbytes in sorted((libraries or {}).get(device, {}).items()):
                 out.append({"device": device, "owner_kind": kind, "owner": owner, "bytes": nbytes,
@@ -354,34 +383,33 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
     # graphs of named holders first, those held only through a frame's local
     # (this step's loss, also part of a running total's graph) after the others
     graphs.sort(key=lambda g: (g[0] is None, g[1]))
-    leaves, unheld = [], []
+    leaves, saved_all = [], []
     for container, _late, fn in graphs:
-        for node, saved in _graph_tensors(torch, fn, seen_nodes, leaves):
-            if container is not None:
-                led.add("autograd", "autograd graph of " + container, saved)
-            else:  # a graph no named holder keeps: this step's, by the module that made it where known
-                unheld.append((node, saved))
+        # a graph no named holder keeps (container None) is this step's
+        saved_all.extend((container, node, saved) for node, saved in _graph_tensors(torch, fn, seen_nodes, leaves))
     # a saved tensor is the module's whose forward made it (_made_by.py): the node that produced it (its
     # grad_fn, kept by the saved variable; the saving node's own for its output) where known, else the
     # node that saved it
-    makers = [(node, _maker(saved) or node, saved) for node, saved in unheld]
-    nodes = {id(n): n for _, n, _ in makers}
-    nodes.update((id(n), n) for n, _, _ in makers)
+    makers = [(container, node, _maker(saved) or node, saved) for container, node, saved in saved_all]
+    nodes = {id(n): n for _, _, n, _ in makers}
+    nodes.update((id(n), n) for _, n, _, _ in makers)
     groups = {}
-    if unheld:
+    if makers:
         modules = _made_by.Modules(models, led.storage_of)
         saved_names = {}
         groups = _made_by.groups(nodes, seen_nodes, modules, lambda n: _saved_tensors(n, saved_names),
                                  led.storage_of)
         modules.clear()
     nodes.clear()
-    for node, maker, saved in makers:
+    for container, node, maker, saved in makers:
         group = groups.get(id(maker)) or groups.get(id(node))
-        if group is not None:
+        if container is not None:  # the holder's row, told by module
+            led.add("autograd", "autograd graph of " + container, saved, made_in=group)
+        elif group is not None:
             led.add("autograd", SAVED_IN + group, saved)
         else:
             led.add("unattributed", None, saved)
-    unheld.clear()
+    saved_all.clear()
     makers.clear()
     groups.clear()
     for leaf in leaves:  # a model's parameters a graph still keeps (the model is gone), and their grads

@@ -27,7 +27,9 @@ each step's loss with its graph, retain_graph=True, until the OOM),
 step-graph (a step whose backward runs out while no variable keeps its
 loss: what its graph saved is told by module), blocks (the same with HF
 GPT-2 of 4 layers built from a small config: its activations told by
-block and by the kind of child in them), observer-fails (the growth loop whose OOM's allocator state cannot be read:
+block and by the kind of child in them), held-blocks (the same, the
+graph kept by the program's `out = gpt(ids, labels=ids)` and the OOM in
+the backward of out.loss), observer-fails (the growth loop whose OOM's allocator state cannot be read:
 a stage of the observer fails), eval and eval-bounded (an eval loop under
 no_grad with no optimizer, in a function, that keeps each batch's outputs,
 and its twin that keeps the last four; the OOM strikes inside the model's
@@ -154,6 +156,14 @@ def train(case, steps):
         gpt_opt = torch.optim.SGD(gpt.parameters(), lr=1e-3)  # noqa: F841 (trained by it, as a program's)
         ids = torch.randint(0, 512, (8, 64))
         OutOfMemoryInBackward.apply(gpt(ids).logits).square().mean().backward()
+    if case == "held-blocks":  # the same, the step's graph kept by the program's variable `out`
+        from transformers import GPT2Config, GPT2LMHeadModel
+        gpt = GPT2LMHeadModel(GPT2Config(n_layer=4, n_head=4, n_embd=128, vocab_size=512, n_positions=128,
+                                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+        gpt_opt = torch.optim.SGD(gpt.parameters(), lr=1e-3)  # noqa: F841 (trained by it, as a program's)
+        ids = torch.randint(0, 512, (8, 64))
+        out = gpt(ids, labels=ids)  # its cache, out['past_key_values'], keeps attention's keys and values
+        OutOfMemoryInBackward.apply(out.loss).backward()
     if case in ("raised", "raised-bounded"):
         raise RuntimeError("the program's own error, after its loop")
     if case == "fragmentation":

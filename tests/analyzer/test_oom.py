@@ -17,7 +17,10 @@ before fragmentation, and the
 Held list goes by bytes with each named holder's graph on its own; an OOM
 in the backward of HF GPT-2 (4 layers) heads its Held list and cause with
 "activations of transformer.h.0-3 ... (... each; mlp N%)", its twin in
-forward keeps the cause's words.  Needs
+forward keeps the cause's words; so does the same step whose graph the
+program's `out` keeps (the holder's ledger rows told by module, every
+audit's rows adding up to its total), while the graph of a list of losses
+that grew stays named by `losses`.  Needs
 TPAUDIT_BUILD (the build tree) in the environment."""
 import json
 import os
@@ -57,7 +60,8 @@ def runs(tmp_path_factory):
     """case -> (directory, completed `tpaudit run`), each case run once."""
     base = tmp_path_factory.mktemp("oom")
     done = {}
-    cases = ("peak", "too-large", "step-graph", "blocks", "fragmentation", "other", "caught", "clean", "killed")
+    cases = ("peak", "too-large", "step-graph", "blocks", "held-blocks", "fragmentation", "other", "caught", "clean",
+             "killed")
     for case in cases + LONG:
         done[case] = (base / case, run_case(base / case, sys.executable, HOST, case, steps=STEPS.get(case, "6")))
     for case in ("fatal", "caught"):
@@ -164,6 +168,104 @@ def test_what_the_steps_graph_saved_is_told_by_module(runs):
     assert held.group(1) == "0 1.2 MiB, 2 1.0 MiB", held.group(1)
     assert "saved for backward by this step" not in f["message"]  # the module rows are all it saved
     assert saved_rows(out) == {"0": 1280 << 10, "2": 1 << 20}
+
+
+def modules_at(out, audit_id):
+    """module -> bytes saved for backward at audit `audit_id`, as the ledger
+    tells them: the rows 'saved for backward in <module>' of a graph no
+    holder keeps, and those of a graph a holder keeps whose path says it."""
+    (db,) = Path(out).glob("*.db")
+    c = sqlite3.connect(db)
+    rows = c.execute("SELECT coalesce(CASE WHEN owner LIKE ?1 THEN owner END, path), sum(bytes) FROM ledger"
+                     " WHERE owner_kind='autograd' AND (owner LIKE ?1 OR path LIKE ?1) AND audit_id=?2"
+                     " GROUP BY 1", (SAVED_IN + "%", audit_id)).fetchall()
+    c.close()
+    return {m[len(SAVED_IN):]: b for m, b in rows}
+
+
+def oom_audit(out):
+    (db,) = Path(out).glob("*.db")
+    c = sqlite3.connect(db)
+    (audit,) = c.execute("SELECT id FROM audit WHERE label='oom'").fetchone()
+    c.close()
+    return audit
+
+
+def check_every_audit(out):
+    """At every audit the run took, each device's rows add up to its measured
+    total (no byte counted twice), and the rows of every graph a holder
+    keeps are told by module (a path 'saved for backward in <module>') or
+    are its one remainder of no known module; {audit id: {holder: bytes}}
+    of the graphs holders keep."""
+    (db,) = Path(out).glob("*.db")
+    c = sqlite3.connect(db)
+    graphs = {}
+    audits = [a for (a,) in c.execute("SELECT id FROM audit WHERE end_ns IS NOT NULL ORDER BY id")]
+    assert audits
+    for audit in audits:
+        for device, measured, rest in c.execute(
+                "SELECT device, sum(CASE WHEN owner_kind='measured' THEN bytes END),"
+                " sum(CASE WHEN owner_kind<>'measured' THEN bytes END) FROM ledger WHERE audit_id=? GROUP BY device",
+                (audit,)):
+            assert measured == rest, (audit, device, measured, rest)
+        for owner, rows, told, untold in c.execute(
+                "SELECT owner, count(*), sum(path LIKE ?2), sum(path IS NULL) FROM ledger WHERE audit_id=?1"
+                " AND owner_kind='autograd' AND owner LIKE 'autograd graph of %' GROUP BY owner, device",
+                (audit, SAVED_IN + "%")):
+            assert told >= 1 and untold <= 1 and told + untold == rows, (audit, owner, rows, told, untold)
+        graphs[audit] = dict(c.execute("SELECT owner, sum(bytes) FROM ledger WHERE audit_id=? AND"
+                                       " owner_kind='autograd' AND owner LIKE 'autograd graph of %' GROUP BY owner",
+                                       (audit,)))
+    c.close()
+    return graphs
+
+
+def test_the_graph_the_programs_out_keeps_is_told_by_block(runs):
+    """The GPT-2 step of the blocks case, its graph kept by the program's
+    `out = gpt(ids, labels=ids)` and the OOM in the backward of out.loss:
+    the Held list and the cause head with "activations of
+    transformer.h.0-3 ...", as where no variable keeps the graph, and name
+    no graph's holder; the ledger keeps the holders (`out`, its cache
+    `out['past_key_values']`, whose keys and values attention saved) and
+    tells their rows by module: each module's bytes are those of the blocks
+    case, but attention's keys and values, counted once, under the cache
+    that holds them; the peak counts them by module too."""
+    out = runs["held-blocks"][0]
+    doc = report(out)
+    f = died(doc)
+    audit = oom_audit(out)
+    graphs = check_every_audit(out)
+    assert labels(out).count("oom") == 1 and any(graphs.values())
+    rows, alone = modules_at(out, audit), modules_at(runs["blocks"][0], oom_audit(runs["blocks"][0]))
+    assert set(graphs[audit]) >= {"autograd graph of out"}, graphs[audit]
+    assert sum(rows.values()) == sum(graphs[audit].values())  # the graphs' every saved byte told by module
+    (db,) = Path(out).glob("*.db")
+    c = sqlite3.connect(db)
+    (cache,) = c.execute("SELECT sum(bytes) FROM ledger WHERE audit_id=? AND owner_kind='held' AND"
+                         " owner LIKE 'out[''past_key_values'']%'", (audit,)).fetchone()
+    c.close()
+    attn = [m for m in alone if m.endswith(".attn")]
+    assert len(attn) == 4 and cache > 0 and sum(alone[m] - rows[m] for m in attn) == cache, (rows, alone, cache)
+    assert {m: b for m, b in rows.items() if m not in attn and m != "lm_head"} == \
+        {m: b for m, b in alone.items() if m not in attn}  # lm_head: the loss out keeps saved the logits
+    blocks, kinds = {}, {}
+    for module, b in rows.items():
+        parts = module.split(".")
+        if parts[:2] == ["transformer", "h"]:
+            blocks[parts[2]] = blocks.get(parts[2], 0) + b
+            if len(parts) > 3:
+                kinds[parts[3]] = kinds.get(parts[3], 0) + b
+    total = sum(blocks.values())
+    kind = max(kinds, key=kinds.get)
+    headline = "activations of transformer.h.0-3 %s (%s each; %s %d%%)" % (
+        size(total), size(total // 4), kind, (100 * kinds[kind] + total // 2) // total)
+    assert f["oom"]["held"].startswith(headline + ", "), (headline, f["oom"]["held"])
+    assert "autograd graph of" not in f["message"] and "saved for backward by this step" not in f["message"]
+    assert f["oom"]["cause"] == "step_peak"
+    assert f["oom"]["cause_text"].startswith("the step's own peak: " + headline + ", of the "), f["oom"]["cause_text"]
+    (run,) = doc["runs"]
+    assert run["peak"]["label"] == "oom" and run["peak"]["bytes"] == sum(rows.values()), run["peak"]
+    assert {m["module"]: m["bytes"] for m in run["peak"]["modules"]} == rows
 
 
 def size(b):
@@ -424,6 +526,11 @@ def test_the_held_list_leads_with_the_largest_and_names_the_graph_a_holder_keeps
     assert sizes == sorted(sizes, reverse=True), entries
     assert f["oom"]["cause"] == "growth" and "`autograd graph of losses` +" in f["oom"]["cause_text"]
     assert "oom_host.py:" in f["oom"]["cause_text"]
+    # the ledger tells the graph of `losses` by module at every audit; the list that grew keeps it whole
+    graphs = check_every_audit(out)
+    held = [g["autograd graph of losses"] for g in graphs.values() if "autograd graph of losses" in g]
+    assert len(held) >= 4 and held == sorted(held) and held[-1] == graphs[oom_audit(out)]["autograd graph of losses"]
+    assert size(held[-1]) == size(entries[0][1]), (held[-1], entries[0])
     assert "oom" in labels(out) and tpaudit("gate", out).returncode == 1
     for case in ("growth", "fragmented-growth"):  # the list first there too
         held = held_entries(died(report(runs[case][0]))["oom"]["held"])
