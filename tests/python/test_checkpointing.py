@@ -26,6 +26,7 @@ and stderr are those it has without the probe).  MemTracker is not run beside it
 recomputation, its Pre-Forward-AC and Post-Forward-AC snapshots): the twin
 without checkpointing is the reference (ANALYZER.md, "Activations by
 module")."""
+import collections
 import json
 import os
 import sqlite3
@@ -241,3 +242,34 @@ def test_checkpointed_program_runs_as_without_the_probe(tmp_path, kind, mode):
     if mode == "on" and not hasattr(torch._C._autograd.SavedTensor, "unpack_hook"):
         # a checkpoint lives in both and this torch cannot tell its saved tensors: none read, none guessed
         assert told["after-forward"] == told["in-block-backward"] == 0, told
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_reentrant_recomputation_is_told_by_module(tmp_path, kind):
+    """The reentrant checkpoint recomputes a block's forward inside its
+    backward and keeps that graph in torch's own locals (checkpoint.py's
+    `outputs_with_grad`): inside the last block's backward the recomputed
+    graph's saved bytes are told by the block's modules that made them
+    (the ledger's path), over 256 KiB under the last block, its attention
+    among them, and none under the blocks not recomputed yet."""
+    script = tmp_path / "step.py"
+    script.write_text(STEP)
+    out = tmp_path / "out"
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, str(script), kind, "reentrant"],
+                       capture_output=True, text=True, timeout=600, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (path,) = out.glob("*.db")
+    db = sqlite3.connect(path)
+    rows = db.execute("select l.owner, l.path, l.bytes from ledger l join audit a on a.id = l.audit_id"
+                      " where a.label = 'in-block-backward' and a.end_ns is not null and l.owner_kind = 'autograd'"
+                      " and l.path like ?", (SAVED_IN + "%",)).fetchall()
+    db.close()
+    by_module = collections.Counter()
+    for owner, where, nbytes in rows:
+        by_module[where[len(SAVED_IN):]] += nbytes
+    blocks = MODELS[kind]
+    assert rolled_up(by_module, blocks + ".3") > 256 * KiB, rows
+    assert rolled_up(by_module, blocks + ".3.attn") > 0, rows
+    assert any(owner.endswith("outputs_with_grad") for owner, _, _ in rows), rows  # the recomputed graph's holder
+    for i in range(3):
+        assert rolled_up(by_module, "%s.%d" % (blocks, i)) == 0, (i, rows)
