@@ -115,7 +115,7 @@ def gpt2(case):
 # dynamo runs with its callback on; the probe's import hook (_after_import.py's
 # find_spec, on sys.meta_path) was one more frame dynamo converted and counted
 # (frames ok 44 of 45 against 43 of 44) until its code was marked as never
-# traced (_hooks._EvalFrame.install): train_step fails on 2.6 without that.
+# traced (_dynamo_frames.install): train_step fails on 2.6 without that.
 @pytest.mark.parametrize("case", ["eager", "module", "method", "forward", "train_step", "autotune"])
 def test_compiled_model_same_counters_graphs_losses(tmp_path, case):
     # max-autotune prints its choices and torch's warnings of the benchmark
