@@ -61,6 +61,11 @@ extern "C" {
  * graph a holder keeps ("autograd graph of out"), one row per module. */
 #define TPAUDIT_SAVED_IN "saved for backward in "
 
+/* The owner of a ledger row of kind "autograd" that holds a graph a named
+ * holder keeps, followed by that holder's path ("autograd graph of losses"):
+ * a rule that names a growing holder also owns the graph it keeps. */
+#define TPAUDIT_GRAPH_OF "autograd graph of "
+
 /* Status codes. */
 #define TPAUDIT_OK         0
 #define TPAUDIT_ENOTLOADED (-1) /* the shim is not in this process */

@@ -87,10 +87,10 @@ static int activations(tpa_saved_modules_t *by_module, tpa_held_sums_t *s, held_
 
 /* Owner `owner` is the growing holder, or the autograd graph it keeps. */
 static int is_grown(const tpa_finding_t *growth, const char *owner) {
-    static const char graph_of[] = "autograd graph of ";
+    const size_t prefix = strlen(TPAUDIT_GRAPH_OF);
     if (!growth || !growth->holder_path || !owner) return 0;
     if (!strcmp(growth->holder_path, owner)) return 1;
-    return !strncmp(owner, graph_of, sizeof graph_of - 1) && !strcmp(owner + sizeof graph_of - 1, growth->holder_path);
+    return !strncmp(owner, TPAUDIT_GRAPH_OF, prefix) && !strcmp(owner + prefix, growth->holder_path);
 }
 
 /* `sql` prepared with ?1 bound to audit `audit_id`, ?2 to device `dev`

@@ -29,7 +29,7 @@ from . import _saved_hooks
 from . import _track
 from . import _unmeasured
 from . import _workspaces
-from ._structs import SAVED_IN  # the owner of a step's saved tensors, then the module that made them (tpaudit.h)
+from ._structs import GRAPH_OF, SAVED_IN  # the owner prefixes of autograd rows (tpaudit.h)
 
 MODULE_DEPTH = 3          # parameters are grouped by their module path cut to this many parts
 MAX_GRAPH_NODES = 200000  # autograd nodes one audit walks, at most
@@ -404,7 +404,7 @@ def build(torch, models, optimizers, param_paths, walk=True, created=None):
     for container, node, maker, saved in makers:
         group = groups.get(id(maker)) or groups.get(id(node))
         if container is not None:  # the holder's row, told by module
-            led.add("autograd", "autograd graph of " + container, saved, made_in=group)
+            led.add("autograd", GRAPH_OF + container, saved, made_in=group)
         elif group is not None:
             led.add("autograd", SAVED_IN + group, saved)
         else:
