@@ -78,27 +78,28 @@ def compiling_test(torch):
     return None
 
 
-def twin_of(call, compiling):
-    """The twin of torch's __call__ function `call`, or None when its source
-    is not the one this file knows (the probe then finds models through the
-    optimizers' params and the frames' locals only)."""
+def twin_of(call, compiling, test=TEST, note=_NOTE, scope=None):
+    """The twin of torch's function `call` (by default Module's __call__),
+    whose first test `test` is prefixed with `note`, its globals `scope` (by
+    default this module's); None when its source is not the one the caller
+    knows (the probe then does without: for __call__, models are found
+    through the optimizers' params and the frames' locals only)."""
     lines, first = inspect.getsourcelines(call)
-    found = [i for i, line in enumerate(lines) if line.strip() == TEST]
+    found = [i for i, line in enumerate(lines) if line.strip() == test]
     if len(found) != 1 or first < 2:
         return None
     at = found[0]
-    lines[at] = lines[at].replace("if ", "if " + _NOTE, 1)
+    lines[at] = lines[at].replace("if ", "if " + note, 1)
     indent = lines[0][:len(lines[0]) - len(lines[0].lstrip())]
     # torch's def is a method: a class line above it keeps its indentation,
     # so lines and columns (a traceback's carets) are torch's own
     text = "\n" * (first - 2) + "class _Twin:\n" + "".join(lines)
     if not indent:
         text = "\n" * (first - 1) + "".join(lines)
-    global _compiling
-    _compiling = compiling
     # the twin's globals are this module's (dynamo reads an inlined
     # function's globals through its module's name)
-    scope = globals()
+    scope = globals() if scope is None else scope
+    scope["_compiling"] = compiling
     exec(compile(text, call.__code__.co_filename, "exec", dont_inherit=True), scope)
     twin = scope.pop("_Twin").__dict__[call.__name__] if indent else scope.pop(call.__name__)
     for attr in ("__module__", "__qualname__", "__doc__", "__annotations__"):

@@ -3,8 +3,8 @@
 Optimizer construction, the global optimizer step pre-hook (audits at the
 steps TPAUDIT_AUDIT names; under TPAUDIT_FAIL_FAST it waits for each audit's
 verdict and ends the run at one with an error; steps it does not see, a
-compiled opt.step's, are taken at the next root-module call by
-_silent_steps.py), the modules that ran
+compiled opt.step's, are taken at the next root-module call, zero_grad or
+eager backward by _silent_steps.py and _backward.py), the modules that ran
 forward (_forward.py: a twin of Module.__call__, no module hook), and
 register_parameter / __setattr__ / add_module patches that record parent
 links and replacement events.  Each patched function and the step
@@ -21,9 +21,10 @@ import gc
 import os
 import sys
 
+from . import _backward
 from . import _collector
-from . import _dynamo_frames
 from . import _config
+from . import _dynamo_frames
 from . import _facts
 from . import _forward
 from . import _growth
@@ -370,10 +371,13 @@ def _patch(torch):
                 judge(audit_id)
 
     # steps the pre-hook does not see (a compiled opt.step), taken at the
-    # next zero_grad or eager root-module call, before the growth watch's own listener
+    # next zero_grad, eager root-module call (before the growth watch's own
+    # listener) or eager Tensor.backward (_backward.py)
     silent = _silent_steps.SilentSteps(silent_step)
     _track.module_call_listeners.insert(0, silent)
+    _track.backward_listeners.append(silent)
     _parts.guard("forward_descriptor", _silent_steps.listen_at_zero_grad, torch, silent)
+    _parts.guard("forward_descriptor", _backward.install, torch)
     import torch.optim.optimizer as optimizer_mod
     optimizer_mod.register_optimizer_step_pre_hook(step_pre)
     if state.plan.at_exit:

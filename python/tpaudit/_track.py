@@ -39,6 +39,7 @@ class WeakIdMap:
 optimizers = WeakIdMap()   # optimizer -> None
 forwarded = {}             # id(module that ran forward) -> weakref(module): _forward.py's twin fills it
 module_call_listeners = []  # callables(module), called at each eager module call (notify_module_call)
+backward_listeners = []    # callables(tensor), called at each eager Tensor.backward (notify_backward)
 module_calls_wanted = set()  # ids of the modules the listeners want to hear of; empty: every module
 parents = WeakIdMap()      # module -> (weakref(parent), attribute name)
 owners = WeakIdMap()       # parameter -> (weakref(module), attribute name)
@@ -52,12 +53,24 @@ def notify_module_call(module, callback=None):
     """Calls each of module_call_listeners with module (the twin of
     Module.__call__ calls it at each eager module call while the list is not
     empty, having turned dynamo's frame callback off: `callback` is the one
-    that was on, put back here); a listener's exception is swallowed: it
-    never reaches the call."""
+    that was on, put back here)."""
+    _notify(module_call_listeners, module, callback)
+
+
+def notify_backward(tensor, callback=None):
+    """Calls each of backward_listeners with the tensor whose backward
+    starts (the twin of Tensor.backward, _backward.py, as above)."""
+    _notify(backward_listeners, tensor, callback)
+
+
+def _notify(listeners, value, callback):
+    """Calls each of listeners with value, then puts dynamo's frame callback
+    `callback` back; a listener's exception is swallowed: it never reaches
+    the program's call."""
     try:
-        for listener in list(module_call_listeners):
+        for listener in list(listeners):
             try:
-                listener(module)
+                listener(value)
             except Exception:
                 pass
     finally:

@@ -1,7 +1,10 @@
 """torch.compile is unchanged by tpaudit (issue 47): HF GPT-2 (4 layers,
 SDPA, bf16 autocast, AdamW) compiled with inductor on the CPU as
 torch.compile(model), model.compile(), torch.compile(model.forward), one
-torch.compile(fn) over forward, backward, optimizer step and zero_grad, with
+torch.compile(fn) over forward, backward, optimizer step and zero_grad (and
+one over an MLP dynamo traces whole, clearing the gradients with
+`p.grad = None`: its steps are heard at the eager loss.backward(),
+_backward.py), with
 mode="max-autotune-no-cudagraphs", with a compiled optimizer step, and
 exported with torch.export; FSDP2 + torch.compile on 2 gloo ranks; and the
 same model in eager mode with deterministic algorithms.  Each program runs
@@ -116,12 +119,18 @@ def gpt2(case):
 # find_spec, on sys.meta_path) was one more frame dynamo converted and counted
 # (frames ok 44 of 45 against 43 of 44) until its code was marked as never
 # traced (_dynamo_frames.install): train_step fails on 2.6 without that.
-@pytest.mark.parametrize("case", ["eager", "module", "method", "forward", "train_step", "autotune"])
+# torch 2.2, traced_step: the twin of Tensor.backward hears the backward, but
+# the silent-step reading sees no step there (docs/PROBE.md): exit audit alone.
+TRACED_STEP = pytest.param("traced_step", marks=pytest.mark.xfail(
+    HOOKS_STRIPPED, strict=True, reason="torch 2.2: the whole compiled step is not seen by the silent-step reading"))
+
+
+@pytest.mark.parametrize("case", ["eager", "module", "method", "forward", "train_step", TRACED_STEP, "autotune"])
 def test_compiled_model_same_counters_graphs_losses(tmp_path, case):
     # max-autotune prints its choices and torch's warnings of the benchmark
     # only when it tunes: the first run fills inductor's cache, the second
     # reuses it, so only that run's stderr differs (and not by the probe)
-    if STEP_HOOK_SHOWS and case == "train_step":  # its optimizer step is compiled: torch 2.2's difference
+    if STEP_HOOK_SHOWS and case in ("train_step", "traced_step"):  # its optimizer step is compiled: torch 2.2's difference
         plain, out = runs_but_frame_counts(tmp_path, gpt2(case))
     else:
         plain, out = twin_runs(tmp_path, gpt2(case), same_stderr=case != "autotune")

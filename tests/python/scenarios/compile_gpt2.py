@@ -8,6 +8,8 @@ CASE: eager (deterministic eager run, no compile), module (torch.compile(model))
 method (model.compile()), forward (torch.compile(model.forward)), optimizer
 (eager model, a compiled optimizer step), train_step (one torch.compile(fn)
 over forward, backward, optimizer step and zero_grad: no eager module call),
+traced_step (the same over an MLP dynamo traces whole, the gradients cleared
+with `p.grad = None`: no eager call but loss.backward()),
 autotune (torch.compile(model,
 mode="max-autotune-no-cudagraphs")), export (torch.export.export of the model).
 A case the torch lacks prints "skip: <why>" and exits 0."""
@@ -75,6 +77,27 @@ def train(case, model):
     return losses
 
 
+def traced_step():
+    """One torch.compile(fn) over forward, backward and step of a model
+    dynamo traces whole (an MLP: no graph break in its forward), the
+    gradients cleared with `p.grad = None`: the loop's one eager call is
+    loss.backward()."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def train_step(x):
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        for p in model.parameters():
+            p.grad = None
+        return loss
+    train_step = torch.compile(train_step, backend=backend)
+    g = torch.Generator().manual_seed(1)
+    return [train_step(torch.randn(32, 64, generator=g)).item().hex() for _ in range(STEPS)]
+
+
 class Logits(torch.nn.Module):
     """The model as export takes it: token ids in, logits out (no cache)."""
 
@@ -110,11 +133,14 @@ def main():
     if case == "eager":
         torch.use_deterministic_algorithms(True)
     warnings.simplefilter("default")
-    model = build()
-    if case == "export":
-        print("export", export(model))
-        return 0
-    losses = train(case, model)
+    if case == "traced_step":
+        losses = traced_step()
+    else:
+        model = build()
+        if case == "export":
+            print("export", export(model))
+            return 0
+        losses = train(case, model)
     seen = {k: dict(v) for k, v in counters.items()
             if k in ("stats", "frames", "graph_break", "recompiles", "unimplemented")}
     print("counters", json.dumps(seen, sort_keys=True))
