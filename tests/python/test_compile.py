@@ -146,7 +146,10 @@ def test_compiled_optimizer_step_same(tmp_path):
     (HOOKS_STRIPPED), so the step bound before that runs an empty hook loop,
     as without the probe.  Each step it takes is noticed at the model's next
     eager call, by its parameters' moved versions, and taken there
-    (docs/PROBE.md): step audits 1 and 2 see the model, as in eager mode."""
+    (docs/PROBE.md): step audits 1 and 2 see the model, as in eager mode.
+    On torch 2.2 inductor's step bumps no version: the optimizer's state step
+    count tells it there (with the versions alone no step audit was taken,
+    only the exit audit: checked 2026-12-07)."""
     _, out = twin_runs(tmp_path, gpt2("optimizer"))
     seen_model(audits(out))
     clean_report(out)
