@@ -12,6 +12,8 @@ adds no frame of its own where it uses them.
   traces: skip_code up to torch 2.6, set_code_exec_strategy(code, SKIP for
   the frame, DEFAULT for what it calls) from 2.7, what torch._dynamo.skip
   does.  dynamo then never calls back for it, so it is no frame it counts.
+  `never_traced(code)` marks another such code object (_step_hook_out.py's
+  function in TorchPatcher.patch's place).
 
 Without dynamo (torch before 2.0, or no eval_frame module) nothing changes.
 """
@@ -25,11 +27,12 @@ def _keep(_callback):
 
 
 callback_set = _keep
+never_traced = _keep
 found = False  # torch's set_eval_frame is callback_set
 
 
 def install(torch):
-    global callback_set, found
+    global callback_set, found, never_traced
     frames = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
     set_eval_frame = getattr(frames, "set_eval_frame", None)
     if callable(set_eval_frame):

@@ -33,6 +33,7 @@ from . import _native as N
 from . import _parts
 from . import _silent_steps
 from . import _stacks
+from . import _step_hook_out
 from . import _track
 from . import _versions
 from .frameworks import fsdp2, holders
@@ -379,7 +380,13 @@ def _patch(torch):
     _parts.guard("forward_descriptor", _silent_steps.listen_at_zero_grad, torch, silent)
     _parts.guard("forward_descriptor", _backward.install, torch)
     import torch.optim.optimizer as optimizer_mod
-    optimizer_mod.register_optimizer_step_pre_hook(step_pre)
+    handle = optimizer_mod.register_optimizer_step_pre_hook(step_pre)
+    # torch 2.2: out again once torch.compile strips the step hooks (a compiled
+    # step bound before would show it to dynamo); its steps are then silent ones
+    def hook_out():
+        handle.remove()
+        silent.counts = True
+    _step_hook_out.install(_versions.release(getattr(torch, "__version__", "")), hook_out, fail)
     if state.plan.at_exit:
         atexit.register(exit_audit)
     fsdp2.watch(_on_fsdp_swap)

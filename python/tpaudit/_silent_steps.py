@@ -3,9 +3,14 @@ next eager call of a root module (docs/PROBE.md, "Modules that ran forward").
 
 A compiled optimizer step (`torch.compile(opt.step)`) on torch 2.6+ runs
 dynamo's cached code, where the pre-hook folds away; torch 2.2 strips the
-hook wrapper once torch.compile is called.  Every step still bumps the
-`_version` of the parameters it updates: a counter on the tensor, read on
-the CPU with no device sync.  At each eager root-module call (a listener of
+hook wrapper once torch.compile is called (and the probe then takes its
+pre-hook out: _step_hook_out.py).  Every step still bumps the `_version` of
+the parameters it updates: a counter on the tensor, read on the CPU with no
+device sync.  On torch 2.2 a step compiled by inductor bumps none, so once
+the hook is out the probe also reads the step count the optimizer keeps in
+its state (`state["step"]`, a CPU tensor in torch.optim's Adam family
+unless capturable or fused): a compiled step of an optimizer with no such
+count there (SGD) goes unseen on 2.2.  At each eager root-module call (a listener of
 _track.module_call_listeners, called outside dynamo's tracing) the probe
 reads a few of each optimizer's parameters' versions; when they moved since
 the last call and the optimizer's pre-hook did not run in between, the
@@ -32,16 +37,30 @@ from . import _track
 GROUPS_READ = 2  # param groups read per optimizer: the first and last parameter of each
 
 
-def versions(opt):
+def versions(opt, counts=False):
     """The _version counters of the first and last parameter of the first
-    GROUPS_READ param groups of opt."""
+    GROUPS_READ param groups of opt; counts: and the step count the
+    optimizer keeps for each group's first parameter (state "step", a
+    number or a one-element CPU tensor; a device tensor is not read)."""
     read = []
     for group in opt.param_groups[:GROUPS_READ]:
         params = group["params"]
         if params:
             read.append(params[0]._version)
             read.append(params[-1]._version)
+            if counts:
+                read.append(step_count(opt.state.get(params[0])))
     return tuple(read)
+
+
+def step_count(state):
+    """state["step"] of a parameter's optimizer state, read on the CPU, or None."""
+    step = state.get("step") if isinstance(state, dict) else None
+    if isinstance(step, (int, float)):
+        return step
+    if getattr(step, "is_cpu", False) and step.numel() == 1:
+        return step.item()
+    return None
 
 
 class SilentSteps:
@@ -50,6 +69,10 @@ class SilentSteps:
     def __init__(self, on_step):
         self.on_step = on_step
         self.read = _track.WeakIdMap()  # optimizer -> [its versions at the last call, None: read anew]
+        # torch 2.2, once the step hook is out (_step_hook_out.py): its inductor
+        # updates a compiled step's parameters in place with no _version bump,
+        # so the optimizer's own step counts are read too
+        self.counts = False
 
     def hooked(self, opt):
         """opt's step pre-hook runs: its update is no silent step."""
@@ -66,10 +89,10 @@ class SilentSteps:
         for opt, _ in _track.optimizers.live():
             entry = self.read.get(opt)
             if entry is None:
-                self.read.put(opt, [versions(opt)])
+                self.read.put(opt, [versions(opt, self.counts)])
                 continue
             before = entry[0]
-            entry[0] = versions(opt)
+            entry[0] = versions(opt, self.counts)
             if before is not None and entry[0] != before:
                 self.on_step(opt, _calls.outwards(frame))
 
