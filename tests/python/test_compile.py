@@ -17,6 +17,7 @@ audit the probe took must be clean and have seen the model.  Runs on torch
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -51,6 +52,12 @@ LOG_TIME = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\] ", re.M)
 # and torch 2.6's inductor warns of the temporary directories it left, random names
 TEMP_DIR = re.compile(r"/tmp/tmp\w+")
 LIVE_GROWTH = re.compile(r"^tpaudit: at step \d+: memory_growth: ")
+# torch 2.11's own end of an FSDP2 + compile run on the loaded 2-core machine:
+# rank 0 of a plain run (no tpaudit) sometimes aborts after its output
+# ("terminate called without an active exception"; a fresh-clone CI run of
+# 8642ded, 2026-12-07, after the barrier that made it rarer): torchrun's
+# report names the signal, and that plain run is made again, once.
+TEARDOWN_ABORT = "Signal 6 (SIGABRT)"
 
 
 def run(tmp_path, argv, probe, status=0):
@@ -68,12 +75,20 @@ def run(tmp_path, argv, probe, status=0):
     return out, r.stdout, TEMP_DIR.sub("/tmp/tmpX", LOG_TIME.sub("[time] ", LOG_STAMP.sub(r"\1 ", err)))
 
 
-def twin_runs(tmp_path, argv, same_stderr=True):
+def twin_runs(tmp_path, argv, same_stderr=True, plain_tries=1):
     """(plain stdout, output dir of the probed run) after checking that both
     runs printed the same on stdout and stderr (unless not same_stderr), and
     that torchrun's ranks (argv with --log-dir ranks) wrote the same stderr
-    each."""
-    plain_dir, plain, plain_err = run(tmp_path, argv, False)
+    each.  The plain run (no tpaudit) is made up to plain_tries times while
+    a rank of it ends by SIGABRT (TEARDOWN_ABORT); the probed run once."""
+    for tries_left in range(plain_tries - 1, -1, -1):
+        try:
+            plain_dir, plain, plain_err = run(tmp_path, argv, False)
+            break
+        except AssertionError as exc:
+            if not tries_left or TEARDOWN_ABORT not in str(exc):
+                raise
+            shutil.rmtree(tmp_path / "plain")
     if plain.startswith("skip:"):
         pytest.skip(plain.strip())
     out, probed, probed_err = run(tmp_path, argv, True)
@@ -167,7 +182,7 @@ def test_export_same_graph(tmp_path):
 def test_fsdp2_compile_same_on_each_rank(tmp_path):
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
             "--log-dir", "ranks", "--redirects", "2", str(HERE / "scenarios" / "compile_fsdp2.py")]
-    plain, out = twin_runs(tmp_path, argv)
+    plain, out = twin_runs(tmp_path, argv, plain_tries=2)
     assert len(rank_stderr(out)) == 2, list(out.glob("ranks/**"))
     assert sorted(line.split()[0] for line in plain.splitlines() if " losses " in line) == ["0", "1"], plain
     seen = audits(out)
