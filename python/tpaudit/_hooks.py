@@ -31,6 +31,7 @@ from . import _growth
 from . import _oom
 from . import _native as N
 from . import _parts
+from . import _peak
 from . import _silent_steps
 from . import _stacks
 from . import _step_hook_out
@@ -231,6 +232,15 @@ def growth_audit(label, step):
         judge(grown)
 
 
+def backward_audit(label, step):
+    """An audit inside the step's backward (_peak.py), with the collector held
+    as the step hook's; under TPAUDIT_FAIL_FAST its verdict may end the run."""
+    with _collector.held():
+        audit_id = run_audit(label, step)
+    if audit_id is not None and state.fail_fast:
+        judge(audit_id)
+
+
 def exit_audit():
     """The exit audit, taken only when ownership changed after the last step
     audit (or none was taken), or live memory moved since the last audit
@@ -377,6 +387,8 @@ def _patch(torch):
     silent = _silent_steps.SilentSteps(silent_step)
     _track.module_call_listeners.insert(0, silent)
     _track.backward_listeners.append(silent)
+    if _peak.wanted():
+        _track.backward_listeners.append(_peak.BackwardAudits(plan, counts, backward_audit))
     _parts.guard("forward_descriptor", _silent_steps.listen_at_zero_grad, torch, silent)
     _parts.guard("forward_descriptor", _backward.install, torch)
     import torch.optim.optimizer as optimizer_mod

@@ -11,7 +11,9 @@ the GPU, GPT-2 as 124M with a batch of 8 x 1024.  Then the report's peak
 diff` of GPT-2's step at two batch sizes names the modules whose
 activations changed, and of two runs of one batch size none; the HTML
 report's peak chart, and none without a peak; GPT-2 under FSDP2 on two
-gloo ranks against MemTracker per rank.
+gloo ranks against MemTracker per rank.  A plain training loop with no
+tpaudit in it under TPAUDIT_PEAK=backward gets the same rows from the
+probe's own audit inside backward (_peak.py), and without it none.
 
 Like for like: MemTracker's activation bytes of a module are those its
 forward made that are still alive when it returns (its Post-Forward
@@ -72,15 +74,9 @@ for stats in tracker.memory_tracking.values():
     tracked[stats.mod_fqn.partition(".")[2]] = {"activations": after - before, "output": stats.output_mem}
 del tracker, tracked_model
 """
-STEP = """
-import json, sys
-import torch
-import tpaudit
-torch.manual_seed(0)
-name, device, layers, batch, sequence, sizes = json.loads(sys.argv[1])
-if name.endswith("-math"):
-    for backend in ("flash", "mem_efficient", "cudnn"):
-        getattr(torch.backends.cuda, "enable_%s_sdp" % backend)(False)
+
+# The model of SIZES[name] on `device`, built in a test program from its argv.
+MODEL = """
 if name == "gpt2":
     from transformers import GPT2Config, GPT2LMHeadModel
     config = GPT2Config(n_layer=layers, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False, **sizes)
@@ -90,7 +86,18 @@ else:
     config = LlamaConfig(num_hidden_layers=layers, use_cache=False, **sizes)
     model = LlamaForCausalLM(config)
 model.to(device).train()
-x = torch.randint(0, config.vocab_size, (batch, sequence), device=device)
+"""
+
+STEP = """
+import json, sys
+import torch
+import tpaudit
+torch.manual_seed(0)
+name, device, layers, batch, sequence, sizes = json.loads(sys.argv[1])
+if name.endswith("-math"):
+    for backend in ("flash", "mem_efficient", "cudnn"):
+        getattr(torch.backends.cuda, "enable_%s_sdp" % backend)(False)
+""" + MODEL + """x = torch.randint(0, config.vocab_size, (batch, sequence), device=device)
 
 tracked_model = model
 """ + TRACK + """
@@ -144,6 +151,84 @@ def test_activations_by_module_match_memtracker(steps, model):
     deeper = [name for name in during if name.startswith(block % 0 + ".%s." % mlp)]
     assert deeper, during
     assert after == {}, after
+
+
+LOOP = """
+import json, sys
+import torch
+torch.manual_seed(0)
+name, device, layers, batch, sequence, sizes = json.loads(sys.argv[1])
+""" + MODEL + """opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+x = torch.randint(0, config.vocab_size, (batch, sequence), device=device)
+for step in range(3):
+    loss = model(x, labels=x).loss
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    print("loss", step, loss.item())
+"""
+
+
+def run_loop(tmp_path, model, peak):
+    """LOOP of `model` (a program with no tpaudit in it) without tpaudit, then
+    under `tpaudit run` (TPAUDIT_PEAK=backward when peak): (the output
+    directory, {(label, step): audit id} of its finished audits, in order)
+    after checking that both printed the same losses."""
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP)
+    argv = [sys.executable, str(script), json.dumps([model, DEVICE, *SIZES[model]])]
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env.pop("TPAUDIT_PEAK", None)
+    plain = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+    assert plain.returncode == 0, plain.stderr
+    out = tmp_path / "out"
+    if peak:
+        env["TPAUDIT_PEAK"] = "backward"
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", *argv], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("loss ") == 3 and r.stdout.startswith(plain.stdout), (plain.stdout, r.stdout)
+    (path,) = out.glob("*.db")
+    db = sqlite3.connect(path)
+    audits = {(label, step): aid for aid, label, step in
+              db.execute("select id, label, step from audit where end_ns is not null order by id")}
+    return out, db, audits
+
+
+@pytest.mark.parametrize("model", ["gpt2", "llama"])
+def test_the_peak_with_no_code_change(steps, tmp_path, model):
+    """A training loop with no tpaudit in it, under TPAUDIT_PEAK=backward:
+    an audit 'backward' at the first backward before each planned step
+    (the default plan: steps 1 and 2), taken before that step's own audit,
+    whose rows by module match MemTracker's within 5% as the audit inside
+    backward does; the report's peak is such an audit; the program prints
+    the same losses as without tpaudit."""
+    tracked, _, _, _ = steps(model)
+    out, db, audits = run_loop(tmp_path, model, peak=True)
+    assert [k for k in audits if k[0] != "exit"] == [("backward", 1), ("step", 1), ("backward", 2), ("step", 2)], audits
+    for step in (1, 2):
+        # the loop's `loss` holds the step's graph: its rows are the graph of
+        # __main__.loss, each with the module that saved it as its path
+        rows = db.execute("select path, sum(bytes) from ledger where audit_id=? and owner_kind='autograd'"
+                          " and device like ? and path like ? group by path",
+                          (audits[("backward", step)], DEVICE + "%", SAVED_IN + "%"))
+        assert_like_memtracker(tracked, {o[len(SAVED_IN):]: b for o, b in rows}, model)
+    db.close()
+    doc = json.loads(tool("report", "--format", "json", out).stdout)
+    (run,) = doc["runs"]
+    assert run["peak"] and run["peak"]["label"] == "backward" and run["peak"]["step"] in (1, 2), run["peak"]
+    assert 'audit "backward"' in tool("report", out).stdout
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="checked on the CPU (CI)")
+def test_no_backward_audit_without_tpaudit_peak(tmp_path):
+    """The twin: the same loop without TPAUDIT_PEAK takes its step audits
+    and none inside backward, and its report has no peak."""
+    out, db, audits = run_loop(tmp_path, "gpt2", peak=False)
+    db.close()
+    assert [k for k in audits if k[0] != "exit"] == [("step", 1), ("step", 2)], audits
+    (run,) = json.loads(tool("report", "--format", "json", out).stdout)["runs"]
+    assert run["peak"] is None, run["peak"]
 
 
 def assert_like_memtracker(tracked, during, model, layers=None):
