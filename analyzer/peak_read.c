@@ -67,11 +67,39 @@ static int peak_modules(sqlite3 *db, int64_t audit, tpa_run_t *run) {
     return rc;
 }
 
+/* Owner kinds of a peak's composition (its rows by module: "activations"). */
+#define TPA_PEAK_PARTS 16
+
+/* What audit `audit`'s ledger counted, by owner kind (the rows by module as
+ * activations), and the measured total. 0, or -1. */
+static int peak_parts(sqlite3 *db, int64_t audit, tpa_run_t *run) {
+    sqlite3_stmt *st;
+    if (prepare_saved(db,
+                      "SELECT CASE WHEN owner_kind = 'autograd' AND " MODULE_OF_ROW " IS NOT NULL THEN 'activations'"
+                      " ELSE owner_kind END AS part, sum(bytes) FROM ledger WHERE audit_id = ?2"
+                      " GROUP BY part ORDER BY part = 'measured' DESC, sum(bytes) DESC, part",
+                      &st))
+        return -1;
+    sqlite3_bind_int64(st, 2, audit);
+    run->peak_parts = calloc(TPA_PEAK_PARTS, sizeof *run->peak_parts);
+    int rc = run->peak_parts ? 0 : -1;
+    while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+        const char *part = (const char *)sqlite3_column_text(st, 0);
+        int64_t bytes = tpa_sane_bytes(sqlite3_column_int64(st, 1));
+        if (part && !strcmp(part, "measured"))
+            run->peak_measured = bytes;
+        else if (part && run->n_peak_parts < TPA_PEAK_PARTS)
+            run->peak_parts[run->n_peak_parts++] = (tpa_peak_module_t){tpa_strdup(part), bytes};
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int tpa_read_peak(sqlite3 *db, tpa_run_t *run) {
     run->peak_step = -1;
     if (!tpa_has_ledger(db)) return 0; /* schema version 1: no ledger */
     int64_t audit = peak_audit(db, run);
     if (audit <= 0) return (int)audit;
     run->has_peak = 1;
-    return peak_modules(db, audit, run);
+    return peak_modules(db, audit, run) || peak_parts(db, audit, run) ? -1 : 0;
 }

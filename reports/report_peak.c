@@ -40,6 +40,14 @@ void tpa_put_peak_text(FILE *out, const tpa_run_t *run) {
     if (run->n_peak_modules > TEXT_PEAK_MODULES)
         fprintf(out, "        ... %zu more module%s\n", run->n_peak_modules - TEXT_PEAK_MODULES,
                 run->n_peak_modules - TEXT_PEAK_MODULES == 1 ? "" : "s");
+    if (!run->n_peak_parts) return;
+    tpa_format_bytes(run->peak_measured, total, sizeof total);
+    fprintf(out, "        at that audit %s measured:", total);
+    for (size_t i = 0; i < run->n_peak_parts; i++) {
+        tpa_format_bytes(run->peak_parts[i].bytes, bytes, sizeof bytes);
+        fprintf(out, "%s %s %s", i ? "," : "", tpa_term(run->peak_parts[i].module), bytes);
+    }
+    fputc('\n', out);
 }
 
 void tpa_put_peak_modules_json(FILE *out, const tpa_run_t *run, size_t most) {
@@ -64,5 +72,11 @@ void tpa_put_peak_json(FILE *out, const tpa_run_t *run) {
     tpa_put_json_string(out, run->peak_label ? run->peak_label : "");
     fprintf(out, ",\"bytes\":%" PRId64 ",\"modules\":", run->peak_bytes);
     tpa_put_peak_modules_json(out, run, TPA_PEAK_MODULES);
-    fputc('}', out);
+    fprintf(out, ",\"measured\":%" PRId64 ",\"composition\":[", run->peak_measured);
+    for (size_t i = 0; i < run->n_peak_parts; i++) {
+        fputs(i ? ",{\"kind\":" : "{\"kind\":", out);
+        tpa_put_json_string(out, run->peak_parts[i].module);
+        fprintf(out, ",\"bytes\":%" PRId64 "}", run->peak_parts[i].bytes);
+    }
+    fputs("]}", out);
 }

@@ -149,6 +149,8 @@ void tpa_report_free(tpa_report_t *r) {
         free(run->ledger);
         for (size_t j = 0; j < run->n_peak_modules; j++) free(run->peak_modules[j].module);
         free(run->peak_modules);
+        for (size_t j = 0; j < run->n_peak_parts; j++) free(run->peak_parts[j].module);
+        free(run->peak_parts);
         free(run->peak_label);
         free(run->owner_device);
         tpa_owner_points_free(run->owners, run->n_owners);

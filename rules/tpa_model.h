@@ -272,6 +272,12 @@ typedef struct tpa_run {
     char *peak_label;
     tpa_peak_module_t *peak_modules;
     size_t n_peak_modules;
+    /* What the ledger counted at that audit, summed over devices: each owner
+     * kind (its rows by module as "activations"), the most bytes first (in
+     * `module`: the kind), and the measured total they add up to. */
+    tpa_peak_module_t *peak_parts;
+    size_t n_peak_parts;
+    int64_t peak_measured;
 } tpa_run_t;
 
 typedef struct tpa_gate_rule {

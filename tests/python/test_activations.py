@@ -216,7 +216,12 @@ def test_the_peak_with_no_code_change(steps, tmp_path, model):
     db.close()
     doc = json.loads(tool("report", "--format", "json", out).stdout)
     (run,) = doc["runs"]
-    assert run["peak"] and run["peak"]["label"] == "backward" and run["peak"]["step"] in (1, 2), run["peak"]
+    peak = run["peak"]
+    assert peak and peak["label"] == "backward" and peak["step"] in (1, 2), peak
+    # what the ledger counted there adds up to what it measured, the activations among it
+    parts = {p["kind"]: p["bytes"] for p in peak["composition"]}
+    assert sum(parts.values()) == peak["measured"] and parts["activations"] == peak["bytes"], peak
+    assert parts["parameter"] > 0 and peak["measured"] > parts["activations"], peak
     assert 'audit "backward"' in tool("report", out).stdout
 
 
