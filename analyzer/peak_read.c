@@ -3,8 +3,8 @@
  * made them (TPAUDIT_SAVED_IN: rows "saved for backward in <module>" of a
  * graph no holder keeps, and the rows of a graph a holder keeps whose path
  * says it), the one where they add up to the most, with its step, its label and its
- * modules, the most bytes first (docs/ANALYZER.md, "The peak of
- * activations"). */
+ * modules, the most bytes first, and what that audit's ledger counted by
+ * owner kind (docs/ANALYZER.md, "The peak of activations"). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,54 +45,47 @@ static int64_t peak_audit(sqlite3 *db, tpa_run_t *run) {
     return audit;
 }
 
-/* The modules of audit `audit`, the most bytes first. 0, or -1. */
-static int peak_modules(sqlite3 *db, int64_t audit, tpa_run_t *run) {
+/* Owner kinds of a peak's composition (its rows by module: "activations"). */
+#define TPA_PEAK_PARTS 16
+
+/* Statement `sql` (?1 the saved rows' prefix, ?2 the audit, ?3 `most`) run:
+ * its rows (a name, bytes), at most `most`, into *rows. 0, or -1. */
+static int named_bytes(sqlite3 *db, const char *sql, int64_t audit, size_t most, tpa_peak_module_t **rows, size_t *n) {
     sqlite3_stmt *st;
-    if (prepare_saved(db,
-                      "SELECT " MODULE_OF_ROW " AS module, sum(bytes) FROM ledger WHERE audit_id = ?2"
-                      " AND owner_kind = 'autograd' AND module IS NOT NULL"
-                      " GROUP BY module ORDER BY sum(bytes) DESC, module LIMIT ?3",
-                      &st))
-        return -1;
+    if (prepare_saved(db, sql, &st)) return -1;
     sqlite3_bind_int64(st, 2, audit);
-    sqlite3_bind_int(st, 3, TPA_PEAK_MODULES);
-    run->peak_modules = calloc(TPA_PEAK_MODULES, sizeof *run->peak_modules);
-    int rc = run->peak_modules ? 0 : -1;
-    while (!rc && sqlite3_step(st) == SQLITE_ROW && run->n_peak_modules < TPA_PEAK_MODULES) {
-        const char *module = (const char *)sqlite3_column_text(st, 0);
-        run->peak_modules[run->n_peak_modules++] =
-            (tpa_peak_module_t){tpa_strdup(module ? module : ""), tpa_sane_bytes(sqlite3_column_int64(st, 1))};
+    sqlite3_bind_int64(st, 3, (int64_t)most);
+    *rows = calloc(most, sizeof **rows);
+    int rc = *rows ? 0 : -1;
+    while (!rc && *n < most && sqlite3_step(st) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        (*rows)[(*n)++] = (tpa_peak_module_t){tpa_strdup(name ? name : ""), tpa_sane_bytes(sqlite3_column_int64(st, 1))};
     }
     sqlite3_finalize(st);
     return rc;
 }
 
-/* Owner kinds of a peak's composition (its rows by module: "activations"). */
-#define TPA_PEAK_PARTS 16
-
-/* What audit `audit`'s ledger counted, by owner kind (the rows by module as
- * activations), and the measured total. 0, or -1. */
-static int peak_parts(sqlite3 *db, int64_t audit, tpa_run_t *run) {
-    sqlite3_stmt *st;
-    if (prepare_saved(db,
-                      "SELECT CASE WHEN owner_kind = 'autograd' AND " MODULE_OF_ROW " IS NOT NULL THEN 'activations'"
-                      " ELSE owner_kind END AS part, sum(bytes) FROM ledger WHERE audit_id = ?2"
-                      " GROUP BY part ORDER BY part = 'measured' DESC, sum(bytes) DESC, part",
-                      &st))
+/* The modules of audit `audit`, the most bytes first; what its ledger
+ * counted by owner kind (the rows by module as activations), and the
+ * measured total (the row 'measured', first, taken out). 0, or -1. */
+static int peak_rows(sqlite3 *db, int64_t audit, tpa_run_t *run) {
+    if (named_bytes(db,
+                    "SELECT " MODULE_OF_ROW " AS module, sum(bytes) FROM ledger WHERE audit_id = ?2"
+                    " AND owner_kind = 'autograd' AND module IS NOT NULL"
+                    " GROUP BY module ORDER BY sum(bytes) DESC, module LIMIT ?3",
+                    audit, TPA_PEAK_MODULES, &run->peak_modules, &run->n_peak_modules) ||
+        named_bytes(db,
+                    "SELECT CASE WHEN owner_kind = 'autograd' AND " MODULE_OF_ROW " IS NOT NULL THEN 'activations'"
+                    " ELSE owner_kind END AS part, sum(bytes) FROM ledger WHERE audit_id = ?2"
+                    " GROUP BY part ORDER BY part = 'measured' DESC, sum(bytes) DESC, part LIMIT ?3",
+                    audit, TPA_PEAK_PARTS, &run->peak_parts, &run->n_peak_parts))
         return -1;
-    sqlite3_bind_int64(st, 2, audit);
-    run->peak_parts = calloc(TPA_PEAK_PARTS, sizeof *run->peak_parts);
-    int rc = run->peak_parts ? 0 : -1;
-    while (!rc && sqlite3_step(st) == SQLITE_ROW) {
-        const char *part = (const char *)sqlite3_column_text(st, 0);
-        int64_t bytes = tpa_sane_bytes(sqlite3_column_int64(st, 1));
-        if (part && !strcmp(part, "measured"))
-            run->peak_measured = bytes;
-        else if (part && run->n_peak_parts < TPA_PEAK_PARTS)
-            run->peak_parts[run->n_peak_parts++] = (tpa_peak_module_t){tpa_strdup(part), bytes};
+    if (run->n_peak_parts && !strcmp(run->peak_parts[0].module, "measured")) {
+        run->peak_measured = run->peak_parts[0].bytes;
+        free(run->peak_parts[0].module);
+        memmove(run->peak_parts, run->peak_parts + 1, --run->n_peak_parts * sizeof *run->peak_parts);
     }
-    sqlite3_finalize(st);
-    return rc;
+    return 0;
 }
 
 int tpa_read_peak(sqlite3 *db, tpa_run_t *run) {
@@ -101,5 +94,5 @@ int tpa_read_peak(sqlite3 *db, tpa_run_t *run) {
     int64_t audit = peak_audit(db, run);
     if (audit <= 0) return (int)audit;
     run->has_peak = 1;
-    return peak_modules(db, audit, run) || peak_parts(db, audit, run) ? -1 : 0;
+    return peak_rows(db, audit, run);
 }
