@@ -1,4 +1,4 @@
-/* cmd_run.c - `tpaudit run [-o DIR] [--force] [--fail-fast] [--] CMD...`: runs CMD with
+/* cmd_run.c - `tpaudit run [-o DIR] [--force] [--fail-fast] [--peak] [--] CMD...`: runs CMD with
  * the shim preloaded and an absolute TPAUDIT_OUT, returns its exit status
  * (or ends by the signal that ended it) after waiting up to 20 s for
  * descendants that outlived it (it is their subreaper), then prints the
@@ -6,7 +6,8 @@
  * output directory: a directory that is not empty is refused unless
  * --force, which removes the databases of the earlier run.  --fail-fast sets
  * TPAUDIT_FAIL_FAST=1 for CMD (the probe ends the run at the first audit
- * with an error, exit status 4: docs/RUN.md).  Signals:
+ * with an error, exit status 4: docs/RUN.md); --peak sets TPAUDIT_PEAK=backward
+ * (the probe also audits inside backward: docs/PROBE.md).  Signals:
  * run_signals.c; the preload check: run_target.c; the live status line on
  * a terminal: run_status.c. */
 #define _GNU_SOURCE
@@ -31,13 +32,15 @@
 
 enum { DESCENDANT_GRACE_S = 20 };
 
-static const char USAGE[] = "usage: tpaudit run [-o|--output DIR] [--force] [--fail-fast] [--] CMD...\n"
+static const char USAGE[] = "usage: tpaudit run [-o|--output DIR] [--force] [--fail-fast] [--peak] [--] CMD...\n"
                             "  Runs CMD with libtpaudit.so preloaded; every process it starts writes its own\n"
                             "  database into DIR (default " TPAUDIT_DEFAULT_OUT ", or $TPAUDIT_OUT). DIR must be empty or\n"
                             "  new: --force removes the databases an earlier run left there. Ends with the\n"
                             "  verdict on stderr; returns CMD's exit status (or ends by CMD's signal).\n"
                             "  --fail-fast: a Python program stops at the first audit that finds an error\n"
-                            "  (exit status 4), its database complete.\n";
+                            "  (exit status 4), its database complete.\n"
+                            "  --peak: a Python program is also audited inside the first backward of each\n"
+                            "  planned step, so the report has its peak of activations (TPAUDIT_PEAK=backward).\n";
 
 /* Reaps descendants that outlived the main child, for at most grace_s
  * seconds (or until a signal asks to stop), so every process has closed
@@ -240,6 +243,7 @@ struct run_options {
     const char *out_dir;
     int force;
     int fail_fast;
+    int peak; /* --peak: TPAUDIT_PEAK=backward */
     int first_arg; /* index of CMD in argv */
 };
 
@@ -257,7 +261,10 @@ static int parse_options(int argc, char **argv, struct run_options *o) {
             fputs(USAGE, stdout);
             return TPA_EXIT_OK;
         }
-        int *flag = !strcmp(a, "--force") ? &o->force : !strcmp(a, "--fail-fast") ? &o->fail_fast : NULL;
+        int *flag = !strcmp(a, "--force")       ? &o->force
+                    : !strcmp(a, "--fail-fast") ? &o->fail_fast
+                    : !strcmp(a, "--peak")      ? &o->peak
+                                                : NULL;
         if (flag) {
             *flag = 1;
             continue;
@@ -322,6 +329,7 @@ static int prepare_environment(const struct run_options *o, const char **out_dir
     absolute_path(*out_dir, abs_out, PATH_MAX);
     setenv("TPAUDIT_OUT", abs_out, 1);
     if (o->fail_fast) setenv("TPAUDIT_FAIL_FAST", "1", 1);
+    if (o->peak) setenv("TPAUDIT_PEAK", "backward", 1);
     return set_preload(shim) ? -1 : 0;
 }
 

@@ -171,7 +171,8 @@ for step in range(3):
 
 def run_loop(tmp_path, model, peak):
     """LOOP of `model` (a program with no tpaudit in it) without tpaudit, then
-    under `tpaudit run` (TPAUDIT_PEAK=backward when peak): (the output
+    under `tpaudit run` (TPAUDIT_PEAK=backward when peak, `--peak` when peak
+    is "flag"): (the output
     directory, {(label, step): audit id} of its finished audits, in order)
     after checking that both printed the same losses."""
     script = tmp_path / "loop.py"
@@ -182,9 +183,12 @@ def run_loop(tmp_path, model, peak):
     plain = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
     assert plain.returncode == 0, plain.stderr
     out = tmp_path / "out"
-    if peak:
+    flags = []
+    if peak == "flag":
+        flags = ["--peak"]
+    elif peak:
         env["TPAUDIT_PEAK"] = "backward"
-    r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", *argv], capture_output=True, text=True,
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), *flags, "--", *argv], capture_output=True, text=True,
                        timeout=600, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("loss ") == 3 and r.stdout.startswith(plain.stdout), (plain.stdout, r.stdout)
@@ -197,14 +201,15 @@ def run_loop(tmp_path, model, peak):
 
 @pytest.mark.parametrize("model", ["gpt2", "llama"])
 def test_the_peak_with_no_code_change(steps, tmp_path, model):
-    """A training loop with no tpaudit in it, under TPAUDIT_PEAK=backward:
+    """A training loop with no tpaudit in it, under TPAUDIT_PEAK=backward
+    (Llama's: `tpaudit run --peak`):
     an audit 'backward' at the first backward before each planned step
     (the default plan: steps 1 and 2), taken before that step's own audit,
     whose rows by module match MemTracker's within 5% as the audit inside
     backward does; the report's peak is such an audit; the program prints
     the same losses as without tpaudit."""
     tracked, _, _, _ = steps(model)
-    out, db, audits = run_loop(tmp_path, model, peak=True)
+    out, db, audits = run_loop(tmp_path, model, peak="flag" if model == "llama" else True)
     assert [k for k in audits if k[0] != "exit"] == [("backward", 1), ("step", 1), ("backward", 2), ("step", 2)], audits
     for step in (1, 2):
         # the loop's `loss` holds the step's graph: its rows are the graph of
