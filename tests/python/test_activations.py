@@ -10,8 +10,9 @@ the GPU, GPT-2 as 124M with a batch of 8 x 1024.  Then the report's peak
 (text, JSON, `gate --max-peak`) from GPT-2's run, and its twin; `tpaudit
 diff` of GPT-2's step at two batch sizes names the modules whose
 activations changed, and of two runs of one batch size none; the HTML
-report's peak chart, and none without a peak; GPT-2 under FSDP2 on two
-gloo ranks against MemTracker per rank.  A plain training loop with no
+report's peak chart, and none without a peak; GPT-2 under FSDP2 and
+Llama under DTensor tensor parallelism on two gloo ranks against
+MemTracker per rank, the parameters counted as the rank's shards.  A plain training loop with no
 tpaudit in it under TPAUDIT_PEAK=backward gets the same rows from the
 probe's own audit inside backward (_peak.py), and without it none.
 
@@ -505,6 +506,27 @@ dist.destroy_process_group()
 """
 
 
+def ranks_under_torchrun(tmp_path, text, sizes):
+    """Runs script `text` on two ranks through torchrun under `tpaudit run`
+    (argv: json `sizes`, the prefix of MemTracker's files); yields each
+    rank's (rank, database, {label: audit id}, MemTracker's figures)."""
+    script = tmp_path / "step.py"
+    script.write_text(text)
+    out = tmp_path / "out"
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, "-m", "torch.distributed.run",
+                        "--standalone", "--nproc-per-node", "2", str(script), json.dumps(sizes),
+                        str(tmp_path / "tracked")], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for path in out.glob("*.db"):
+        db = sqlite3.connect(path)
+        (rank,) = db.execute("select rank from run").fetchone()
+        if rank is not None:  # (the launcher's has none)
+            audits = dict(db.execute("select label, id from audit where end_ns is not null"))
+            yield rank, db, audits, json.loads((tmp_path / ("tracked%d" % rank)).read_text())
+        db.close()
+
+
 def _fully_shard_runs_on_cpu():
     """fully_shard is torch 2.6+; on gloo CPU ranks its all-gather records an
     event on a CPU stream (torch.cpu.Stream.record_event), which 2.6 lacks."""
@@ -528,31 +550,76 @@ def test_fsdp2_activations_per_rank_match_memtracker(tmp_path):
     block's activations, and FSDPMemTracker, which tells them apart,
     tracks only the modules fully_shard wrapped, with no output figure;
     activations do not depend on the sharding."""
-    script = tmp_path / "fsdp2_step.py"
-    script.write_text(FSDP2_STEP)
-    out = tmp_path / "out"
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, "-m", "torch.distributed.run",
-                        "--standalone", "--nproc-per-node", "2", str(script), json.dumps(list(SIZES["gpt2"])), str(tmp_path / "tracked")],
-                       capture_output=True, text=True, timeout=600, env=env)
-    assert r.returncode == 0, r.stdout + r.stderr
     totals = {}
-    for path in out.glob("*.db"):
-        db = sqlite3.connect(path)
-        (rank,) = db.execute("select rank from run").fetchone()
-        if rank is None:  # the launcher
-            db.close()
-            continue
-        audits = dict(db.execute("select label, id from audit where end_ns is not null"))
-
+    for rank, db, audits, tracked in ranks_under_torchrun(tmp_path, FSDP2_STEP, list(SIZES["gpt2"])):
         def saved(label):
             rows = db.execute("select owner, sum(bytes) from ledger where audit_id=? and owner_kind='autograd'"
                               " and owner like ? group by owner", (audits[label], SAVED_IN + "%"))
             return {owner[len(SAVED_IN):]: b for owner, b in rows}
         during, after = saved("in-backward"), saved("after-backward")
-        db.close()
-        tracked = json.loads((tmp_path / ("tracked%d" % rank)).read_text())
         assert_like_memtracker(tracked, during, "gpt2")
         assert after == {}, after
         totals[rank] = sum(audit_in_backward.rolled_up(during, "transformer.h.%d" % i) for i in range(4))
     assert sorted(totals) == [0, 1] and 1.9 * totals[0] <= totals[1] <= 2.1 * totals[0], totals
+
+
+TP_STEP = """
+import json, sys
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from transformers import LlamaConfig, LlamaForCausalLM
+import tpaudit
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+layers, batch, sequence, sizes = json.loads(sys.argv[1])
+config = LlamaConfig(num_hidden_layers=layers, use_cache=False, **sizes)
+model = LlamaForCausalLM(config)
+mesh = init_device_mesh("cpu", (2,))
+plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+        "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+        "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+for layer in model.model.layers:
+    parallelize_module(layer, mesh, plan)
+x = torch.randint(0, config.vocab_size, (batch, sequence))
+
+tracked_model = model
+""" + TRACK + """
+def local_bytes(module):  # (its parameters' local shards, their global size), in bytes
+    params = list(module.parameters())
+    return (sum(getattr(p, "_local_tensor", p).nbytes for p in params),
+            sum(p.numel() * p.element_size() for p in params))
+tracked["params"] = {"model.layers.%d" % i: local_bytes(layer) for i, layer in enumerate(model.model.layers)}
+open(sys.argv[2] + str(rank), "w").write(json.dumps(tracked))
+model.zero_grad(set_to_none=True)
+""" + audit_in_backward.STEP
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="DTensor tensor parallelism on two gloo CPU ranks (CI)")
+def test_tensor_parallel_activations_per_rank_match_memtracker(tmp_path):
+    """HF Llama of 2 layers, each layer's attention and MLP projections
+    split by DTensor's parallelize_module (ColwiseParallel q, k, v, gate and
+    up, RowwiseParallel o and down) over two gloo ranks through torchrun:
+    on each rank, inside backward, each layer, its attention and its MLP
+    hold within 5% of MemTracker's figures for that rank's step on the
+    same parallelized model (the local halves of the projections), after
+    backward nothing is saved, and each layer's parameters are counted as
+    the rank's shards (half of each split weight, the norms whole), less
+    than their global size."""
+    layers, batch, sequence, sizes = SIZES["llama"]
+    ranks = []
+    for rank, db, audits, tracked in ranks_under_torchrun(tmp_path, TP_STEP, [2, batch, sequence, sizes]):
+        def rows(label, kind):
+            return dict(db.execute("select owner, sum(bytes) from ledger where audit_id=? and owner_kind=?"
+                                   " group by owner", (audits[label], kind)).fetchall())
+        during = {o[len(SAVED_IN):]: b for o, b in rows("in-backward", "autograd").items() if o.startswith(SAVED_IN)}
+        after = [o for o in rows("after-backward", "autograd") if o.startswith(SAVED_IN)]
+        params = rows("in-backward", "parameter")
+        assert_like_memtracker(tracked, during, "llama", layers=2)
+        assert after == [], after
+        for layer, (local, whole) in tracked["params"].items():
+            assert params[layer] == local < whole, (layer, params[layer], local, whole)
+        ranks.append(rank)
+    assert sorted(ranks) == [0, 1], ranks
