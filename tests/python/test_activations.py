@@ -358,19 +358,21 @@ torch.manual_seed(0)
 model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=512, n_positions=128,
                                    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
 for block in model.transformer.h:
-    block.compile(backend="aot_eager")
+    block.compile(backend=sys.argv[1])
 x = torch.randint(0, 512, (8, 64))
 """ + audit_in_backward.STEP
 
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="checked on the CPU (CI)")
-def test_a_compiled_blocks_saved_tensors_are_its_own(tmp_path):
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_compiled_blocks_saved_tensors_are_its_own(tmp_path, backend):
     """Each block of GPT-2 compiled on its own (aot_eager: the graph dynamo
-    and AOTAutograd make, run eagerly): what a block's compiled region saved
-    (its node's saved_tensors, the node using every parameter of the block)
-    is the block's, both blocks alike, next to nothing left unattributed;
-    the twin audit after backward finds nothing saved."""
-    _, db, audits = audit_in_backward.run(TPAUDIT, tmp_path, COMPILED)
+    and AOTAutograd make, run eagerly; inductor: the kernels it generates
+    for the CPU): what a block's compiled region saved (its node's
+    saved_tensors, the node using every parameter of the block) is the
+    block's, both blocks alike, next to nothing left unattributed; the twin
+    audit after backward finds nothing saved."""
+    _, db, audits = audit_in_backward.run(TPAUDIT, tmp_path, COMPILED, backend)
 
     def rows(label, kind):
         return dict(db.execute("select owner, sum(bytes) from ledger where audit_id=? and owner_kind=?"
