@@ -41,7 +41,7 @@ _tpaudit_run() {
         ;;
     esac
     if [[ $cur == -* && $prev != -- ]]; then
-        COMPREPLY=($(compgen -W "-o --output --force --fail-fast --help --" -- "$cur"))
+        COMPREPLY=($(compgen -W "-o --output --force --fail-fast --peak --help --" -- "$cur"))
     else
         COMPREPLY=($(compgen -c -- "$cur")) # the command to run
     fi

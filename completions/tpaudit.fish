@@ -13,10 +13,11 @@ complete -c tpaudit -n "not __fish_seen_subcommand_from $commands" -a diff -d 'F
 complete -c tpaudit -n "not __fish_seen_subcommand_from $commands" -a kinds -d 'The kinds of finding'
 complete -c tpaudit -n "__fish_seen_subcommand_from $commands" -s h -l help -d 'Usage of the command'
 
-# run [-o DIR] [--force] [--fail-fast] [--] CMD...
+# run [-o DIR] [--force] [--fail-fast] [--peak] [--] CMD...
 complete -c tpaudit -n "__fish_seen_subcommand_from run" -s o -l output -x -a '(__fish_complete_directories)' -d 'Directory of the databases'
 complete -c tpaudit -n "__fish_seen_subcommand_from run" -l force -d 'Remove the databases an earlier run left there'
 complete -c tpaudit -n "__fish_seen_subcommand_from run" -l fail-fast -d 'Stop at the first audit with an error'
+complete -c tpaudit -n "__fish_seen_subcommand_from run" -l peak -d 'Also audit inside backward for the peak of activations'
 complete -c tpaudit -n "__fish_seen_subcommand_from run" -x -a '(__fish_complete_subcommand --fcs-skip=2)'
 
 # report, gate, diff take databases, directories and JSON reports
