@@ -109,10 +109,14 @@ int tpa_read_growth_series(sqlite3 *db, tpa_report_t *r, size_t run_index);
 
 /* The owner timeline of the run's main device (the CUDA device its ledger
  * measured most, else its one device) into run->owners: each closed audit
- * with its ledger groups and each step sample, in time order; the audits
+ * with its ledger groups and each step sample and phase mark (with its
+ * transient groups, tpa_split_transient), in time order; the audits
  * alone (owner_device NULL) for a database without a ledger (version 1).
  * owner_timeline.c.  0, or -1. */
 int tpa_read_owner_timeline(sqlite3 *db, tpa_run_t *run);
+/* Gives each sample and phase mark of run->owners (in time order) its
+ * transient groups (tpa_owner_point_t); 0, or -1 when out of memory. */
+int tpa_split_transient(tpa_run_t *run);
 /* Every device allocation and free CUPTI recorded, with each allocation's
  * native stack symbolized once per stack and the library that asked for it
  * (device_memory.c).  0, or -1. */

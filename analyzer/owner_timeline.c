@@ -3,8 +3,9 @@
  * groups of one device (the probe's rows: parameters by module, gradients,
  * optimizer state, stale tensors, holders, the autograd graph, the
  * allocator's cache, unattributed), and between audits the probe's step
- * samples (live and reserved bytes), which say how much is live but not
- * who holds it. */
+ * samples and phase marks (live and reserved bytes), which say how much is
+ * live but not who holds it (step_phases.c tells which part of a step made
+ * it). */
 #include "analyzer.h"
 
 #include <stdlib.h>
@@ -108,11 +109,12 @@ static int read_audits(sqlite3 *db, const char *device, tpa_run_t *run, size_t *
     return rc;
 }
 
-static int read_samples(sqlite3 *db, const char *device, tpa_run_t *run, size_t *cap) {
+/* The step samples, or (marks) the phase marks: live and reserved bytes at a moment. */
+static int read_samples(sqlite3 *db, const char *device, int marks, tpa_run_t *run, size_t *cap) {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT step, ts_ns, live_bytes, reserved_bytes FROM sample WHERE device=?1", -1, &st,
-                           NULL) != SQLITE_OK)
-        return -1;
+    const char *sql = marks ? "SELECT step, ts_ns, live_bytes, reserved_bytes, phase, owner FROM phase_mark WHERE device=?1"
+                            : "SELECT step, ts_ns, live_bytes, reserved_bytes FROM sample WHERE device=?1";
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
     sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
     int rc = 0;
     while (!rc && sqlite3_step(st) == SQLITE_ROW) {
@@ -125,6 +127,9 @@ static int read_samples(sqlite3 *db, const char *device, tpa_run_t *run, size_t 
         p->ts_ns = tpa_clamp_ts(sqlite3_column_int64(st, 1));
         p->live_bytes = tpa_sane_bytes(sqlite3_column_int64(st, 2));
         if (sqlite3_column_type(st, 3) != SQLITE_NULL) p->reserved_bytes = tpa_sane_bytes(sqlite3_column_int64(st, 3));
+        if (!marks) continue;
+        p->phase = tpa_strdup(text(st, 4) ? text(st, 4) : "?");
+        if (text(st, 5)) p->phase_owner = tpa_strdup(text(st, 5));
     }
     sqlite3_finalize(st);
     return rc;
@@ -142,8 +147,10 @@ int tpa_read_owner_timeline(sqlite3 *db, tpa_run_t *run) {
     char *device = has_table(db, "ledger") ? main_device(db) : NULL;
     size_t cap = 0;
     int rc = read_audits(db, device, run, &cap);
-    if (!rc && device && has_table(db, "sample")) rc = read_samples(db, device, run, &cap);
+    if (!rc && device && has_table(db, "sample")) rc = read_samples(db, device, 0, run, &cap);
+    if (!rc && device && has_table(db, "phase_mark")) rc = read_samples(db, device, 1, run, &cap);
     if (run->n_owners) qsort(run->owners, run->n_owners, sizeof *run->owners, by_time);
+    if (!rc) rc = tpa_split_transient(run);
     run->owner_device = device;
     return rc;
 }

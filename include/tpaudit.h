@@ -66,6 +66,12 @@ extern "C" {
  * a rule that names a growing holder also owns the graph it keeps. */
 #define TPAUDIT_GRAPH_OF "autograd graph of "
 
+/* The value of the environment variable TPAUDIT_PEAK that has the Python
+ * probe also audit inside the first backward of each planned step (docs/PROBE.md,
+ * "The peak of activations with no code change"); `tpaudit run --peak`
+ * sets it for the command (docs/RUN.md). */
+#define TPAUDIT_PEAK_BACKWARD "backward"
+
 /* Status codes. */
 #define TPAUDIT_OK         0
 #define TPAUDIT_ENOTLOADED (-1) /* the shim is not in this process */
@@ -185,7 +191,8 @@ typedef struct tpaudit_ledger {
     const char *created_at;   /* creation stack, "file:line:function" lines, user's first; NULL */
 } tpaudit_ledger_t;
 
-/* Live memory at one optimizer step (docs/schema.md, table sample). */
+/* Live memory at one optimizer step, or where a part of a step starts
+ * (docs/schema.md, tables sample and phase_mark). */
 typedef struct tpaudit_sample {
     size_t struct_size;
     int64_t step;           /* the optimizer step about to run */
@@ -193,6 +200,10 @@ typedef struct tpaudit_sample {
     uint64_t live_bytes;    /* GPU: the allocator's allocated bytes; CPU: malloc's bytes in use */
     int64_t reserved_bytes; /* GPU: the allocator's reserved bytes; -1 when none (CPU) */
     int64_t py_blocks;      /* sys.getallocatedblocks(); -1 when unknown */
+    const char *phase;      /* NULL: the step sample (table sample); else the part of a step that
+                               starts now, "forward", "backward", "optimizer_step" or "outside"
+                               (table phase_mark, docs/schema.md) */
+    const char *owner;      /* a phase's owner: the module called, the optimizer stepping; NULL */
 } tpaudit_sample_t;
 
 /* An allocation that failed for want of device memory (docs/schema.md,
@@ -247,7 +258,7 @@ typedef struct tpaudit_verdict {
 #define TPAUDIT_INIT_LEDGER \
     { sizeof(tpaudit_ledger_t), NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL }
 #define TPAUDIT_INIT_SAMPLE \
-    { sizeof(tpaudit_sample_t), 0, NULL, 0, -1, -1 }
+    { sizeof(tpaudit_sample_t), 0, NULL, 0, -1, -1, NULL, NULL }
 #define TPAUDIT_INIT_OOM \
     { sizeof(tpaudit_oom_t), NULL, NULL, -1, 0, -1, -1, -1, -1, 0, -1, NULL, 0 }
 #define TPAUDIT_INIT_VERDICT \
@@ -350,8 +361,9 @@ static inline int tpaudit_record_ledger(const tpaudit_ledger_t *row) {
     return fn ? fn(row) : TPAUDIT_ENOTLOADED;
 }
 
-/* Records the live memory at an optimizer step (any time; dropped, and
- * counted, when the event ring is full). */
+/* Records the live memory at an optimizer step, or at the start of a part
+ * of a step (phase set; any time; dropped, and counted, when the event
+ * ring is full). */
 static inline int tpaudit_record_sample(const tpaudit_sample_t *sample) {
     TPAUDIT__BIND(record_sample)
     return fn ? fn(sample) : TPAUDIT_ENOTLOADED;

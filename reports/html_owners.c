@@ -1,9 +1,10 @@
 /*
  * html_owners.c - a rank's owner timeline in the HTML report: memory by
  * owner kind, stacked, at each audit (its ledger) and, on a GPU, at each
- * step sample between audits, where the live bytes no audit has attributed
- * yet are their own grey band and the allocator's cache is what is
- * reserved beyond them.  One column per point, in time order (a run's
+ * step sample and phase mark between audits, where the live bytes no audit
+ * has attributed yet are a band of the part of the step that made them
+ * (grey where no mark says) and the allocator's cache is what is reserved
+ * beyond them.  One column per point, in time order (a run's
  * steps are what its reader counts in; a long pause before the exit audit
  * would squeeze a time axis).  Audits are ticks under their column, the
  * audits of error findings red lines.  Inline SVG, no script; at most
@@ -24,11 +25,14 @@ static const struct owner_band {
     {"parameter", "parameters", "#4e79a7"},     {"gradient", "gradients", "#59a14f"},
     {"optimizer_state", "optimizer state", "#f28e2c"}, {"stale", "stale tensors", "#e15759"},
     {"held", "held by other objects", "#b07aa1"}, {"autograd", "autograd graphs", "#edc948"},
-    {"unattributed", "unattributed", "#9c755f"}, {"unknown", "not yet attributed (between audits)", "#d0d0d0"},
-    {"allocator_cache", "allocator cache", "#e7e1dc"},
+    {"unattributed", "unattributed", "#9c755f"},
+    {"forward", "made in forward (between audits)", "#76b7b2"}, {"backward", "made in backward (between audits)", "#ff9da7"},
+    {"optimizer_step", "made in the optimizer step (between audits)", "#ffbe7d"},
+    {"outside", "made outside a step (between audits)", "#bab0ac"},
+    {"unknown", "not yet attributed (between audits)", "#d0d0d0"}, {"allocator_cache", "allocator cache", "#e7e1dc"},
 };
 #define N_BANDS (sizeof BANDS / sizeof BANDS[0])
-enum { BAND_UNATTRIBUTED = 6, BAND_UNKNOWN = 7, BAND_CACHE = 8 };
+enum { BAND_UNATTRIBUTED = 6, BAND_FORWARD = 7, BAND_UNKNOWN = 11, BAND_CACHE = 12 };
 
 static size_t band_of(const char *kind) {
     for (size_t b = 0; b < N_BANDS; b++)
@@ -36,9 +40,10 @@ static size_t band_of(const char *kind) {
     return BAND_UNATTRIBUTED;
 }
 
-/* Each point's bytes by band: an audit's ledger; a sample keeps the last
- * audit's owners, and splits its live and reserved bytes into what they
- * did not attribute and the cache. */
+/* Each point's bytes by band: an audit's ledger; a sample or phase mark
+ * keeps the last audit's owners, and splits its live and reserved bytes
+ * into what they did not attribute, by the part of the step that made it
+ * (tpa_split_transient), and the cache. */
 static void fill_bands(const tpa_run_t *run, int use_samples, int64_t (*v)[N_BANDS], size_t *n_out,
                        const tpa_owner_point_t **at) {
     int64_t last[N_BANDS] = {0};
@@ -55,11 +60,11 @@ static void fill_bands(const tpa_run_t *run, int use_samples, int64_t (*v)[N_BAN
         } else if (p->label) { /* an audit without a ledger: a mark, its owners as before */
             memcpy(v[n], last, sizeof last);
         } else if (use_samples && p->live_bytes >= 0) {
-            int64_t owned = 0;
-            for (size_t b = 0; b < N_BANDS; b++)
-                if (b != BAND_UNKNOWN && b != BAND_CACHE) owned = tpa_add_bytes(owned, last[b]);
             memcpy(v[n], last, sizeof last);
-            v[n][BAND_UNKNOWN] = p->live_bytes > owned ? p->live_bytes - owned : 0;
+            for (size_t t = 0; t < p->n_transient; t++) {
+                size_t b = band_of(p->transient[t].owner_kind);
+                v[n][b] = tpa_add_bytes(v[n][b], p->transient[t].bytes);
+            }
             if (p->reserved_bytes >= 0)
                 v[n][BAND_CACHE] = p->reserved_bytes > p->live_bytes ? p->reserved_bytes - p->live_bytes : 0;
         } else {
@@ -171,9 +176,13 @@ void html_put_owner_timeline(FILE *out, const tpa_report_t *r, size_t run_index)
         free(at);
         return;
     }
+    int between = 0;
+    for (size_t b = BAND_FORWARD; b <= BAND_UNKNOWN; b++) between |= used[b];
     fputs("<figure class=\"owners\"><figcaption>Memory by owner", out);
     html_fmt(out, " on %s: each audit's ledger%s</figcaption>\n", run->owner_device,
-             used[BAND_UNKNOWN] ? "; between audits the step samples (grey: live, not yet attributed)" : "");
+             between ? "; between audits the step samples and phase marks (live, not yet attributed: by the part of the "
+                       "step that made it, grey where no mark says)"
+                     : "");
     fprintf(out, "<svg class=\"owner-timeline\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
                  "height=\"%d\" role=\"img\" aria-label=\"memory by owner over time\">\n", W, H, W, H);
     double below[MAX_COLUMNS + 1] = {0};

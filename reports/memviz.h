@@ -47,11 +47,16 @@ typedef struct mv_trace {
     int64_t n_devices;      /* device_traces' length */
     int64_t unplaced_bytes; /* owner bytes no segment had room for, at the end */
     int has_unknown;        /* an entry has category "unknown" */
+    int64_t unknown_bytes;  /* the most bytes the group "unknown" held at one sample or mark */
+    int64_t phase_bytes;    /* the most bytes the parts of a step were named for at one point */
 } mv_trace_t;
 
 /* Replays run `run` of `r` (it has device_memory and owners) within the
  * options' steps.  0, or -1 out of memory. */
 int mv_trace_build(const tpa_report_t *r, size_t run, const tpa_memviz_options_t *o, mv_trace_t *t);
 void mv_trace_free(mv_trace_t *t);
+/* The CUDA index of the device run's owners go to: its ledger's, or the one
+ * device whose segments are PyTorch's (memviz_device.c); -1 when none. */
+int64_t mv_owner_device(const tpa_run_t *run);
 
 #endif

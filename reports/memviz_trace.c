@@ -5,8 +5,9 @@
  * groups are laid into the caching allocator's segments as blocks.  At an
  * audit each group (parameters of a module, a holder's tensors, the
  * allocator's cache, ...) is set to its ledger bytes; between audits a step
- * sample says how much is live, and what no audit has attributed yet is
- * the group "unknown".  A group that grows gets a new block for the growth
+ * sample or phase mark says how much is live, and what no audit has
+ * attributed yet is a group of the part of the step that made it
+ * ("forward" of a module, "backward", ...), or "unknown".  A group that grows gets a new block for the growth
  * (so a leak is a stack of blocks, one per step); one that shrinks frees
  * its newest blocks.  tpaudit knows the bytes of an owner, not the
  * addresses of its blocks: blocks are laid first-fit into the segments
@@ -385,23 +386,45 @@ static void audit_point(mv_ctx_t *c, const tpa_owner_point_t *p) {
     if (e && o) e->device_free = o->free_bytes;
 }
 
+/* The groups of what was made between audits: a part of a step's, or "unknown". */
+static int transient_kind(const char *kind) {
+    static const char *const kinds[] = {"unknown", "forward", "backward", "optimizer_step", "outside"};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        if (!strcmp(kind, kinds[i])) return 1;
+    return 0;
+}
+
+/* A step sample or phase mark: what the last audit did not attribute, by
+ * the part of the step that made it (tpa_split_transient), and the cache. */
 static void sample_point(mv_ctx_t *c, const tpa_owner_point_t *p) {
-    int64_t attributed = 0;
-    for (size_t i = 1; i < c->n_groups; i++)
-        if (strcmp(c->groups[i].kind, "allocator_cache") && strcmp(c->groups[i].kind, "unknown"))
-            attributed = tpa_add_bytes(attributed, c->groups[i].target);
-    size_t unknown = group_of(c, "unknown", NULL);
-    if (!unknown) return;
-    c->groups[unknown].target = p->live_bytes > attributed ? p->live_bytes - attributed : 0;
-    char step[48], meta[160];
+    char step[48], meta[256];
     step_text(p, step, sizeof step);
-    snprintf(meta, sizeof meta, "unknown: live before %s (step sample), not yet attributed by an audit", step);
-    set_meta(c, unknown, meta);
+    const char *at = p->phase ? "phase mark" : "step sample";
+    for (size_t i = 1; i < c->n_groups; i++)
+        if (transient_kind(c->groups[i].kind)) c->groups[i].target = 0;
+    int64_t named = 0;
+    for (size_t j = 0; j < p->n_transient; j++) {
+        const tpa_owner_group_t *tg = &p->transient[j];
+        size_t gi = group_of(c, tg->owner_kind, tg->owner);
+        if (!gi) return;
+        c->groups[gi].target = tg->bytes;
+        if (!strcmp(tg->owner_kind, "unknown")) {
+            snprintf(meta, sizeof meta, "unknown: live at %s (%s), made where no phase mark says which part of a step "
+                     "ran, not yet attributed by an audit", step, at);
+            if (c->emitting && tg->bytes > c->t->unknown_bytes) c->t->unknown_bytes = tg->bytes;
+        } else {
+            snprintf(meta, sizeof meta, "%s%s%s: made in the %s part of %s (%s), not yet attributed by an audit",
+                     tg->owner_kind, tg->owner ? " of " : "", tg->owner ? tg->owner : "", tg->owner_kind, step, at);
+            named = tpa_add_bytes(named, tg->bytes);
+        }
+        set_meta(c, gi, meta);
+    }
+    if (c->emitting && named > c->t->phase_bytes) c->t->phase_bytes = named;
     if (p->reserved_bytes >= 0) {
         size_t cache = group_of(c, "allocator_cache", NULL);
         if (!cache) return;
         c->groups[cache].target = p->reserved_bytes > p->live_bytes ? p->reserved_bytes - p->live_bytes : 0;
-        snprintf(meta, sizeof meta, "allocator_cache: reserved but free before %s (step sample)", step);
+        snprintf(meta, sizeof meta, "allocator_cache: reserved but free at %s (%s)", step, at);
         set_meta(c, cache, meta);
     }
     settle(c, p->ts_ns);
@@ -409,27 +432,6 @@ static void sample_point(mv_ctx_t *c, const tpa_owner_point_t *p) {
 
 /* An exit audit counts after every step. */
 static int64_t point_step(const tpa_owner_point_t *p) { return p->step < 0 && p->label ? INT64_MAX : p->step; }
-
-/* The CUDA index of "cuda:N"; -1 for another device. */
-static int64_t cuda_index(const char *device) {
-    if (!device || strncmp(device, "cuda", 4)) return -1;
-    return device[4] == ':' ? strtoll(device + 5, NULL, 10) : 0;
-}
-
-/* The device the owners go to: the ledger's, or the one device whose
- * segments are PyTorch's (also for a run without a ledger, whose audits go there). */
-static int64_t owner_device(const tpa_run_t *run) {
-    int64_t d = cuda_index(run->owner_device), only = -1;
-    const tpa_device_memory_t *dm = run->device_memory;
-    for (size_t i = 0; dm && i < dm->n_events; i++) {
-        const tpa_segment_event_t *e = &dm->events[i];
-        if (e->is_free || (e->stack >= 0 && dm->stacks[e->stack].library)) continue;
-        if (e->device == d) return d;
-        if (only < 0) only = e->device;
-        if (only != e->device) return d;
-    }
-    return only >= 0 && (d >= 0 || !run->owner_device) ? only : d;
-}
 
 int mv_trace_build(const tpa_report_t *r, size_t run, const tpa_memviz_options_t *o, mv_trace_t *t) {
     memset(t, 0, sizeof *t);
@@ -440,7 +442,7 @@ int mv_trace_build(const tpa_report_t *r, size_t run, const tpa_memviz_options_t
     static const tpa_device_memory_t none;
     if (!dm) dm = &none;
     for (size_t i = 0; i < dm->n_stacks; i++) add_frames(&c, &dm->stacks[i].frames, 0);
-    c.device = owner_device(rn);
+    c.device = mv_owner_device(rn);
     /* the window: from the first point of a step >= first_step to the first point after last_step */
     int64_t from = INT64_MIN, to = INT64_MAX;
     if (o->first_step != INT64_MIN || o->last_step != INT64_MAX) {

@@ -220,6 +220,8 @@ int tpa_render_memviz(const tpa_report_t *r, size_t run, const tpa_memviz_option
         tpa_pickle_none(&w.pk);
     key_str(&w, "owner_device", rn->owner_device);
     key_int(&w, "unplaced_bytes", t.unplaced_bytes);
+    key_int(&w, "unknown_bytes", t.unknown_bytes);
+    key_int(&w, "phase_bytes", t.phase_bytes);
     key_int(&w, "entries_left_out", dropped);
     key_str(&w, "layout", "blocks are laid first-fit by tpaudit: owners' bytes are known, their addresses are not");
     tpa_pickle_close(&w.pk);

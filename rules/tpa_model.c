@@ -104,17 +104,23 @@ void tpa_oom_free(tpa_oom_t *o) {
     free(o);
 }
 
+static void owner_groups_free(tpa_owner_group_t *groups, size_t n) {
+    for (size_t j = 0; j < n; j++) {
+        free(groups[j].owner_kind);
+        free(groups[j].owner);
+        free(groups[j].path);
+        free(groups[j].created_at);
+    }
+    free(groups);
+}
+
 void tpa_owner_points_free(tpa_owner_point_t *v, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        for (size_t j = 0; j < v[i].n_groups; j++) {
-            tpa_owner_group_t *g = &v[i].groups[j];
-            free(g->owner_kind);
-            free(g->owner);
-            free(g->path);
-            free(g->created_at);
-        }
-        free(v[i].groups);
+        owner_groups_free(v[i].groups, v[i].n_groups);
+        owner_groups_free(v[i].transient, v[i].n_transient);
         free(v[i].label);
+        free(v[i].phase);
+        free(v[i].phase_owner);
     }
     free(v);
 }

@@ -180,8 +180,17 @@ typedef struct tpa_owner_point {
     tpa_owner_group_t *groups; /* an audit's ledger on the timeline's device (measured left out) */
     size_t n_groups;
     int64_t measured;       /* an audit's measured total, -1 when none */
-    int64_t live_bytes;     /* a sample's live bytes, -1 for an audit */
-    int64_t reserved_bytes; /* a sample's reserved bytes, -1 when unknown */
+    int64_t live_bytes;     /* a sample's or phase mark's live bytes, -1 for an audit */
+    int64_t reserved_bytes; /* a sample's or phase mark's reserved bytes, -1 when unknown */
+    char *phase;            /* a phase mark's part of the step (table phase_mark); NULL otherwise */
+    char *phase_owner;      /* its owner (a module's or optimizer's class); NULL when none */
+    /* A sample's or mark's live bytes beyond what the last audit attributed,
+     * by the part of a step that made them (analyzer/owner_timeline.c):
+     * owner_kind the phase ("forward", "backward", "optimizer_step",
+     * "outside") or "unknown" (grown where no mark said which part ran),
+     * owner the phase's owner; bytes only. */
+    tpa_owner_group_t *transient;
+    size_t n_transient;
 } tpa_owner_point_t;
 
 /* Device memory as CUPTI saw it (device_memory.c, for the memory viewer's

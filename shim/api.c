@@ -162,8 +162,15 @@ TPA_API int tpaudit_v1_record_sample(const tpaudit_sample_t *sample) {
     tpaudit_sample_t s;
     TAKE_RECORD(s, sample, s.device != NULL);
     struct tpa_fx_sample f = {tpa_now_ns(), s.step, s.live_bytes, s.reserved_bytes, s.py_blocks};
-    const char *strs[1] = {s.device};
-    return tpa_enqueue(TPA_REC_SAMPLE, &f, sizeof f, strs, &one_short_cap, 1, NULL, 0, 0);
+    if (!s.phase) {
+        const char *strs[1] = {s.device};
+        return tpa_enqueue(TPA_REC_SAMPLE, &f, sizeof f, strs, &one_short_cap, 1, NULL, 0, 0);
+    }
+    const char *strs[TPA_PHASE_MARK_NSTR] = {[TPA_PHASE_MARK_S_DEVICE] = s.device,
+                                             [TPA_PHASE_MARK_S_PHASE] = s.phase,
+                                             [TPA_PHASE_MARK_S_OWNER] = s.owner};
+    static const uint32_t caps[TPA_PHASE_MARK_NSTR] = {TPA_PHASE_MARK_SLOTS(TPA_SLOT_CAP)};
+    return tpa_enqueue(TPA_REC_PHASE_MARK, &f, sizeof f, strs, caps, TPA_PHASE_MARK_NSTR, NULL, 0, 0);
 }
 
 TPA_API int64_t tpaudit_v1_record_oom(const tpaudit_oom_t *oom) {

@@ -170,6 +170,17 @@
     X(reserved_bytes, "INTEGER", OPT, f.reserved_bytes)      \
     X(py_blocks, "INTEGER", OPT, f.py_blocks)
 
+/* phase_mark: live memory where a part of a step starts (the probe, under
+ * TPAUDIT_PEAK); f is struct tpa_fx_sample */
+#define TPA_PHASE_MARK_COLUMNS(X)                                                   \
+    X(step, "INTEGER NOT NULL", I64, f.step)                                        \
+    X(ts_ns, "INTEGER NOT NULL", I64, f.ts)                                         \
+    X(device, "TEXT NOT NULL", TEXT, view_text_or(v, TPA_PHASE_MARK_S_DEVICE, "?")) \
+    X(phase, "TEXT NOT NULL", TEXT, view_text_or(v, TPA_PHASE_MARK_S_PHASE, "?"))   \
+    X(owner, "TEXT", TEXT, view_text(v, TPA_PHASE_MARK_S_OWNER))                    \
+    X(live_bytes, "INTEGER NOT NULL", I64, (int64_t)f.live_bytes)                   \
+    X(reserved_bytes, "INTEGER", OPT, f.reserved_bytes)
+
 /* oom: an allocation that failed for want of device memory (the probe, the
  * CUPTI callbacks, a runtime); f is struct tpa_fx_oom */
 #define TPA_OOM_COLUMNS(X)                                                       \
@@ -206,6 +217,7 @@
     T(api_call, "INSERT OR REPLACE", TPA_API_CALL_COLUMNS, TPA_NO_COLUMNS, "", "")                                \
     T(ledger, "INSERT", TPA_LEDGER_COLUMNS, TPA_NO_COLUMNS, "", "CREATE INDEX ledger_by_audit ON ledger(audit_id);") \
     T(sample, "INSERT", TPA_SAMPLE_COLUMNS, TPA_NO_COLUMNS, "", "")                                               \
+    T(phase_mark, "INSERT", TPA_PHASE_MARK_COLUMNS, TPA_NO_COLUMNS, "", "")                                       \
     T(oom, "INSERT", TPA_OOM_COLUMNS, TPA_NO_COLUMNS, "", "")
 
 #endif

@@ -32,6 +32,7 @@ from . import _oom
 from . import _native as N
 from . import _parts
 from . import _peak
+from . import _phases
 from . import _silent_steps
 from . import _stacks
 from . import _step_hook_out
@@ -340,7 +341,19 @@ def _patch(torch):
         try:
             with _collector.held():
                 silent.hooked(opt)
+                if marks is not None:
+                    marks.step_starts(opt)
                 on_step(opt, sys._getframe(1))
+        finally:
+            _dynamo_frames.callback_set(prior)
+
+    def step_post(opt, _args, _kwargs):
+        """The end of an optimizer step (_phases.py: registered only when marks are on)."""
+        if _compiling() or not state.enabled:
+            return
+        prior = _dynamo_frames.callback_set(None)
+        try:
+            marks.step_ended(opt)
         finally:
             _dynamo_frames.callback_set(prior)
 
@@ -387,16 +400,24 @@ def _patch(torch):
     silent = _silent_steps.SilentSteps(silent_step)
     _track.module_call_listeners.insert(0, silent)
     _track.backward_listeners.append(silent)
+    marks = None
     if _peak.wanted():
         _track.backward_listeners.append(_peak.BackwardAudits(plan, counts, backward_audit))
+        marks = _phases.PhaseMarks(state.recorder, counts)
+        _track.module_call_listeners.append(marks.module_called)
+        _track.backward_listeners.append(marks.backward_started)
     _parts.guard("forward_descriptor", _silent_steps.listen_at_zero_grad, torch, silent)
     _parts.guard("forward_descriptor", _backward.install, torch)
     import torch.optim.optimizer as optimizer_mod
     handle = optimizer_mod.register_optimizer_step_pre_hook(step_pre)
+    handles = [handle]
+    if marks is not None:
+        handles.append(optimizer_mod.register_optimizer_step_post_hook(step_post))
     # torch 2.2: out again once torch.compile strips the step hooks (a compiled
     # step bound before would show it to dynamo); its steps are then silent ones
     def hook_out():
-        handle.remove()
+        for one in handles:
+            one.remove()
         silent.counts = True
     _step_hook_out.install(_versions.release(getattr(torch, "__version__", "")), hook_out, fail)
     if state.plan.at_exit:

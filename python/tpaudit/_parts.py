@@ -27,6 +27,8 @@ PARTS = {
     "oom_watch": ("part of an out-of-memory moment's audit, stack or allocator state (its oom row is still "
                   "written)", "oom"),
     "creation_stacks": ("the creation lines of held tensors", None),
+    "phase_marks": ("the parts of each step (forward, backward, optimizer step) that own memory between "
+                    "audits", None),
     "wrapper_discovery": ("the framework wrappers above the optimizers: their masters are not paired", "stale"),
     "framework:generic": ("the generic master/working pairing of unknown wrappers", "stale"),
     "framework:megatron": ("Megatron's master/working pairs", "stale"),

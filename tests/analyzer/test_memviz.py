@@ -161,3 +161,68 @@ def test_gpu_recorded_fixture(db, tmp_path):
         snap = load_checked(f)
         cats = {e.get("category") for t in snap["device_traces"] for e in t}
         assert cats & {"parameter", "optimizer_state"} and "unknown" in cats
+
+
+PHASE_MARK = ("CREATE TABLE phase_mark(step INTEGER NOT NULL, ts_ns INTEGER NOT NULL, device TEXT NOT NULL,"
+              " phase TEXT NOT NULL, owner TEXT, live_bytes INTEGER NOT NULL, reserved_bytes INTEGER)")
+
+
+def with_phase_marks(path):
+    """Step 2 of memviz_db's run, between the audits of steps 1 and 2, in
+    four parts: its forward makes 300 MiB, backward frees 200 MiB of them,
+    the optimizer step makes 64 MiB (the probe's phase marks, _phases.py)."""
+    import sqlite3
+    c = sqlite3.connect(path)
+    attributed = c.execute("SELECT sum(bytes) FROM ledger WHERE audit_id=1 AND owner_kind NOT IN"
+                           " ('measured', 'allocator_cache')").fetchone()[0]
+    before = c.execute("SELECT live_bytes, reserved_bytes FROM sample WHERE step=1").fetchone()
+    c.execute(PHASE_MARK)
+    for ts, phase, owner, made in ((12_000, "forward", "GPT2LMHeadModel", 0), (14_000, "backward", "GPT2LMHeadModel", 300),
+                                   (16_000, "optimizer_step", "AdamW", 100), (18_000, "outside", None, 164)):
+        c.execute("INSERT INTO phase_mark VALUES(2,?,'cuda:0',?,?,?,?)", (ts, phase, owner, before[0] + made * MIB, before[1]))
+    c.commit()
+    c.close()
+    return before[0] - attributed  # what no audit attributed before the marks
+
+
+def test_phase_marks_name_what_a_step_made_between_audits(tmp_path):
+    """A run with phase marks (tpaudit run --peak): what step 2 made between
+    its audits is the forward's of GPT2LMHeadModel and the optimizer step's
+    of AdamW, not "unknown"; backward's frees come off the newest bytes
+    first.  Its twin without marks has only "unknown" there."""
+    for name in ("marks", "twin"):
+        memviz_db.build(str(tmp_path / f"{name}.db"), 4, 0)
+    unknown_before = with_phase_marks(str(tmp_path / "marks.db"))
+    snaps = {}
+    for name in ("marks", "twin"):
+        export(tmp_path / f"{name}.pickle", tmp_path / f"{name}.db")
+        snaps[name] = load_checked(tmp_path / f"{name}.pickle")
+    trace = snaps["marks"]["device_traces"][0]
+    made = {}
+    for e in trace:
+        if e.get("category") in ("forward", "backward", "optimizer_step", "outside") and e["action"] in (
+                "alloc", "free_completed"):
+            made.setdefault(e["category"], []).append((e["action"], e["size"], e.get("user_metadata", "")))
+    # after the last mark the part running is "outside" (until a next forward): what the later
+    # samples find beyond their audits is its
+    assert set(made) == {"forward", "optimizer_step", "outside"}, made.keys()
+    forward = made["forward"]
+    assert all("forward of GPT2LMHeadModel: made in the forward part of step 2 (phase mark)" in m
+               for a, _, m in forward if a == "alloc")
+    grown = sum(s for a, s, _ in forward if a == "alloc")
+    freed = sum(s for a, s, _ in forward if a == "free_completed")
+    # 300 MiB made, 200 MiB freed by backward, the last 100 MiB freed when the audit of step 2 attributes all
+    assert (grown - freed) == 0 and grown >= 300 * MIB and freed >= 300 * MIB
+    assert sum(s for a, s, _ in made["optimizer_step"] if a == "alloc") == 64 * MIB
+    assert "optimizer_step of AdamW" in made["optimizer_step"][0][2]
+    meta = snaps["marks"]["tpaudit"]
+    assert meta["phase_bytes"] == 300 * MIB
+    # what was unattributed before the first mark stays "unknown": no mark says which part made it
+    assert 0 < meta["unknown_bytes"] == unknown_before <= snaps["twin"]["tpaudit"]["unknown_bytes"]
+    twin = snaps["twin"]
+    assert twin["tpaudit"]["phase_bytes"] == 0
+    assert not {e.get("category") for e in twin["device_traces"][0]} & {"forward", "backward", "optimizer_step", "outside"}
+    # the HTML owner timeline names the parts too
+    html = tpaudit("report", "--format", "html", tmp_path / "marks.db").stdout
+    assert "made in forward (between audits)" in html and "made in the optimizer step (between audits)" in html
+    assert "made in forward" not in tpaudit("report", "--format", "html", tmp_path / "twin.db").stdout

@@ -1,0 +1,99 @@
+"""The parts of each step marked with the live memory where each starts
+(`tpaudit run --peak`, python/tpaudit/_phases.py, table phase_mark): a plain
+training loop with no tpaudit in it, under the shim.
+
+- With --peak, each step has its marks in order: forward (the root module,
+  by class), backward (the same module), optimizer_step (the optimizer's
+  class), outside; the program's output, files and exit status are the
+  plain run's, and the losses are bitwise the same.
+- The twin, without --peak: no mark at all, the same output.
+- The part broken on purpose turns off alone: one `tpaudit:` line naming
+  it, the run and its audits go on.
+Needs TPAUDIT_TEST_LIB (the built shim)."""
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "leaks"))
+from leakrun import TPAUDIT, tpaudit_lines  # noqa: E402
+
+STEPS = 4
+LOOP = """\
+import sys
+import torch
+torch.manual_seed(0)
+torch.use_deterministic_algorithms(True)
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for step in range(%d):
+    x = torch.randn(128, 64)
+    loss = model(x).square().mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    print("loss %%d %%r" %% (step, loss.item()))
+with open(sys.argv[1], "w") as f:
+    f.write("done\\n")
+sys.exit(3)
+""" % STEPS
+BREAK = "import tpaudit._phases\ndef broken(*a):\n    raise AttributeError('gone')\ntpaudit._phases.PhaseMarks._record = broken\n"
+
+
+def run(tmp_path, name, flags=(), site=None):
+    """The loop plain, then under `tpaudit run` with flags: (plain, audited, its database)."""
+    (tmp_path / "loop.py").write_text(LOOP)
+    env = dict(os.environ)
+    for var in ("TPAUDIT_PEAK", "TPAUDIT_AUDIT", "TPAUDIT_FAIL_FAST"):
+        env.pop(var, None)
+    argv = [sys.executable, str(tmp_path / "loop.py")]
+    plain = subprocess.run(argv + [tmp_path / f"{name}.plain"], capture_output=True, text=True, timeout=300, env=env)
+    if site:
+        (tmp_path / "site").mkdir()
+        (tmp_path / "site" / "sitecustomize.py").write_text(site)
+        env["PYTHONPATH"] = str(tmp_path / "site")
+    out = tmp_path / name
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), *flags, "--", *argv, tmp_path / f"{name}.traced"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    (path,) = out.glob("*.db")
+    assert plain.returncode == r.returncode == 3, (plain.stderr, r.stderr)
+    assert plain.stdout == r.stdout and plain.stdout.count("loss ") == STEPS
+    assert (tmp_path / f"{name}.plain").read_text() == (tmp_path / f"{name}.traced").read_text() == "done\n"
+    return plain, r, sqlite3.connect(path)
+
+
+def marks(db):
+    return db.execute("select step, phase, owner from phase_mark order by ts_ns").fetchall()
+
+
+def test_each_step_marks_its_parts_in_order(tmp_path):
+    _, r, db = run(tmp_path, "peak", ["--peak"])
+    assert not [l for l in tpaudit_lines(r.stderr) if "probe part" in l], r.stderr
+    want = [(1, "forward", "Sequential"), (1, "backward", "Sequential"), (1, "optimizer_step", "AdamW")]
+    for step in range(2, STEPS + 1):
+        want += [(step, "outside", None), (step, "forward", "Sequential"), (step, "backward", "Sequential"),
+                 (step, "optimizer_step", "AdamW")]
+    want.append((STEPS + 1, "outside", None))
+    assert marks(db) == want
+    lives = [live for (live,) in db.execute("select live_bytes from phase_mark")]
+    assert all(live > 0 for live in lives)
+    # the backward audits of --peak are there too (audits of steps 1 and 2: the default plan)
+    assert ("backward", 1) in db.execute("select label, step from audit").fetchall()
+
+
+def test_twin_without_peak_marks_nothing(tmp_path):
+    _, r, db = run(tmp_path, "plain")
+    assert marks(db) == []
+    assert db.execute("select count(*) from audit where label='step'").fetchone()[0] >= 1
+
+
+def test_broken_marks_turn_off_alone(tmp_path):
+    _, r, db = run(tmp_path, "broken", ["--peak"], site=BREAK)
+    lines = [l for l in tpaudit_lines(r.stderr) if "probe part" in l]
+    assert len(lines) == 1 and "phase_marks off" in lines[0] and "AttributeError('gone')" in lines[0], r.stderr
+    assert marks(db) == []
+    assert ("backward", 1) in db.execute("select label, step from audit").fetchall()
+    python = db.execute("select python from run").fetchone()[0]
+    assert "parts off: phase_marks" in python, python
