@@ -6,7 +6,6 @@
  * modules, the most bytes first, and what that audit's ledger counted by
  * owner kind (docs/ANALYZER.md, "The peak of activations"). */
 #include <stdlib.h>
-#include <string.h>
 
 #include "analyzer.h"
 #include "tpaudit.h"
@@ -65,9 +64,23 @@ static int named_bytes(sqlite3 *db, const char *sql, int64_t audit, size_t most,
     return rc;
 }
 
+/* The measured total of audit `audit` (its rows 'measured', summed over
+ * devices) into *bytes, left as it is when it has none. 0, or -1. */
+static int measured_total(sqlite3 *db, int64_t audit, int64_t *bytes) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT sum(bytes) FROM ledger WHERE audit_id = ?1 AND owner_kind = 'measured'", -1,
+                           &st, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_int64(st, 1, audit);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        *bytes = tpa_sane_bytes(sqlite3_column_int64(st, 0));
+    sqlite3_finalize(st);
+    return 0;
+}
+
 /* The modules of audit `audit`, the most bytes first; what its ledger
- * counted by owner kind (the rows by module as activations), and the
- * measured total (the row 'measured', first, taken out). 0, or -1. */
+ * counted by owner kind (the rows by module as activations; the measured
+ * total is no owner, so not among them), and that total. 0, or -1. */
 static int peak_rows(sqlite3 *db, int64_t audit, tpa_run_t *run) {
     if (named_bytes(db,
                     "SELECT " MODULE_OF_ROW " AS module, sum(bytes) FROM ledger WHERE audit_id = ?2"
@@ -77,15 +90,10 @@ static int peak_rows(sqlite3 *db, int64_t audit, tpa_run_t *run) {
         named_bytes(db,
                     "SELECT CASE WHEN owner_kind = 'autograd' AND " MODULE_OF_ROW " IS NOT NULL THEN 'activations'"
                     " ELSE owner_kind END AS part, sum(bytes) FROM ledger WHERE audit_id = ?2"
-                    " GROUP BY part ORDER BY part = 'measured' DESC, sum(bytes) DESC, part LIMIT ?3",
+                    " AND owner_kind <> 'measured' GROUP BY part ORDER BY sum(bytes) DESC, part LIMIT ?3",
                     audit, TPA_PEAK_PARTS, &run->peak_parts, &run->n_peak_parts))
         return -1;
-    if (run->n_peak_parts && !strcmp(run->peak_parts[0].module, "measured")) {
-        run->peak_measured = run->peak_parts[0].bytes;
-        free(run->peak_parts[0].module);
-        memmove(run->peak_parts, run->peak_parts + 1, --run->n_peak_parts * sizeof *run->peak_parts);
-    }
-    return 0;
+    return measured_total(db, audit, &run->peak_measured);
 }
 
 int tpa_read_peak(sqlite3 *db, tpa_run_t *run) {

@@ -40,7 +40,8 @@ static const char USAGE[] = "usage: tpaudit run [-o|--output DIR] [--force] [--f
                             "  --fail-fast: a Python program stops at the first audit that finds an error\n"
                             "  (exit status 4), its database complete.\n"
                             "  --peak: a Python program is also audited inside the first backward of each\n"
-                            "  planned step, so the report has its peak of activations (TPAUDIT_PEAK=backward).\n";
+                            "  planned step, so the report has its peak of activations (TPAUDIT_PEAK="
+                            TPAUDIT_PEAK_BACKWARD ").\n";
 
 /* Reaps descendants that outlived the main child, for at most grace_s
  * seconds (or until a signal asks to stop), so every process has closed
@@ -329,7 +330,7 @@ static int prepare_environment(const struct run_options *o, const char **out_dir
     absolute_path(*out_dir, abs_out, PATH_MAX);
     setenv("TPAUDIT_OUT", abs_out, 1);
     if (o->fail_fast) setenv("TPAUDIT_FAIL_FAST", "1", 1);
-    if (o->peak) setenv("TPAUDIT_PEAK", "backward", 1);
+    if (o->peak) setenv("TPAUDIT_PEAK", TPAUDIT_PEAK_BACKWARD, 1);
     return set_preload(shim) ? -1 : 0;
 }
 

@@ -1,4 +1,5 @@
-# structs.cmake - the probe's ctypes structs (and DEFAULT_OUT), generated from the public
+# structs.cmake - the probe's ctypes structs (and the header's string defines the
+# probe reads: DEFAULT_OUT, SAVED_IN, GRAPH_OF, PEAK_BACKWARD), generated from the public
 # header: reads the typedefs tpaudit_tensor_t, tpaudit_ref_t,
 # tpaudit_event_t, tpaudit_verdict_t, tpaudit_ledger_t, tpaudit_sample_t and tpaudit_oom_t of include/tpaudit.h and writes tpaudit/_structs.py (one
 # ctypes.Structure per typedef, fields in the header's order), so a field
@@ -57,21 +58,21 @@ foreach(name ${structs})
 endforeach()
 string(APPEND c "    return 0;\n}\n")
 
-# The default output directory, for the pytest plugin (TPAUDIT_DEFAULT_OUT).
-if(NOT text MATCHES "#define TPAUDIT_DEFAULT_OUT +\"([^\"]*)\"")
-  message(FATAL_ERROR "structs.cmake: no #define TPAUDIT_DEFAULT_OUT in ${HEADER}")
-endif()
-string(APPEND py "\n\n# TPAUDIT_DEFAULT_OUT: where the shim writes without TPAUDIT_OUT.\nDEFAULT_OUT = \"${CMAKE_MATCH_1}\"\n")
-# The owner prefix of a step's saved tensors by module (TPAUDIT_SAVED_IN).
-if(NOT text MATCHES "#define TPAUDIT_SAVED_IN +\"([^\"]*)\"")
-  message(FATAL_ERROR "structs.cmake: no #define TPAUDIT_SAVED_IN in ${HEADER}")
-endif()
-string(APPEND py "\n# TPAUDIT_SAVED_IN: the ledger owner of a step's saved tensors, then their module group.\nSAVED_IN = \"${CMAKE_MATCH_1}\"\n")
-# The owner prefix of the graph a named holder keeps (TPAUDIT_GRAPH_OF).
-if(NOT text MATCHES "#define TPAUDIT_GRAPH_OF +\"([^\"]*)\"")
-  message(FATAL_ERROR "structs.cmake: no #define TPAUDIT_GRAPH_OF in ${HEADER}")
-endif()
-string(APPEND py "\n# TPAUDIT_GRAPH_OF: the ledger owner of the graph a named holder keeps, then its path.\nGRAPH_OF = \"${CMAKE_MATCH_1}\"\n")
+# string_define(NAME COMMENT): the header's `#define TPAUDIT_<NAME> "..."` as
+# NAME = "..." after the line "# TPAUDIT_<NAME>: COMMENT"; a define the header
+# lacks stops the build.
+function(string_define name comment)
+  if(NOT text MATCHES "#define TPAUDIT_${name} +\"([^\"]*)\"")
+    message(FATAL_ERROR "structs.cmake: no #define TPAUDIT_${name} in ${HEADER}")
+  endif()
+  set(py "${py}\n# TPAUDIT_${name}: ${comment}\n${name} = \"${CMAKE_MATCH_1}\"\n" PARENT_SCOPE)
+endfunction()
+
+string(APPEND py "\n")
+string_define(DEFAULT_OUT "where the shim writes without TPAUDIT_OUT (the pytest plugin).")
+string_define(SAVED_IN "the ledger owner of a step's saved tensors, then their module group.")
+string_define(GRAPH_OF "the ledger owner of the graph a named holder keeps, then its path.")
+string_define(PEAK_BACKWARD "the value of TPAUDIT_PEAK that asks for audits inside backward (_peak.py).")
 file(WRITE "${OUT}" "${py}")
 if(LAYOUT)
   file(WRITE "${LAYOUT}" "${c}")

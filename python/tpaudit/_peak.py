@@ -16,12 +16,14 @@ Docs: PROBE.md, "The peak of activations with no code change".
 """
 import os
 
-LABEL = "backward"
+from ._structs import PEAK_BACKWARD  # TPAUDIT_PEAK's value that turns this on (tpaudit.h)
+
+LABEL = "backward"  # the audit's label
 
 
 def wanted():
     """True when TPAUDIT_PEAK asks for audits inside backward."""
-    return os.environ.get("TPAUDIT_PEAK", "off").strip().lower() == "backward"
+    return os.environ.get("TPAUDIT_PEAK", "off").strip().lower() == PEAK_BACKWARD
 
 
 class BackwardAudits:
