@@ -14,7 +14,8 @@ report's peak chart, and none without a peak; GPT-2 under FSDP2 and
 Llama under DTensor tensor parallelism on two gloo ranks against
 MemTracker per rank, the parameters counted as the rank's shards.  A plain training loop with no
 tpaudit in it under TPAUDIT_PEAK=backward gets the same rows from the
-probe's own audit inside backward (_peak.py), and without it none.
+probe's own audit inside backward (_peak.py), and without it none; under
+`--fail-fast` that audit ends the seed's run when it finds the stale table.
 
 Like for like: MemTracker's activation bytes of a module are those its
 forward made that are still alive when it returns (its Post-Forward
@@ -240,6 +241,36 @@ def test_no_backward_audit_without_tpaudit_peak(tmp_path):
     assert [k for k in audits if k[0] != "exit"] == [("step", 1), ("step", 2)], audits
     (run,) = json.loads(tool("report", "--format", "json", out).stdout)["runs"]
     assert run["peak"] is None, run["peak"]
+
+
+SEED = Path(__file__).resolve().parent / "scenarios" / "seed_embedding.py"
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="checked on the CPU (CI)")
+def test_fail_fast_stops_at_the_audit_in_backward(tmp_path):
+    """`tpaudit run --fail-fast --peak` of the seed (an embedding replaced
+    after the optimizer was built, which still holds the old table): the
+    audit inside step 1's backward, the run's first, saw the model and the
+    optimizer, finds the stale table and ends the program there with exit
+    status 4 (RUN.md, `--fail-fast`), before step 1's own audit; its line
+    says so, and the database is complete, that audit its only one."""
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in ("TPAUDIT_AUDIT", "TPAUDIT_PEAK", "TPAUDIT_FAIL_FAST")}
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--fail-fast", "--peak", "--", sys.executable, str(SEED),
+                        "--order", "buggy", "--steps", "3"], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 4, r.stdout + r.stderr
+    (line,) = [line for line in r.stderr.splitlines() if line.startswith("tpaudit: at ")]
+    assert line.startswith("tpaudit: at step 1: stale_param: AdamW param_groups[0].params[0] holds wte.weight ") \
+        and line.endswith("; stopping the run (fail-fast, exit status 4)"), line
+    (path,) = out.glob("*.db")
+    db = sqlite3.connect(path)
+    assert db.execute("select complete, exit_status, ended_by from run").fetchone() == (1, 4, "exit")
+    assert db.execute("select label, step, end_ns is not null from audit").fetchall() == [("backward", 1, 1)]
+    roles = dict(db.execute("select role, count(*) from ref group by role"))
+    assert roles.get("param") and roles.get("group_param"), roles  # what a stale finding needs seen
+    db.close()
+    doc = json.loads(tool("report", "--format", "json", out).stdout)
+    assert [(f["kind"], f["tensor"]["name"]) for f in doc["findings"]][0] == ("stale_param", "wte.weight"), doc
 
 
 def assert_like_memtracker(tracked, during, model, layers=None, blocks=True):

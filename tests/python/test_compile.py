@@ -7,7 +7,9 @@ one over an MLP dynamo traces whole, clearing the gradients with
 _backward.py), with
 mode="max-autotune-no-cudagraphs", with a compiled optimizer step, and
 exported with torch.export; FSDP2 + torch.compile on 2 gloo ranks; and the
-same model in eager mode with deterministic algorithms.  Each program runs
+same model in eager mode with deterministic algorithms; the whole-step
+case again with the probe's audits inside backward (TPAUDIT_PEAK=backward).
+Each program runs
 without and with the shim: its output (dynamo's counters: frames, graph
 breaks, recompiles, captured calls, unique graphs; the code of every graph;
 the losses as exact float hex) and its stderr must be the same, and every
@@ -58,16 +60,21 @@ LIVE_GROWTH = re.compile(r"^tpaudit: at step \d+: memory_growth: ")
 # 8642ded, 2026-12-07, after the barrier that made it rarer): torchrun's
 # report names the signal, and that plain run is made again, once.
 TEARDOWN_ABORT = "Signal 6 (SIGABRT)"
+PEAK_BACKWARD = "backward"  # TPAUDIT_PEAK_BACKWARD of include/tpaudit.h: TPAUDIT_PEAK's value for audits in backward
 
 
-def run(tmp_path, argv, probe, status=0):
+def run(tmp_path, argv, probe, status=0, peak=False):
+    """argv run with the probe (and TPAUDIT_PEAK=backward when peak) or
+    without: (its output dir, stdout, stderr with times and pids out)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false")
-    for var in ("LD_PRELOAD", "TPAUDIT_AUDIT", "TPAUDIT_FAIL_FAST"):
+    for var in ("LD_PRELOAD", "TPAUDIT_AUDIT", "TPAUDIT_FAIL_FAST", "TPAUDIT_PEAK"):
         env.pop(var, None)
     out = tmp_path / ("probe" if probe else "plain")
     out.mkdir()
     if probe:
         env.update(LD_PRELOAD=LIB, TPAUDIT_OUT=str(out))
+    if probe and peak:
+        env["TPAUDIT_PEAK"] = PEAK_BACKWARD
     r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1500, cwd=out)
     assert r.returncode == status, r.stderr[-4000:]
     # the probe's live memory_growth line is documented output of its own; any other line stays compared
@@ -75,12 +82,13 @@ def run(tmp_path, argv, probe, status=0):
     return out, r.stdout, TEMP_DIR.sub("/tmp/tmpX", LOG_TIME.sub("[time] ", LOG_STAMP.sub(r"\1 ", err)))
 
 
-def twin_runs(tmp_path, argv, same_stderr=True, plain_tries=1):
+def twin_runs(tmp_path, argv, same_stderr=True, plain_tries=1, peak=False):
     """(plain stdout, output dir of the probed run) after checking that both
     runs printed the same on stdout and stderr (unless not same_stderr), and
     that torchrun's ranks (argv with --log-dir ranks) wrote the same stderr
     each.  The plain run (no tpaudit) is made up to plain_tries times while
-    a rank of it ends by SIGABRT (TEARDOWN_ABORT); the probed run once."""
+    a rank of it ends by SIGABRT (TEARDOWN_ABORT); the probed run once (with
+    TPAUDIT_PEAK=backward when peak)."""
     for tries_left in range(plain_tries - 1, -1, -1):
         try:
             plain_dir, plain, plain_err = run(tmp_path, argv, False)
@@ -91,7 +99,7 @@ def twin_runs(tmp_path, argv, same_stderr=True, plain_tries=1):
             shutil.rmtree(tmp_path / "plain")
     if plain.startswith("skip:"):
         pytest.skip(plain.strip())
-    out, probed, probed_err = run(tmp_path, argv, True)
+    out, probed, probed_err = run(tmp_path, argv, True, peak=peak)
     assert probed == plain
     assert probed_err == plain_err or not same_stderr
     assert "<tpaudit>" not in probed_err  # no warning from the probe's code
@@ -155,6 +163,31 @@ def seen_model(seen):
     steps = [(label, step) for _, _, label, step, params in seen if params]
     assert steps[:2] == [("step", 1), ("step", 2)], seen
     assert all(params for _, _, label, _, params in seen if label == "step"), seen
+
+
+# The step post-hook the phase marks add under TPAUDIT_PEAK=backward (_hooks.py's
+# step_post, 610bf29) is traced by dynamo in the resume function of the compiled
+# step's wrapper, which without it has no ops and is skipped: frames ok one fewer
+# (2.11: 28 of 30 against 29 of 31; 2.6: 14 of 14 against 15 of 15; checked
+# 2026-12-07, the test passing before that commit on 2.2, 2.6 and 2.11).  torch
+# 2.2 strips the step hooks (HOOKS_STRIPPED) and passes.  Strict: it fails once fixed.
+@pytest.mark.xfail(not HOOKS_STRIPPED, strict=True,
+                   reason="the phase marks' optimizer step post-hook changes dynamo's frame counters")
+def test_audits_in_backward_same_counters_graphs_losses(tmp_path):
+    """TPAUDIT_PEAK=backward (_peak.py) under torch.compile: the traced_step
+    case (one torch.compile(fn) over an MLP's forward, backward, step and
+    `p.grad = None`) breaks its graph at loss.backward(), so the probe's audit
+    inside backward runs in a frame dynamo's callback is on for, and that
+    backward leads into the compiled optimizer step.  Dynamo's counters
+    (frames, graph breaks, recompiles, captured calls, unique graphs), the
+    code of every graph, the losses and stderr are the plain run's, and the
+    audits 'backward' of steps 1 and 2 were taken, each before its step's
+    own audit, and saw the model."""
+    plain, out = twin_runs(tmp_path, gpt2("traced_step"), peak=True)
+    assert re.search(r'"unique_graphs": [1-9]', plain) and plain.count("losses ") == 1, plain
+    seen = [(label, step) for _, _, label, step, params in audits(out) if params]
+    assert seen[:4] == [("backward", 1), ("step", 1), ("backward", 2), ("step", 2)], seen
+    clean_report(out)
 
 
 def test_compiled_optimizer_step_same(tmp_path):
