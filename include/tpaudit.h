@@ -204,6 +204,8 @@ typedef struct tpaudit_sample {
                                starts now, "forward", "backward", "optimizer_step" or "outside"
                                (table phase_mark, docs/schema.md) */
     const char *owner;      /* a phase's owner: the module called, the optimizer stepping; NULL */
+    int64_t peak_bytes;     /* a phase's: GPU: the allocator's peak allocated bytes so far
+                               (torch.cuda.max_memory_allocated); -1 when none (CPU) */
 } tpaudit_sample_t;
 
 /* An allocation that failed for want of device memory (docs/schema.md,
@@ -258,7 +260,7 @@ typedef struct tpaudit_verdict {
 #define TPAUDIT_INIT_LEDGER \
     { sizeof(tpaudit_ledger_t), NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL }
 #define TPAUDIT_INIT_SAMPLE \
-    { sizeof(tpaudit_sample_t), 0, NULL, 0, -1, -1, NULL, NULL }
+    { sizeof(tpaudit_sample_t), 0, NULL, 0, -1, -1, NULL, NULL, -1 }
 #define TPAUDIT_INIT_OOM \
     { sizeof(tpaudit_oom_t), NULL, NULL, -1, 0, -1, -1, -1, -1, 0, -1, NULL, 0 }
 #define TPAUDIT_INIT_VERDICT \

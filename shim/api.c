@@ -161,7 +161,7 @@ TPA_API int tpaudit_v1_record_ledger(const tpaudit_ledger_t *row) {
 TPA_API int tpaudit_v1_record_sample(const tpaudit_sample_t *sample) {
     tpaudit_sample_t s;
     TAKE_RECORD(s, sample, s.device != NULL);
-    struct tpa_fx_sample f = {tpa_now_ns(), s.step, s.live_bytes, s.reserved_bytes, s.py_blocks};
+    struct tpa_fx_sample f = {tpa_now_ns(), s.step, s.live_bytes, s.reserved_bytes, s.py_blocks, s.peak_bytes};
     if (!s.phase) {
         const char *strs[1] = {s.device};
         return tpa_enqueue(TPA_REC_SAMPLE, &f, sizeof f, strs, &one_short_cap, 1, NULL, 0, 0);

@@ -179,7 +179,8 @@
     X(phase, "TEXT NOT NULL", TEXT, view_text_or(v, TPA_PHASE_MARK_S_PHASE, "?"))   \
     X(owner, "TEXT", TEXT, view_text(v, TPA_PHASE_MARK_S_OWNER))                    \
     X(live_bytes, "INTEGER NOT NULL", I64, (int64_t)f.live_bytes)                   \
-    X(reserved_bytes, "INTEGER", OPT, f.reserved_bytes)
+    X(reserved_bytes, "INTEGER", OPT, f.reserved_bytes)                             \
+    X(peak_bytes, "INTEGER", OPT, f.peak_bytes)
 
 /* oom: an allocation that failed for want of device memory (the probe, the
  * CUPTI callbacks, a runtime); f is struct tpa_fx_oom */

@@ -73,7 +73,7 @@ struct tpa_fx_ledger {
 struct tpa_fx_sample {
     int64_t ts, step;
     uint64_t live_bytes;
-    int64_t reserved_bytes, py_blocks;
+    int64_t reserved_bytes, py_blocks, peak_bytes;
 };
 struct tpa_fx_oom {
     int64_t ts, seq, device;

@@ -32,12 +32,16 @@ def cuda():
 
 
 def counters(cuda_module, index):
-    """(allocated bytes, reserved bytes) of the caching allocator on device `index`."""
+    """(allocated bytes, reserved bytes, peak allocated bytes) of the caching
+    allocator on device `index` (the peak: torch.cuda.max_memory_allocated,
+    since the process began or the program last reset it)."""
     try:
         stats = sys.modules["torch"]._C._cuda_memoryStats(index)
-        return stats["allocated_bytes"]["all"]["current"], stats["reserved_bytes"]["all"]["current"]
+        allocated = stats["allocated_bytes"]["all"]
+        return allocated["current"], stats["reserved_bytes"]["all"]["current"], allocated["peak"]
     except (AttributeError, KeyError, TypeError):
-        return cuda_module.memory_allocated(index), cuda_module.memory_reserved(index)
+        return (cuda_module.memory_allocated(index), cuda_module.memory_reserved(index),
+                cuda_module.max_memory_allocated(index))
 
 
 def current_devices():
@@ -49,12 +53,18 @@ def current_devices():
 def live_bytes():
     """(live bytes, reserved bytes or -1, device text) of this moment: the
     current CUDA device's allocated and reserved bytes, else the CPU's."""
+    live, reserved, _, device = live_and_peak()
+    return live, reserved, device
+
+
+def live_and_peak():
+    """live_bytes() with the peak allocated bytes between them (-1 on the CPU)."""
     module = cuda()
     if module is not None:
         index = module.current_device()
-        allocated, reserved = counters(module, index)
-        return allocated, reserved, "cuda:%d" % index
-    return (_malloc_in_use() if _malloc_in_use is not None else _rss()), -1, "cpu"
+        allocated, reserved, peak = counters(module, index)
+        return allocated, reserved, peak, "cuda:%d" % index
+    return (_malloc_in_use() if _malloc_in_use is not None else _rss()), -1, -1, "cpu"
 
 
 def measured(devices):
@@ -66,7 +76,7 @@ def measured(devices):
         if not device.startswith("cuda") or module is None:
             continue
         index = int(device.split(":")[1]) if ":" in device else module.current_device()
-        allocated, reserved = counters(module, index)
+        allocated, reserved, _ = counters(module, index)
         out[device] = ("torch.cuda.memory_reserved", reserved, max(0, reserved - allocated))
     return out
 
@@ -77,7 +87,7 @@ def free_state(device):
     module = cuda()
     if module is None:
         return None, None
-    allocated, reserved = counters(module, device)
+    allocated, reserved, _ = counters(module, device)
     largest = 0
     for segment in module.memory_snapshot():
         if segment.get("device", device) != device:

@@ -347,16 +347,6 @@ def _patch(torch):
         finally:
             _dynamo_frames.callback_set(prior)
 
-    def step_post(opt, _args, _kwargs):
-        """The end of an optimizer step (_phases.py: registered only when marks are on)."""
-        if _compiling() or not state.enabled:
-            return
-        prior = _dynamo_frames.callback_set(None)
-        try:
-            marks.step_ended(opt)
-        finally:
-            _dynamo_frames.callback_set(prior)
-
     def silent_step(opt, caller):
         """A step the pre-hook did not see (_silent_steps.py), taken with
         dynamo's callback off as the hook's are."""
@@ -406,18 +396,16 @@ def _patch(torch):
         marks = _phases.PhaseMarks(state.recorder, counts)
         _track.module_call_listeners.append(marks.module_called)
         _track.backward_listeners.append(marks.backward_started)
-    _parts.guard("forward_descriptor", _silent_steps.listen_at_zero_grad, torch, silent)
+    _parts.guard("forward_descriptor", _silent_steps.listen_at_zero_grad, torch, silent,
+                 marks.zero_grad if marks is not None else None)
     _parts.guard("forward_descriptor", _backward.install, torch)
     import torch.optim.optimizer as optimizer_mod
     handle = optimizer_mod.register_optimizer_step_pre_hook(step_pre)
-    handles = [handle]
-    if marks is not None:
-        handles.append(optimizer_mod.register_optimizer_step_post_hook(step_post))
+
     # torch 2.2: out again once torch.compile strips the step hooks (a compiled
     # step bound before would show it to dynamo); its steps are then silent ones
     def hook_out():
-        for one in handles:
-            one.remove()
+        handle.remove()
         silent.counts = True
     _step_hook_out.install(_versions.release(getattr(torch, "__version__", "")), hook_out, fail)
     if state.plan.at_exit:

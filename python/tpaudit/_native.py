@@ -165,12 +165,13 @@ class NativeRecorder:
                          int(reserved_bytes), int(py_blocks))
         return self._record_sample(ctypes.byref(s))
 
-    def phase_mark(self, step, phase, owner, device, live_bytes, reserved_bytes=-1):
+    def phase_mark(self, step, phase, owner, device, live_bytes, reserved_bytes=-1, peak_bytes=-1):
         """Records the live memory where `phase` of step `step` starts (_phases.py)."""
         if self._record_sample is None:
             return -1
         s = SampleStruct(ctypes.sizeof(SampleStruct), int(step), self._words(device), int(live_bytes),
-                         int(reserved_bytes), -1, self._words(phase), self._words(owner) if owner else None)
+                         int(reserved_bytes), -1, self._words(phase), self._words(owner) if owner else None,
+                         int(peak_bytes))
         return self._record_sample(ctypes.byref(s))
 
     def oom(self, row):

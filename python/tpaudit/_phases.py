@@ -10,15 +10,19 @@ audit, its activations and temporaries, is made by one part of the step:
   backward        an eager Tensor.backward starts (the backward twin's
                   listeners; owner: the class of the last forward's module);
   optimizer_step  an optimizer's step pre-hook runs (owner: its class);
-  outside         its step post-hook returns (until the next forward).
-Each mark reads the allocators' counters (_allocator.live_bytes, no
+  outside         Optimizer.zero_grad is called (the probe's twin of it,
+                  _silent_steps.listen_at_zero_grad; until the next forward).
+Each mark reads the allocators' counters (_allocator.live_and_peak: on a
+GPU the live, reserved and peak allocated bytes of one stats read, no
 device sync, nothing allocated) and records one row; the analyzer gives the
 live bytes that grew after a mark, beyond what the last audit attributed,
 to that mark's part and owner (analyzer/owner_timeline.c), so the memory
 viewer's export and the HTML owner timeline name them.  Every listener runs
-eagerly with dynamo's frame callback off, as the other listeners do, so a
-compiled program traces none of it; the post-hook is registered only when
-marks are on, and a compiled step (dynamo folds _compiling()) marks nothing.
+eagerly with dynamo's frame callback off, as the other listeners do, or
+(zero_grad) in a function dynamo skips, so a compiled program traces none
+of it.  No step post-hook: torch runs the global ones inside the optimizer's
+step, which dynamo traces where a compiled function steps (one converted
+frame less on torch 2.6 and 2.11, test_compile.py).
 """
 from . import _allocator
 from . import _parts
@@ -43,8 +47,8 @@ class PhaseMarks:
         _parts.guard(PART, self._record, phase, owner)
 
     def _record(self, phase, owner):
-        live, reserved, device = _allocator.live_bytes()
-        self.rec.phase_mark(self._step(), phase, owner, device, live, reserved)
+        live, reserved, peak, device = _allocator.live_and_peak()
+        self.rec.phase_mark(self._step(), phase, owner, device, live, reserved, peak)
 
     def module_called(self, module):
         """A module-call listener (_track.module_call_listeners)."""
@@ -58,5 +62,5 @@ class PhaseMarks:
     def step_starts(self, opt):
         self.mark(OPTIMIZER_STEP, type(opt).__name__)
 
-    def step_ended(self, _opt):
+    def zero_grad(self, _opt):
         self.mark(OUTSIDE, None)

@@ -97,11 +97,12 @@ class SilentSteps:
                 self.on_step(opt, _calls.outwards(frame))
 
 
-def listen_at_zero_grad(torch, silent):
+def listen_at_zero_grad(torch, silent, also=None):
     """Has silent (a SilentSteps) read the versions at each
-    Optimizer.zero_grad, where torch's zero_grad is its function under
-    torch._disable_dynamo (the same wrapper goes on the probe's, so dynamo
-    skips the call as it skips torch's); elsewhere nothing changes."""
+    Optimizer.zero_grad, and `also` (when given) hear the optimizer there
+    (the phase marks, _phases.py), where torch's zero_grad is its function
+    under torch._disable_dynamo (the same wrapper goes on the probe's, so
+    dynamo skips the call as it skips torch's); elsewhere nothing changes."""
     Optimizer = torch.optim.Optimizer
     zero_grad = Optimizer.__dict__.get("zero_grad")
     disabled = getattr(torch, "_disable_dynamo", None)
@@ -115,6 +116,8 @@ def listen_at_zero_grad(torch, silent):
     def heard(self, *args, **kwargs):
         try:  # the caller: the frame that called the wrapper (past dynamo's disabling frames)
             silent.check(outside(sys._getframe(1), wrapper))
+            if also is not None:
+                also(self)
         except Exception:
             pass  # never reaches the program's call
         return raw(self, *args, **kwargs)
