@@ -117,6 +117,10 @@ int tpa_read_owner_timeline(sqlite3 *db, tpa_run_t *run);
 /* Gives each sample and phase mark of run->owners (in time order) its
  * transient groups (tpa_owner_point_t); 0, or -1 when out of memory. */
 int tpa_split_transient(tpa_run_t *run);
+/* The device's peak and the part of a step that reached it, from the phase
+ * marks (run->device_peak_*; none without a phase_mark table).
+ * device_peak.c.  0, or -1. */
+int tpa_read_device_peak(sqlite3 *db, tpa_run_t *run);
 /* Every device allocation and free CUPTI recorded, with each allocation's
  * native stack symbolized once per stack and the library that asked for it
  * (device_memory.c).  0, or -1. */

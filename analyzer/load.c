@@ -91,7 +91,7 @@ static int read_memory(sqlite3 *db, const char *file, int needs, int64_t before_
         what = "allocations";
     else if ((needs & TPA_NEED_MEMORY) && tpa_read_ledger(db, audit, run))
         what = "the ledger";
-    else if ((needs & (TPA_NEED_MEMORY | TPA_NEED_PEAK)) && tpa_read_peak(db, run))
+    else if ((needs & (TPA_NEED_MEMORY | TPA_NEED_PEAK)) && (tpa_read_peak(db, run) || tpa_read_device_peak(db, run)))
         what = "the peak of activations";
     else if (((needs & TPA_NEED_OWNERS) && tpa_read_owner_timeline(db, run)) ||
              ((needs & TPA_NEED_DEVICE_MEMORY) && tpa_read_device_memory(db, &run->device_memory)))

@@ -70,6 +70,13 @@ void tpa_put_json_string(FILE *out, const char *s) {
     fputc('"', out);
 }
 
+void tpa_put_json_string_or_null(FILE *out, const char *s) {
+    if (s)
+        tpa_put_json_string(out, s);
+    else
+        fputs("null", out);
+}
+
 void tpa_put_xml_escaped(FILE *out, const char *s) { put_escaped(out, s, xml_escape); }
 
 const char *tpa_term(const char *s) {

@@ -10,6 +10,8 @@
 #include <stdio.h>
 
 void tpa_put_json_string(FILE *out, const char *s);
+/* s as a JSON string, or null when s is NULL. */
+void tpa_put_json_string_or_null(FILE *out, const char *s);
 void tpa_put_xml_escaped(FILE *out, const char *s);
 const char *tpa_term(const char *s);
 

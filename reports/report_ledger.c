@@ -94,13 +94,6 @@ void tpa_put_samples_text(FILE *out, const tpa_run_t *run) {
 
 /* ---- JSON ---- */
 
-static void put_string_or_null(FILE *out, const char *s) {
-    if (s)
-        tpa_put_json_string(out, s);
-    else
-        fputs("null", out);
-}
-
 void tpa_put_ledger_json(FILE *out, const tpa_run_t *run) {
     if (!run->has_ledger) {
         fputs(",\"ledger\":null,\"ledger_total\":null", out);
@@ -110,13 +103,13 @@ void tpa_put_ledger_json(FILE *out, const tpa_run_t *run) {
     for (size_t i = 0; i < run->n_ledger; i++) {
         const tpa_ledger_row_t *row = &run->ledger[i];
         fputs(i ? ",{\"device\":" : "{\"device\":", out);
-        put_string_or_null(out, row->device);
+        tpa_put_json_string_or_null(out, row->device);
         fputs(",\"owner_kind\":", out);
-        put_string_or_null(out, row->owner_kind);
+        tpa_put_json_string_or_null(out, row->owner_kind);
         fputs(",\"owner\":", out);
-        put_string_or_null(out, row->owner);
+        tpa_put_json_string_or_null(out, row->owner);
         fprintf(out, ",\"bytes\":%" PRId64 ",\"tensors\":%" PRId64 ",\"example\":", row->bytes, row->tensors);
-        put_string_or_null(out, row->example);
+        tpa_put_json_string_or_null(out, row->example);
         fputc('}', out);
     }
     fprintf(out, "],\"ledger_total\":%" PRId64, run->ledger_total);
@@ -127,7 +120,7 @@ void tpa_put_growth_json(FILE *out, const tpa_finding_t *f) {
     fprintf(out, ",\"bytes\":%" PRId64 ",\"growth\":{\"bytes_per_step\":%" PRId64 ",\"since_step\":%" PRId64
                  ",\"example\":",
             f->held_bytes, f->growth_per_step, f->growth_since_step);
-    put_string_or_null(out, f->example);
+    tpa_put_json_string_or_null(out, f->example);
     fputs(",\"created_at\":", out);
     const tpa_frame_t *at = tpa_first_user_frame(&f->created_at);
     if (at && at->file) {

@@ -25,6 +25,34 @@ void tpa_format_peak_modules(const tpa_run_t *run, size_t most, char *buf, size_
     }
 }
 
+/* "in the backward of step 2 (GPT2LMHeadModel)": the part of a step that reached the device's peak. */
+static void device_peak_part(const tpa_run_t *run, char *buf, size_t len) {
+    const char *phase = run->device_peak_phase;
+    if (!phase) {
+        snprintf(buf, len, "before the first phase mark");
+        return;
+    }
+    const char *words = !strcmp(phase, "optimizer_step") ? "optimizer step" : !strcmp(phase, "outside") ? "time outside a step" : phase;
+    int n = snprintf(buf, len, "in the %s of step %" PRId64, tpa_term(words), run->device_peak_step);
+    if (run->device_peak_owner && n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, " (%s)", tpa_term(run->device_peak_owner));
+}
+
+/* The device's peak under the peak section: where it was reached, and how far above the audit it is when that
+ * audit was taken at the start of the same backward. */
+static void put_device_peak_text(FILE *out, const tpa_run_t *run) {
+    char bytes[32], more[32], part[320];
+    tpa_format_bytes(run->device_peak_bytes, bytes, sizeof bytes);
+    device_peak_part(run, part, sizeof part);
+    fprintf(out, "        device peak %s (max_memory_allocated), reached %s", bytes, part);
+    if (run->n_peak_parts && run->device_peak_phase && !strcmp(run->device_peak_phase, "backward") &&
+        run->device_peak_step == run->peak_step && run->device_peak_bytes >= run->peak_measured) {
+        tpa_format_bytes(run->device_peak_bytes - run->peak_measured, more, sizeof more);
+        fprintf(out, ": %s above that audit, made in backward before the peak (gradients and temporaries in flight)",
+                more);
+    }
+    fputc('\n', out);
+}
+
 void tpa_put_peak_text(FILE *out, const tpa_run_t *run) {
     if (!run->has_peak) return;
     char total[32], bytes[32], when[320] = "";
@@ -48,6 +76,7 @@ void tpa_put_peak_text(FILE *out, const tpa_run_t *run) {
         fprintf(out, "%s %s %s", i ? "," : "", tpa_term(run->peak_parts[i].module), bytes);
     }
     fputc('\n', out);
+    if (run->device_peak_bytes > 0) put_device_peak_text(out, run);
 }
 
 void tpa_put_peak_modules_json(FILE *out, const tpa_run_t *run, size_t most) {
@@ -78,5 +107,16 @@ void tpa_put_peak_json(FILE *out, const tpa_run_t *run) {
         tpa_put_json_string(out, run->peak_parts[i].module);
         fprintf(out, ",\"bytes\":%" PRId64 "}", run->peak_parts[i].bytes);
     }
-    fputs("]}", out);
+    fputs("],\"device_peak\":", out);
+    if (run->device_peak_bytes <= 0) {
+        fputs("null}", out);
+        return;
+    }
+    char reached[32] = "null";
+    if (run->device_peak_step >= 0) snprintf(reached, sizeof reached, "%" PRId64, run->device_peak_step);
+    fprintf(out, "{\"bytes\":%" PRId64 ",\"step\":%s,\"phase\":", run->device_peak_bytes, reached);
+    tpa_put_json_string_or_null(out, run->device_peak_phase);
+    fputs(",\"owner\":", out);
+    tpa_put_json_string_or_null(out, run->device_peak_owner);
+    fputs("}}", out);
 }

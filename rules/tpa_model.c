@@ -158,6 +158,8 @@ void tpa_report_free(tpa_report_t *r) {
         for (size_t j = 0; j < run->n_peak_parts; j++) free(run->peak_parts[j].module);
         free(run->peak_parts);
         free(run->peak_label);
+        free(run->device_peak_phase);
+        free(run->device_peak_owner);
         free(run->owner_device);
         tpa_owner_points_free(run->owners, run->n_owners);
         tpa_device_memory_free(run->device_memory);

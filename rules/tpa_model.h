@@ -287,6 +287,13 @@ typedef struct tpa_run {
     tpa_peak_module_t *peak_parts;
     size_t n_peak_parts;
     int64_t peak_measured;
+    /* The device's peak (analyzer/device_peak.c): the most allocated bytes
+     * the phase marks saw (torch.cuda.max_memory_allocated; 0: no mark saw
+     * one), and the part of a step during which it was first reached (the
+     * mark before the first that saw it: its step, phase and owner; step -1
+     * and phase NULL when the first mark saw it already). */
+    int64_t device_peak_bytes, device_peak_step;
+    char *device_peak_phase, *device_peak_owner;
 } tpa_run_t;
 
 typedef struct tpa_gate_rule {

@@ -1,8 +1,9 @@
 """`tpaudit report --format memory-viz`: PyTorch's memory snapshot of a run
 with CUPTI's device allocations (memviz_db.py, and any GPU-recorded fixture
-under fixtures/gpu/), loaded with torch.cuda._memory_viz (segments, memory,
-trace_plot, segsum, trace) and checked as MemoryViz.js reads it: protocol,
-opcodes, block tiling, every block inside a live segment at every entry,
+under fixtures/gpu/, among them seed-peak.db with its phase marks), loaded
+with torch.cuda._memory_viz (segments, memory, trace_plot, segsum, trace)
+and checked as MemoryViz.js reads it: protocol, opcodes, block tiling,
+every block inside a live segment at every entry,
 the owner categories with "unknown" among them, what user_metadata says.
 Bad input: no device records, a rank filter matching nothing, a version-1
 database, several runs to stdout; nothing written on an error.
@@ -164,7 +165,7 @@ def test_gpu_recorded_fixture(db, tmp_path):
 
 
 PHASE_MARK = ("CREATE TABLE phase_mark(step INTEGER NOT NULL, ts_ns INTEGER NOT NULL, device TEXT NOT NULL,"
-              " phase TEXT NOT NULL, owner TEXT, live_bytes INTEGER NOT NULL, reserved_bytes INTEGER)")
+              " phase TEXT NOT NULL, owner TEXT, live_bytes INTEGER NOT NULL, reserved_bytes INTEGER, peak_bytes INTEGER)")
 
 
 def with_phase_marks(path):
@@ -179,7 +180,8 @@ def with_phase_marks(path):
     c.execute(PHASE_MARK)
     for ts, phase, owner, made in ((12_000, "forward", "GPT2LMHeadModel", 0), (14_000, "backward", "GPT2LMHeadModel", 300),
                                    (16_000, "optimizer_step", "AdamW", 100), (18_000, "outside", None, 164)):
-        c.execute("INSERT INTO phase_mark VALUES(2,?,'cuda:0',?,?,?,?)", (ts, phase, owner, before[0] + made * MIB, before[1]))
+        c.execute("INSERT INTO phase_mark VALUES(2,?,'cuda:0',?,?,?,?,NULL)",
+                  (ts, phase, owner, before[0] + made * MIB, before[1]))
     c.commit()
     c.close()
     return before[0] - attributed  # what no audit attributed before the marks
@@ -226,3 +228,38 @@ def test_phase_marks_name_what_a_step_made_between_audits(tmp_path):
     html = tpaudit("report", "--format", "html", tmp_path / "marks.db").stdout
     assert "made in forward (between audits)" in html and "made in the optimizer step (between audits)" in html
     assert "made in forward" not in tpaudit("report", "--format", "html", tmp_path / "twin.db").stdout
+
+
+# The seed run (examples/finetune.py --order buggy --steps 5 --device cuda) under
+# `tpaudit run --peak` on an H100 (torch 2.11, scripts/gpu_memviz.sh with
+# TPAUDIT_PEAK=backward, 2026-12-07, docs/GPU_RUNS.md): its phase marks read the
+# device's peak, so this is what only a GPU makes, checked in every format.
+SEED_PEAK = HERE / "fixtures" / "gpu" / "seed-peak.db"
+
+
+def test_device_made_seed_run_with_phase_marks_in_every_format(tmp_path):
+    export(tmp_path / "seed.pickle", SEED_PEAK)
+    snap = load_checked(tmp_path / "seed.pickle")
+    allocs = [e for t in snap["device_traces"] for e in t if e["action"] == "alloc"]
+    cats = {e.get("category") for e in allocs}
+    assert {"forward", "backward", "optimizer_step", "stale", "parameter"} <= cats, cats
+    unknown = [e for e in allocs if e.get("category") == "unknown"]
+    # on the device the same run without marks had 1,247 of 2,515 alloc entries "unknown" (GPU_RUNS.md)
+    assert len(unknown) == 77 and len(allocs) == 3395, (len(unknown), len(allocs))
+    assert (snap["tpaudit"]["unknown_bytes"], snap["tpaudit"]["phase_bytes"]) == (25945088, 86748672)
+    forward = [e for e in allocs if e.get("category") == "forward"]
+    assert all(e["user_metadata"].startswith("forward of TinyLM: made in the forward part of step ") for e in forward)
+    text = tpaudit("report", SEED_PEAK).stdout
+    assert "device peak 201.2 MiB (max_memory_allocated), reached in the backward of step 2 (TinyLM)" in text, text
+    assert "stale_param          wte.weight" in text
+    import jsonschema
+    doc = json.loads(tpaudit("report", "--format", "json", SEED_PEAK).stdout)
+    jsonschema.Draft202012Validator(json.loads((HERE.parents[1] / "docs" / "report.schema.json").read_text())).validate(doc)
+    (run,) = doc["runs"]
+    assert run["peak"]["device_peak"] == {"bytes": 211001856, "step": 2, "phase": "backward", "owner": "TinyLM"}
+    assert run["peak"]["label"] == "backward" and run["peak"]["modules"][0]["module"] == "TinyLM"
+    html = tpaudit("report", "--format", "html", SEED_PEAK).stdout
+    assert "made in forward (between audits)" in html and "made in backward (between audits)" in html
+    junit = tpaudit("report", "--format", "junit", SEED_PEAK).stdout
+    assert "<testsuite" in junit and "stale_param" in junit
+    assert tpaudit("gate", SEED_PEAK).returncode == 1  # the stale embedding
