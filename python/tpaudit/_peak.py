@@ -16,6 +16,7 @@ Docs: PROBE.md, "The peak of activations with no code change".
 """
 import os
 
+from . import _track
 from ._structs import PEAK_BACKWARD  # TPAUDIT_PEAK's value that turns this on (tpaudit.h)
 
 LABEL = "backward"  # the audit's label
@@ -35,7 +36,7 @@ class BackwardAudits:
         self.last = None  # the step of the latest audit taken here
 
     def __call__(self, _tensor):
-        step = 1 + max((entry[0] for entry in self.step_counts.values()), default=0)
+        step = _track.coming_step(self.step_counts)
         if step == self.last or not self.plan.wants(step):
             return
         self.last = step

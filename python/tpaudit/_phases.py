@@ -10,8 +10,10 @@ audit, its activations and temporaries, is made by one part of the step:
   backward        an eager Tensor.backward starts (the backward twin's
                   listeners; owner: the class of the last forward's module);
   optimizer_step  an optimizer's step pre-hook runs (owner: its class);
-  outside         Optimizer.zero_grad is called (the probe's twin of it,
-                  _silent_steps.listen_at_zero_grad; until the next forward).
+  outside         Optimizer.zero_grad is called after the optimizer stepped
+                  (the probe's twin of it, _silent_steps.listen_at_zero_grad;
+                  until the next forward; one called between forward and
+                  backward is part of the step and marks nothing).
 Each mark reads the allocators' counters (_allocator.live_and_peak: on a
 GPU the live, reserved and peak allocated bytes of one stats read, no
 device sync, nothing allocated) and records one row; the analyzer gives the
@@ -26,6 +28,7 @@ frame less on torch 2.6 and 2.11, test_compile.py).
 """
 from . import _allocator
 from . import _parts
+from . import _track
 
 PART = "phase_marks"
 FORWARD, BACKWARD, OPTIMIZER_STEP, OUTSIDE = "forward", "backward", "optimizer_step", "outside"
@@ -39,16 +42,15 @@ class PhaseMarks:
     def __init__(self, recorder, step_counts):
         self.rec, self.counts = recorder, step_counts
         self.forward_owner = None  # the class of the last root module called
-
-    def _step(self):
-        return 1 + max((entry[0] for entry in self.counts.values()), default=0)
+        self.last = None           # the phase of the last mark
 
     def mark(self, phase, owner):
         _parts.guard(PART, self._record, phase, owner)
 
     def _record(self, phase, owner):
+        self.last = phase
         live, reserved, peak, device = _allocator.live_and_peak()
-        self.rec.phase_mark(self._step(), phase, owner, device, live, reserved, peak)
+        self.rec.phase_mark(_track.coming_step(self.counts), phase, owner, device, live, reserved, peak)
 
     def module_called(self, module):
         """A module-call listener (_track.module_call_listeners)."""
@@ -63,4 +65,8 @@ class PhaseMarks:
         self.mark(OPTIMIZER_STEP, type(opt).__name__)
 
     def zero_grad(self, _opt):
-        self.mark(OUTSIDE, None)
+        """Optimizer.zero_grad: the step is over when its optimizer stepped
+        (or before any mark); a zero_grad between forward and backward is
+        part of the step and marks nothing."""
+        if self.last in (None, OPTIMIZER_STEP):
+            self.mark(OUTSIDE, None)

@@ -49,6 +49,12 @@ scanned = WeakIdMap()      # optimizer -> True once its gc referrer scan ran
 step_counts = {}           # id(optimizer) -> [steps taken, next step due]; a new optimizer drops its id's
 
 
+def coming_step(counts):
+    """The step about to run: one more than the most steps an optimizer of
+    `counts` (as step_counts) has taken."""
+    return 1 + max((entry[0] for entry in counts.values()), default=0)
+
+
 def notify_module_call(module, callback=None):
     """Calls each of module_call_listeners with module (the twin of
     Module.__call__ calls it at each eager module call while the list is not

@@ -4,8 +4,10 @@ training loop with no tpaudit in it, under the shim.
 
 - With --peak, each step has its marks in order: forward (the root module,
   by class), backward (the same module), optimizer_step (the optimizer's
-  class), outside; the program's output, files and exit status are the
-  plain run's, and the losses are bitwise the same.
+  class), outside (its zero_grad after the step); the program's output,
+  files and exit status are the plain run's, and the losses are bitwise
+  the same.  A loop that calls zero_grad between forward and backward (as
+  the seed example does) has no outside part: that zero_grad is the step's.
 - The twin, without --peak: no mark at all, the same output.
 - The part broken on purpose turns off alone: one `tpaudit:` line naming
   it, the run and its audits go on.
@@ -24,6 +26,7 @@ STEPS = 4
 LOOP = """\
 import sys
 import torch
+ZERO_GRAD_FIRST = sys.argv[2] == "first"
 torch.manual_seed(0)
 torch.use_deterministic_algorithms(True)
 model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
@@ -31,9 +34,12 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 for step in range(%d):
     x = torch.randn(128, 64)
     loss = model(x).square().mean()
+    if ZERO_GRAD_FIRST:
+        opt.zero_grad()
     loss.backward()
     opt.step()
-    opt.zero_grad()
+    if not ZERO_GRAD_FIRST:
+        opt.zero_grad()
     print("loss %%d %%r" %% (step, loss.item()))
 with open(sys.argv[1], "w") as f:
     f.write("done\\n")
@@ -42,20 +48,21 @@ sys.exit(3)
 BREAK = "import tpaudit._phases\ndef broken(*a):\n    raise AttributeError('gone')\ntpaudit._phases.PhaseMarks._record = broken\n"
 
 
-def run(tmp_path, name, flags=(), site=None):
+def run(tmp_path, name, flags=(), site=None, zero_grad="last"):
     """The loop plain, then under `tpaudit run` with flags: (plain, audited, its database)."""
     (tmp_path / "loop.py").write_text(LOOP)
     env = dict(os.environ)
     for var in ("TPAUDIT_PEAK", "TPAUDIT_AUDIT", "TPAUDIT_FAIL_FAST"):
         env.pop(var, None)
     argv = [sys.executable, str(tmp_path / "loop.py")]
-    plain = subprocess.run(argv + [tmp_path / f"{name}.plain"], capture_output=True, text=True, timeout=300, env=env)
+    plain = subprocess.run(argv + [tmp_path / f"{name}.plain", zero_grad], capture_output=True, text=True, timeout=300,
+                           env=env)
     if site:
         (tmp_path / "site").mkdir()
         (tmp_path / "site" / "sitecustomize.py").write_text(site)
         env["PYTHONPATH"] = str(tmp_path / "site")
     out = tmp_path / name
-    r = subprocess.run([TPAUDIT, "run", "-o", str(out), *flags, "--", *argv, tmp_path / f"{name}.traced"],
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), *flags, "--", *argv, tmp_path / f"{name}.traced", zero_grad],
                        capture_output=True, text=True, timeout=300, env=env)
     (path,) = out.glob("*.db")
     assert plain.returncode == r.returncode == 3, (plain.stderr, r.stderr)
@@ -81,6 +88,14 @@ def test_each_step_marks_its_parts_in_order(tmp_path):
     assert all(live > 0 for live in lives)
     # the backward audits of --peak are there too (audits of steps 1 and 2: the default plan)
     assert ("backward", 1) in db.execute("select label, step from audit").fetchall()
+
+
+def test_zero_grad_inside_the_step_marks_nothing(tmp_path):
+    _, r, db = run(tmp_path, "first", ["--peak"], zero_grad="first")
+    want = []
+    for step in range(1, STEPS + 1):
+        want += [(step, "forward", "Sequential"), (step, "backward", "Sequential"), (step, "optimizer_step", "AdamW")]
+    assert marks(db) == want
 
 
 def test_twin_without_peak_marks_nothing(tmp_path):
