@@ -37,18 +37,19 @@ static void device_peak_part(const tpa_run_t *run, char *buf, size_t len) {
     if (run->device_peak_owner && n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, " (%s)", tpa_term(run->device_peak_owner));
 }
 
-/* The device's peak under the peak section: where it was reached, and how far above the audit it is when that
- * audit was taken at the start of the same backward. */
+/* The device's peak under the peak section: where it was reached, and, where an audit was taken in that part or
+ * just before it (the audit inside backward of `tpaudit run --peak`), what was allocated at it and what was made
+ * after it. */
 static void put_device_peak_text(FILE *out, const tpa_run_t *run) {
-    char bytes[32], more[32], part[320];
+    char bytes[32], at[32], more[32], part[320];
     tpa_format_bytes(run->device_peak_bytes, bytes, sizeof bytes);
     device_peak_part(run, part, sizeof part);
     fprintf(out, "        device peak %s (max_memory_allocated), reached %s", bytes, part);
-    if (run->n_peak_parts && run->device_peak_phase && !strcmp(run->device_peak_phase, "backward") &&
-        run->device_peak_step == run->peak_step && run->device_peak_bytes >= run->peak_measured) {
-        tpa_format_bytes(run->device_peak_bytes - run->peak_measured, more, sizeof more);
-        fprintf(out, ": %s above that audit, made in backward before the peak (gradients and temporaries in flight)",
-                more);
+    if (run->device_peak_audit && run->device_peak_audit_bytes <= run->device_peak_bytes) {
+        tpa_format_bytes(run->device_peak_audit_bytes, at, sizeof at);
+        tpa_format_bytes(run->device_peak_bytes - run->device_peak_audit_bytes, more, sizeof more);
+        fprintf(out, ": %s allocated at the audit \"%s\" of step %" PRId64 ", %s made after it (gradients and "
+                "temporaries in flight)", at, tpa_term(run->device_peak_audit), run->device_peak_audit_step, more);
     }
     fputc('\n', out);
 }
@@ -118,5 +119,11 @@ void tpa_put_peak_json(FILE *out, const tpa_run_t *run) {
     tpa_put_json_string_or_null(out, run->device_peak_phase);
     fputs(",\"owner\":", out);
     tpa_put_json_string_or_null(out, run->device_peak_owner);
-    fputs("}}", out);
+    fputs(",\"audit\":", out);
+    tpa_put_json_string_or_null(out, run->device_peak_audit);
+    if (run->device_peak_audit)
+        fprintf(out, ",\"audit_step\":%" PRId64 ",\"audit_bytes\":%" PRId64 "}}", run->device_peak_audit_step,
+                run->device_peak_audit_bytes);
+    else
+        fputs(",\"audit_step\":null,\"audit_bytes\":null}}", out);
 }

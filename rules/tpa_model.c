@@ -160,6 +160,7 @@ void tpa_report_free(tpa_report_t *r) {
         free(run->peak_label);
         free(run->device_peak_phase);
         free(run->device_peak_owner);
+        free(run->device_peak_audit);
         free(run->owner_device);
         tpa_owner_points_free(run->owners, run->n_owners);
         tpa_device_memory_free(run->device_memory);

@@ -294,6 +294,12 @@ typedef struct tpa_run {
      * and phase NULL when the first mark saw it already). */
     int64_t device_peak_bytes, device_peak_step;
     char *device_peak_phase, *device_peak_owner;
+    /* The last finished audit in that part or the one before (the audit
+     * in backward of `tpaudit run --peak`): its label (NULL: none), step and
+     * the bytes allocated on that device at it (its ledger's measured total
+     * less the allocator's cache); the peak beyond them was made after it. */
+    char *device_peak_audit;
+    int64_t device_peak_audit_step, device_peak_audit_bytes;
 } tpa_run_t;
 
 typedef struct tpa_gate_rule {

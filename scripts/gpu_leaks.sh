@@ -17,8 +17,9 @@
 #               steps vs a deque(maxlen=6)
 #   generate    a function's loop of 10 `generate` calls keeping each output (its logits
 #               and KV cache) vs a deque(maxlen=6): the model is called by transformers only
-# Each: the finding (holder, line, rate within 5% of memory_allocated()'s
-# per-step rise), the ledger's held-by row against the
+# Each: the finding (holder, line, rate within 5% of the kept tensors'
+# per-step rise where the program counts them, else memory_allocated()'s),
+# the ledger's held-by row against the
 # device growth memory_allocated() shows (within 5%), the ledger's owners
 # against CUPTI's measured total (within 1%), the twin clean. Then the GPT-2
 # 124M step with leak detection on against the plain step

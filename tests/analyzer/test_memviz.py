@@ -168,19 +168,21 @@ PHASE_MARK = ("CREATE TABLE phase_mark(step INTEGER NOT NULL, ts_ns INTEGER NOT 
               " phase TEXT NOT NULL, owner TEXT, live_bytes INTEGER NOT NULL, reserved_bytes INTEGER, peak_bytes INTEGER)")
 
 
-def with_phase_marks(path):
+def with_phase_marks(path, peak_column=True):
     """Step 2 of memviz_db's run, between the audits of steps 1 and 2, in
     four parts: its forward makes 300 MiB, backward frees 200 MiB of them,
-    the optimizer step makes 64 MiB (the probe's phase marks, _phases.py)."""
+    the optimizer step makes 64 MiB (the probe's phase marks, _phases.py);
+    peak_column False: the table as the first marks wrote it, without
+    peak_bytes."""
     import sqlite3
     c = sqlite3.connect(path)
     attributed = c.execute("SELECT sum(bytes) FROM ledger WHERE audit_id=1 AND owner_kind NOT IN"
                            " ('measured', 'allocator_cache')").fetchone()[0]
     before = c.execute("SELECT live_bytes, reserved_bytes FROM sample WHERE step=1").fetchone()
-    c.execute(PHASE_MARK)
+    c.execute(PHASE_MARK if peak_column else PHASE_MARK.replace(", peak_bytes INTEGER", ""))
     for ts, phase, owner, made in ((12_000, "forward", "GPT2LMHeadModel", 0), (14_000, "backward", "GPT2LMHeadModel", 300),
                                    (16_000, "optimizer_step", "AdamW", 100), (18_000, "outside", None, 164)):
-        c.execute("INSERT INTO phase_mark VALUES(2,?,'cuda:0',?,?,?,?,NULL)",
+        c.execute("INSERT INTO phase_mark VALUES(2,?,'cuda:0',?,?,?,?%s)" % (",NULL" if peak_column else ""),
                   (ts, phase, owner, before[0] + made * MIB, before[1]))
     c.commit()
     c.close()
@@ -228,6 +230,13 @@ def test_phase_marks_name_what_a_step_made_between_audits(tmp_path):
     html = tpaudit("report", "--format", "html", tmp_path / "marks.db").stdout
     assert "made in forward (between audits)" in html and "made in the optimizer step (between audits)" in html
     assert "made in forward" not in tpaudit("report", "--format", "html", tmp_path / "twin.db").stdout
+    # marks written before they read the peak: the same parts, no device peak
+    memviz_db.build(str(tmp_path / "first.db"), 4, 0)
+    with_phase_marks(str(tmp_path / "first.db"), peak_column=False)
+    export(tmp_path / "first.pickle", tmp_path / "first.db")
+    assert load_checked(tmp_path / "first.pickle")["tpaudit"]["phase_bytes"] == 300 * MIB
+    doc = json.loads(tpaudit("report", "--format", "json", tmp_path / "first.db").stdout)
+    assert all(run["peak"] is None or run["peak"]["device_peak"] is None for run in doc["runs"])
 
 
 # The seed run (examples/finetune.py --order buggy --steps 5 --device cuda) under
@@ -250,13 +259,18 @@ def test_device_made_seed_run_with_phase_marks_in_every_format(tmp_path):
     forward = [e for e in allocs if e.get("category") == "forward"]
     assert all(e["user_metadata"].startswith("forward of TinyLM: made in the forward part of step ") for e in forward)
     text = tpaudit("report", SEED_PEAK).stdout
-    assert "device peak 201.2 MiB (max_memory_allocated), reached in the backward of step 2 (TinyLM)" in text, text
+    # the audit inside step 2's backward counted 152.1 MiB allocated (its ledger's measured total less the
+    # allocator's cache): to the byte what the backward mark read from the allocator just after it
+    assert ("device peak 201.2 MiB (max_memory_allocated), reached in the backward of step 2 (TinyLM): 152.1 MiB "
+            "allocated at the audit \"backward\" of step 2, 49.1 MiB made after it (gradients and temporaries in "
+            "flight)") in text, text
     assert "stale_param          wte.weight" in text
     import jsonschema
     doc = json.loads(tpaudit("report", "--format", "json", SEED_PEAK).stdout)
     jsonschema.Draft202012Validator(json.loads((HERE.parents[1] / "docs" / "report.schema.json").read_text())).validate(doc)
     (run,) = doc["runs"]
-    assert run["peak"]["device_peak"] == {"bytes": 211001856, "step": 2, "phase": "backward", "owner": "TinyLM"}
+    assert run["peak"]["device_peak"] == {"bytes": 211001856, "step": 2, "phase": "backward", "owner": "TinyLM",
+                                          "audit": "backward", "audit_step": 2, "audit_bytes": 159536640}
     assert run["peak"]["label"] == "backward" and run["peak"]["modules"][0]["module"] == "TinyLM"
     html = tpaudit("report", "--format", "html", SEED_PEAK).stdout
     assert "made in forward (between audits)" in html and "made in backward (between audits)" in html

@@ -27,8 +27,16 @@ def model_and_batch(args):
     return model, torch.randint(0, 50257, (args.batch, args.seq), device="cuda")
 
 
-def alloc(step):
+def alloc(step, kept=None):
+    """The `alloc` line of `step`; with `kept` (the tensors the loop keeps),
+    also a `kept <step> <bytes>` line: their device storages' bytes, each
+    storage once (what the loop keeps, without the allocator's rounding of
+    the blocks it gave them, which memory_allocated() counts)."""
     print("alloc", step, torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), flush=True)
+    if kept is not None:
+        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                    for t in kept if isinstance(t, torch.Tensor) and t.is_cuda}
+        print("kept", step, sum(storages.values()), flush=True)
 
 
 def finish(args):
