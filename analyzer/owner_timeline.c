@@ -7,7 +7,9 @@
  * live but not who holds it (step_phases.c tells which part of a step made
  * it). */
 #include "analyzer.h"
+#include "tpaudit.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,13 +55,28 @@ static tpa_owner_point_t *new_point(tpa_run_t *run, size_t *cap) {
     return p;
 }
 
+/* A group's owner: the ledger's, and for an autograd group told by module its
+ * module too ("autograd graph of __main__.loss, saved for backward in
+ * transformer.h.0.mlp"), so each module's activations are a group of their own. */
+static char *group_owner(sqlite3_stmt *st) {
+    const char *kind = text(st, 1), *owner = text(st, 2), *path = text(st, 3);
+    if (!kind || strcmp(kind, "autograd") || !path || strncmp(path, TPAUDIT_SAVED_IN, strlen(TPAUDIT_SAVED_IN)))
+        return tpa_strdup(owner);
+    size_t n = (owner ? strlen(owner) : 0) + strlen(path) + 3;
+    char *both = malloc(n);
+    if (both) snprintf(both, n, "%s, %s", owner ? owner : "autograd", path);
+    return both;
+}
+
 static int add_group(tpa_owner_point_t *p, sqlite3_stmt *st) {
     tpa_owner_group_t *v = realloc(p->groups, (p->n_groups + 1) * sizeof *v);
     if (!v) return -1;
     p->groups = v;
-    v[p->n_groups++] = (tpa_owner_group_t){tpa_strdup(text(st, 1) ? text(st, 1) : "unattributed"),
-                                          tpa_strdup(text(st, 2)),
-                                          tpa_strdup(text(st, 3)),
+    const char *kind = text(st, 1);
+    int by_module = kind && !strcmp(kind, "autograd");
+    v[p->n_groups++] = (tpa_owner_group_t){tpa_strdup(kind ? kind : "unattributed"),
+                                          group_owner(st),
+                                          by_module ? NULL : tpa_strdup(text(st, 3)),
                                           tpa_strdup(text(st, 4)),
                                           tpa_sane_bytes(sqlite3_column_int64(st, 5)),
                                           sqlite3_column_int64(st, 6)};
@@ -74,11 +91,12 @@ static int read_audits(sqlite3 *db, const char *device, tpa_run_t *run, size_t *
                            -1, &audits, NULL) != SQLITE_OK)
         return -1;
     if (device && sqlite3_prepare_v2(db,
-                           /* an autograd row's path is the module that made its bytes (a held graph's), no path */
-                           "SELECT audit_id, owner_kind, owner, max(CASE WHEN owner_kind <> 'autograd' THEN path END),"
-                           " max(created_at), sum(bytes), sum(tensors)"
-                           " FROM ledger WHERE audit_id=?1 AND device=?2 GROUP BY owner_kind, owner"
-                           " ORDER BY owner_kind, owner",
+                           /* an autograd row's path is the module that made its bytes ("saved for
+                            * backward in transformer.h.0.mlp"): a group of its own, by module */
+                           "SELECT audit_id, owner_kind, owner, max(path), max(created_at), sum(bytes), sum(tensors)"
+                           " FROM ledger WHERE audit_id=?1 AND device=?2"
+                           " GROUP BY owner_kind, owner, CASE WHEN owner_kind = 'autograd' THEN path END"
+                           " ORDER BY owner_kind, owner, max(path)",
                            -1, &groups, NULL) != SQLITE_OK) {
         sqlite3_finalize(audits);
         return -1;

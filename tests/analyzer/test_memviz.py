@@ -253,8 +253,12 @@ def test_device_made_seed_run_with_phase_marks_in_every_format(tmp_path):
     cats = {e.get("category") for e in allocs}
     assert {"forward", "backward", "optimizer_step", "stale", "parameter"} <= cats, cats
     unknown = [e for e in allocs if e.get("category") == "unknown"]
-    # on the device the same run without marks had 1,247 of 2,515 alloc entries "unknown" (GPU_RUNS.md)
-    assert len(unknown) == 77 and len(allocs) == 3395, (len(unknown), len(allocs))
+    # on the device the same run without marks had 1,247 of 2,515 alloc entries "unknown" (MEMVIZ.md)
+    assert len(unknown) == 77 and len(allocs) > 3000, (len(unknown), len(allocs))
+    # the activations an audit counted are a group per module that made them
+    graphs = {e["user_metadata"].split(";")[0] for e in allocs if e.get("category") == "autograd"}
+    assert {"autograd saved for backward in TinyLM", "autograd autograd graph of logits, saved for backward in block",
+            "autograd autograd graph of logits, saved for backward in block.self_attn"} <= graphs, graphs
     assert (snap["tpaudit"]["unknown_bytes"], snap["tpaudit"]["phase_bytes"]) == (25945088, 86748672)
     forward = [e for e in allocs if e.get("category") == "forward"]
     assert all(e["user_metadata"].startswith("forward of TinyLM: made in the forward part of step ") for e in forward)
