@@ -5,9 +5,9 @@
  * groups are laid into the caching allocator's segments as blocks.  At an
  * audit each group (parameters of a module, a holder's tensors, the
  * allocator's cache, ...) is set to its ledger bytes; between audits a step
- * sample or phase mark says how much is live, and what no audit has
- * attributed yet is a group of the part of the step that made it
- * ("forward" of a module, "backward", ...), or "unknown".  A group that grows gets a new block for the growth
+ * sample or phase mark says how much is live, and what no audit named is
+ * a group of the part of the step that made it ("forward" of a module,
+ * ...), or "unknown".  A group that grows gets a new block for the growth
  * (so a leak is a stack of blocks, one per step); one that shrinks frees
  * its newest blocks.  tpaudit knows the bytes of an owner, not the
  * addresses of its blocks: blocks are laid first-fit into the segments

@@ -401,7 +401,6 @@ def _patch(torch):
     _parts.guard("forward_descriptor", _backward.install, torch)
     import torch.optim.optimizer as optimizer_mod
     handle = optimizer_mod.register_optimizer_step_pre_hook(step_pre)
-
     # torch 2.2: out again once torch.compile strips the step hooks (a compiled
     # step bound before would show it to dynamo); its steps are then silent ones
     def hook_out():

@@ -18,7 +18,7 @@ Each mark reads the allocators' counters (_allocator.live_and_peak: on a
 GPU the live, reserved and peak allocated bytes of one stats read, no
 device sync, nothing allocated) and records one row; the analyzer gives the
 live bytes that grew after a mark, beyond what the last audit attributed,
-to that mark's part and owner (analyzer/owner_timeline.c), so the memory
+to that mark's part and owner (analyzer/step_phases.c), so the memory
 viewer's export and the HTML owner timeline name them.  Every listener runs
 eagerly with dynamo's frame callback off, as the other listeners do, or
 (zero_grad) in a function dynamo skips, so a compiled program traces none
