@@ -114,6 +114,41 @@ static void put_bands(FILE *out, int64_t (*v)[N_BANDS], size_t n, const int *use
     }
 }
 
+enum { MOST_NAMED = 5 }; /* the largest parts a column's hover text names */
+
+/* Over each sample or phase mark's column, a hover text naming what was made
+ * between audits by part and module (the largest MOST_NAMED groups). */
+static void put_made_by(FILE *out, const tpa_owner_point_t *const *at, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const tpa_owner_point_t *p = at[i];
+        if (p->label || !p->n_transient) continue;
+        fprintf(out, "<rect class=\"owner-made\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"><title>", px(i, n),
+                PAD_T, px(i + 1, n) - px(i, n), H - PAD_T - PAD_B);
+        if (p->step >= 0) fprintf(out, "step %" PRId64 ", ", p->step);
+        html_fmt(out, "%s", p->phase ? "phase mark" : "step sample");
+        if (p->phase) html_fmt(out, " %s%s%s", p->phase, p->phase_owner ? " of " : "", p->phase_owner ? p->phase_owner : "");
+        fputs("; live, not yet attributed by an audit:", out);
+        int named[MOST_NAMED] = {0};
+        for (size_t k = 0; k < MOST_NAMED && k < p->n_transient; k++) {
+            size_t best = p->n_transient;
+            for (size_t t = 0; t < p->n_transient; t++) {
+                int taken = 0;
+                for (size_t j = 0; j < k; j++) taken |= named[j] == (int)t + 1;
+                if (!taken && (best == p->n_transient || p->transient[t].bytes > p->transient[best].bytes)) best = t;
+            }
+            named[k] = (int)best + 1;
+            const tpa_owner_group_t *g = &p->transient[best];
+            char bytes[32];
+            tpa_format_bytes(g->bytes, bytes, sizeof bytes);
+            int part = strcmp(g->owner_kind, "unknown") != 0;
+            html_fmt(out, "%s %s %s%s%s%s", k ? "," : "", bytes, part ? "made in " : "", g->owner_kind, g->owner ? " of " : "",
+                     g->owner ? g->owner : "");
+        }
+        if (p->n_transient > MOST_NAMED) fprintf(out, ", %zu more", p->n_transient - MOST_NAMED);
+        fputs("</title></rect>\n", out);
+    }
+}
+
 /* Audit ticks, finding lines, the byte scale and the first and last step. */
 static void put_marks(FILE *out, const tpa_report_t *r, size_t run_index, const tpa_owner_point_t **at, size_t n,
                       const double *below, double top) {
@@ -187,6 +222,7 @@ void html_put_owner_timeline(FILE *out, const tpa_report_t *r, size_t run_index)
                  "height=\"%d\" role=\"img\" aria-label=\"memory by owner over time\">\n", W, H, W, H);
     double below[MAX_COLUMNS + 1] = {0};
     put_bands(out, v, n, used, top, below);
+    put_made_by(out, at, n);
     put_marks(out, r, run_index, at, n, below, top);
     fputs("</svg>\n<p class=\"owner-legend\">", out);
     for (size_t b = 0; b < N_BANDS; b++)

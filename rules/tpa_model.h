@@ -183,7 +183,7 @@ typedef struct tpa_owner_point {
     int64_t live_bytes;     /* a sample's or phase mark's live bytes, -1 for an audit */
     int64_t reserved_bytes; /* a sample's or phase mark's reserved bytes, -1 when unknown */
     char *phase;            /* a phase mark's part of the step (table phase_mark); NULL otherwise */
-    char *phase_owner;      /* its owner (a module's or optimizer's class); NULL when none */
+    char *phase_owner;      /* its owner (a root module's class, a submodule's dotted name, an optimizer's class); NULL when none */
     /* A sample's or mark's live bytes beyond what the last audit attributed,
      * by the part of a step that made them (analyzer/owner_timeline.c):
      * owner_kind the phase ("forward", "backward", "optimizer_step",

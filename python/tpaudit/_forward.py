@@ -52,14 +52,20 @@ _notify = _track.notify_module_call
 _off = type(None)  # () -> None, a C call; at install torch's set_eval_frame(None) (returns the callback that was on)
 _wanted = _track.module_calls_wanted
 _parented = _track.parents.data
+_marked = _track.marked_modules  # the submodules whose calls mark the parts of a step (_phases.py)
+_notify_marked = _track.notify_marked_call
 
 # The text that replaces torch's first test; TEST is torch's test itself.
 # Listeners hear of the module they want (_track.module_calls_wanted) or,
 # before they want one, of modules with no parent: a submodule's eager call
 # (in a compiled program's resumed frames, dynamo's callback on) runs no
 # Python code of the probe, whose frames dynamo would convert and count.
+# The one exception: submodules of _track.marked_modules (empty unless
+# TPAUDIT_PEAK=backward asks for the phase marks), whose calls go to
+# _track.marked_call_listeners, dynamo's callback off as for the others.
 _NOTE = ("not (_compiling() or _note(_id(self), _ref(self)) or _listeners and (_id(self) in _wanted if _wanted else"
-         " _id(self) not in _parented) and _notify(self, _off()) or True) or ")
+         " _id(self) not in _parented) and _notify(self, _off()) or _id(self) in _marked and _notify_marked(self, _off())"
+         " or True) or ")
 TEST = "if self._compiled_call_impl is not None:"
 MAX_NOTED = 4096  # ids noted before dead entries are dropped (at the next step)
 

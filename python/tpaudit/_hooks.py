@@ -395,6 +395,7 @@ def _patch(torch):
         _track.backward_listeners.append(_peak.BackwardAudits(plan, counts, backward_audit))
         marks = _phases.PhaseMarks(state.recorder, counts)
         _track.module_call_listeners.append(marks.module_called)
+        _track.marked_call_listeners.append(marks.submodule_called)
         _track.backward_listeners.append(marks.backward_started)
     _parts.guard("forward_descriptor", _silent_steps.listen_at_zero_grad, torch, silent,
                  marks.zero_grad if marks is not None else None)

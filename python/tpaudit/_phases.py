@@ -7,6 +7,18 @@ audit, its activations and temporaries, is made by one part of the step:
   forward         a root module (one no module holds) is called eagerly:
                   the module_call_listeners of _track, as the growth
                   watch's own sample point hears it (owner: its class);
+                  then, in the first MODULE_STEPS steps (and at most
+                  MODULE_FORWARDS root calls: an eval loop has no step),
+                  each of its submodules as it is called eagerly
+                  (_track.marked_modules, up to MAX_MARKED; owner: its
+                  dotted name, `transformer.h.3.attn`): what is made from
+                  one module's call to the next is that module's.  Later
+                  forwards are marked by their root module alone, so a
+                  long run's marks stay a few a step.  No
+                  mark is heard as a module returns, so the bytes its
+                  caller makes after it (a block's residual add after its
+                  MLP, the loss after the last layer) go to the module
+                  called last, within the caller that made them;
   backward        an eager Tensor.backward starts (the backward twin's
                   listeners; owner: the class of the last forward's module);
   optimizer_step  an optimizer's step pre-hook runs (owner: its class);
@@ -32,6 +44,9 @@ from . import _track
 
 PART = "phase_marks"
 FORWARD, BACKWARD, OPTIMIZER_STEP, OUTSIDE = "forward", "backward", "optimizer_step", "outside"
+MAX_MARKED = 4096  # submodules of a root module whose calls are marked; a larger model marks its first ones
+MODULE_STEPS = 3  # the steps whose forwards are marked module by module (the optimizer's state is made in step 1)
+MODULE_FORWARDS = 32  # and at most this many root calls (gradient accumulation, a loop with no optimizer)
 
 
 class PhaseMarks:
@@ -43,6 +58,8 @@ class PhaseMarks:
         self.rec, self.counts = recorder, step_counts
         self.forward_owner = None  # the class of the last root module called
         self.last = None           # the phase of the last mark
+        self.root = None           # weakref to the root module whose submodules are marked
+        self.forwards = 0          # root calls heard
 
     def mark(self, phase, owner):
         _parts.guard(PART, self._record, phase, owner)
@@ -56,6 +73,32 @@ class PhaseMarks:
         """A module-call listener (_track.module_call_listeners)."""
         self.forward_owner = type(module).__name__
         self.mark(FORWARD, self.forward_owner)
+        self.forwards += 1
+        if self.forwards <= MODULE_FORWARDS and _track.coming_step(self.counts) <= MODULE_STEPS:
+            _parts.guard(PART, self._mark_submodules_of, module)
+        elif self.root is not None:
+            self.root = None
+            _track.marked_modules.clear()  # the twin's test finds none: no listener runs
+
+    def submodule_called(self, module):
+        """A marked-call listener (_track.marked_call_listeners)."""
+        name = _track.marked_modules.get(id(module))
+        if name is not None:
+            self.mark(FORWARD, name)
+
+    def _mark_submodules_of(self, root):
+        """Makes root's submodules the marked ones, by their dotted names
+        (once per root: a new root module replaces them)."""
+        if self.root is not None and self.root() is root:
+            return
+        marked = {}
+        model = _track.compiled_from(root) or root  # torch.compile's wrapper: the names eager mode gives
+        for name, sub in model.named_modules():
+            if sub is not model and id(sub) not in marked and len(marked) < MAX_MARKED:
+                marked[id(sub)] = name
+        self.root = _track.weakref.ref(root)
+        _track.marked_modules.clear()
+        _track.marked_modules.update(marked)
 
     def backward_started(self, _tensor):
         """A backward listener (_track.backward_listeners)."""

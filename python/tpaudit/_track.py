@@ -41,6 +41,8 @@ forwarded = {}             # id(module that ran forward) -> weakref(module): _fo
 module_call_listeners = []  # callables(module), called at each eager module call (notify_module_call)
 backward_listeners = []    # callables(tensor), called at each eager Tensor.backward (notify_backward)
 module_calls_wanted = set()  # ids of the modules the listeners want to hear of; empty: every module
+marked_modules = {}        # id(submodule) -> its dotted name in the root module: their calls are heard too (_phases.py)
+marked_call_listeners = []  # callables(module), called at each eager call of a module of marked_modules
 parents = WeakIdMap()      # module -> (weakref(parent), attribute name)
 owners = WeakIdMap()       # parameter -> (weakref(module), attribute name)
 names = WeakIdMap()        # tensor -> best dotted name
@@ -61,6 +63,12 @@ def notify_module_call(module, callback=None):
     empty, having turned dynamo's frame callback off: `callback` is the one
     that was on, put back here)."""
     _notify(module_call_listeners, module, callback)
+
+
+def notify_marked_call(module, callback=None):
+    """Calls each of marked_call_listeners with module, a submodule of
+    marked_modules that is called eagerly (as notify_module_call)."""
+    _notify(marked_call_listeners, module, callback)
 
 
 def notify_backward(tensor, callback=None):

@@ -239,6 +239,46 @@ def test_phase_marks_name_what_a_step_made_between_audits(tmp_path):
     assert all(run["peak"] is None or run["peak"]["device_peak"] is None for run in doc["runs"])
 
 
+def test_submodule_marks_name_what_each_module_made(tmp_path):
+    """The forward of steps 1 to 3 is marked module by module (_phases.py):
+    what is made from one submodule's call to the next is that submodule's,
+    in the memory viewer's export and in the HTML owner timeline's hover
+    text; backward frees the newest first (the last module's)."""
+    path = str(tmp_path / "modules.db")
+    memviz_db.build(path, 4, 0)
+    import sqlite3
+    c = sqlite3.connect(path)
+    before = c.execute("SELECT live_bytes, reserved_bytes FROM sample WHERE step=1").fetchone()
+    c.execute(PHASE_MARK)
+    for ts, phase, owner, made in ((12_000, "forward", "GPT2LMHeadModel", 0), (12_500, "forward", "transformer.h.0", 0),
+                                   (13_000, "forward", "transformer.h.1", 120), (13_500, "forward", "lm_head", 200),
+                                   (14_000, "backward", "GPT2LMHeadModel", 300), (16_000, "optimizer_step", "AdamW", 100)):
+        c.execute("INSERT INTO phase_mark VALUES(2,?,'cuda:0',?,?,?,?,NULL)", (ts, phase, owner, before[0] + made * MIB, before[1]))
+    c.commit()
+    c.close()
+    export(tmp_path / "modules.pickle", path)
+    trace = load_checked(tmp_path / "modules.pickle")["device_traces"][0]
+    owner_at, live, made = {}, {}, {}  # block address -> owner; owner -> live bytes, most live
+    for e in trace:
+        if e["action"] == "alloc" and e.get("category") == "forward":
+            owner_at[e["addr"]] = owner = e["user_metadata"].split(":")[0]
+            live[owner] = live.get(owner, 0) + e["size"]
+            made[owner] = max(made.get(owner, 0), live[owner])
+        elif e["action"] == "free_completed" and e["addr"] in owner_at:
+            owner = owner_at.pop(e["addr"])
+            live[owner] -= e["size"]
+    assert {k: v // MIB for k, v in made.items()} == {
+        "forward of transformer.h.0": 120, "forward of transformer.h.1": 80, "forward of lm_head": 100}, made
+    # what backward gave back before the optimizer step's mark (200 MiB) came off lm_head's and h.1's first
+    assert "forward of GPT2LMHeadModel" not in made
+    html = tpaudit("report", "--format", "html", path).stdout
+    assert ("step 2, phase mark backward of GPT2LMHeadModel; live, not yet attributed by an audit: 120.0 MiB made in "
+            "forward of transformer.h.0, 100.0 MiB made in forward of lm_head, 80.0 MiB made in forward of "
+            "transformer.h.1") in html, html[html.find("owner-made"):][:600]
+    assert ("step 2, phase mark optimizer_step of AdamW; live, not yet attributed by an audit: 100.0 MiB made in "
+            "forward of transformer.h.0") in html
+
+
 # The seed run (examples/finetune.py --order buggy --steps 5 --device cuda) under
 # `tpaudit run --peak` on an H100 (torch 2.11, scripts/gpu_memviz.sh with
 # TPAUDIT_PEAK=backward, 2026-12-07, docs/GPU_RUNS.md): its phase marks read the

@@ -3,7 +3,9 @@
 training loop with no tpaudit in it, under the shim.
 
 - With --peak, each step has its marks in order: forward (the root module,
-  by class), backward (the same module), optimizer_step (the optimizer's
+  by class, then in steps 1 to 3 each submodule as it is called, by its
+  dotted name),
+  backward (the root module), optimizer_step (the optimizer's
   class), outside (its zero_grad after the step); the program's output,
   files and exit status are the plain run's, and the losses are bitwise
   the same.  A loop that calls zero_grad between forward and backward (as
@@ -29,7 +31,9 @@ import torch
 ZERO_GRAD_FIRST = sys.argv[2] == "first"
 torch.manual_seed(0)
 torch.use_deterministic_algorithms(True)
-model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+from collections import OrderedDict
+block = torch.nn.Sequential(OrderedDict(fc=torch.nn.Linear(64, 256), act=torch.nn.ReLU()))
+model = torch.nn.Sequential(OrderedDict(block=block, head=torch.nn.Linear(256, 64)))
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 for step in range(%d):
     x = torch.randn(128, 64)
@@ -45,6 +49,10 @@ with open(sys.argv[1], "w") as f:
     f.write("done\\n")
 sys.exit(3)
 """ % STEPS
+# the forward's marks: the root module by class, then each submodule by its dotted name as it is called,
+# in the first MODULE_STEPS steps (later steps: the root module alone)
+FORWARD = ["Sequential", "block", "block.fc", "block.act", "head"]
+MODULE_STEPS = 3
 BREAK = "import tpaudit._phases\ndef broken(*a):\n    raise AttributeError('gone')\ntpaudit._phases.PhaseMarks._record = broken\n"
 
 
@@ -78,10 +86,11 @@ def marks(db):
 def test_each_step_marks_its_parts_in_order(tmp_path):
     _, r, db = run(tmp_path, "peak", ["--peak"])
     assert not [l for l in tpaudit_lines(r.stderr) if "probe part" in l], r.stderr
-    want = [(1, "forward", "Sequential"), (1, "backward", "Sequential"), (1, "optimizer_step", "AdamW")]
-    for step in range(2, STEPS + 1):
-        want += [(step, "outside", None), (step, "forward", "Sequential"), (step, "backward", "Sequential"),
-                 (step, "optimizer_step", "AdamW")]
+    want = []
+    for step in range(1, STEPS + 1):
+        want += [(step, "outside", None)] if step > 1 else []
+        want += [(step, "forward", name) for name in (FORWARD if step <= MODULE_STEPS else FORWARD[:1])]
+        want += [(step, "backward", "Sequential"), (step, "optimizer_step", "AdamW")]
     want.append((STEPS + 1, "outside", None))
     assert marks(db) == want
     lives = [live for (live,) in db.execute("select live_bytes from phase_mark")]
@@ -94,7 +103,8 @@ def test_zero_grad_inside_the_step_marks_nothing(tmp_path):
     _, r, db = run(tmp_path, "first", ["--peak"], zero_grad="first")
     want = []
     for step in range(1, STEPS + 1):
-        want += [(step, "forward", "Sequential"), (step, "backward", "Sequential"), (step, "optimizer_step", "AdamW")]
+        want += [(step, "forward", name) for name in (FORWARD if step <= MODULE_STEPS else FORWARD[:1])]
+        want += [(step, "backward", "Sequential"), (step, "optimizer_step", "AdamW")]
     assert marks(db) == want
 
 
