@@ -8,6 +8,7 @@
  * (a run without them, or before the first) is "unknown".  An audit with a
  * ledger attributes everything live, so the split starts again there. */
 #include "analyzer.h"
+#include "tpaudit.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +77,7 @@ static int copy_out(const made_stack_t *s, tpa_owner_point_t *p) {
 int tpa_split_transient(tpa_run_t *run) {
     made_stack_t s = {0};
     int64_t attributed = 0;
-    const char *phase = "unknown", *owner = NULL; /* the part running since the last mark */
+    const char *phase = TPAUDIT_MADE_UNKNOWN, *owner = NULL; /* the part running since the last mark */
     int rc = 0;
     for (size_t i = 0; !rc && i < run->n_owners; i++) {
         tpa_owner_point_t *p = &run->owners[i];

@@ -72,6 +72,17 @@ extern "C" {
  * sets it for the command (docs/RUN.md). */
 #define TPAUDIT_PEAK_BACKWARD "backward"
 
+/* The parts of a step a phase mark starts (tpaudit_sample_t.phase, table
+ * phase_mark; docs/PROBE.md, "Phases"): a module's forward, Tensor.backward,
+ * an optimizer's step, and the time after the step (from Optimizer.zero_grad).
+ * The analyzer gives the memory made between audits to the part that made it,
+ * and to TPAUDIT_MADE_UNKNOWN where no mark says which part ran. */
+#define TPAUDIT_PHASE_FORWARD        "forward"
+#define TPAUDIT_PHASE_BACKWARD       "backward"
+#define TPAUDIT_PHASE_OPTIMIZER_STEP "optimizer_step"
+#define TPAUDIT_PHASE_OUTSIDE        "outside"
+#define TPAUDIT_MADE_UNKNOWN         "unknown"
+
 /* Status codes. */
 #define TPAUDIT_OK         0
 #define TPAUDIT_ENOTLOADED (-1) /* the shim is not in this process */
@@ -201,8 +212,7 @@ typedef struct tpaudit_sample {
     int64_t reserved_bytes; /* GPU: the allocator's reserved bytes; -1 when none (CPU) */
     int64_t py_blocks;      /* sys.getallocatedblocks(); -1 when unknown */
     const char *phase;      /* NULL: the step sample (table sample); else the part of a step that
-                               starts now, "forward", "backward", "optimizer_step" or "outside"
-                               (table phase_mark, docs/schema.md) */
+                               starts now, a TPAUDIT_PHASE_* (table phase_mark, docs/schema.md) */
     const char *owner;      /* a phase's owner: the module called, the optimizer stepping; NULL */
     int64_t peak_bytes;     /* a phase's: GPU: the allocator's peak allocated bytes so far
                                (torch.cuda.max_memory_allocated); -1 when none (CPU) */

@@ -12,6 +12,7 @@
  */
 #include "finding_kinds.h"
 #include "html_page.h"
+#include "tpaudit.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -26,10 +27,11 @@ static const struct owner_band {
     {"optimizer_state", "optimizer state", "#f28e2c"}, {"stale", "stale tensors", "#e15759"},
     {"held", "held by other objects", "#b07aa1"}, {"autograd", "autograd graphs", "#edc948"},
     {"unattributed", "unattributed", "#9c755f"},
-    {"forward", "made in forward (between audits)", "#76b7b2"}, {"backward", "made in backward (between audits)", "#ff9da7"},
-    {"optimizer_step", "made in the optimizer step (between audits)", "#ffbe7d"},
-    {"outside", "made outside a step (between audits)", "#bab0ac"},
-    {"unknown", "not yet attributed (between audits)", "#d0d0d0"}, {"allocator_cache", "allocator cache", "#e7e1dc"},
+    {TPAUDIT_PHASE_FORWARD, "made in forward (between audits)", "#76b7b2"},
+    {TPAUDIT_PHASE_BACKWARD, "made in backward (between audits)", "#ff9da7"},
+    {TPAUDIT_PHASE_OPTIMIZER_STEP, "made in the optimizer step (between audits)", "#ffbe7d"},
+    {TPAUDIT_PHASE_OUTSIDE, "made outside a step (between audits)", "#bab0ac"},
+    {TPAUDIT_MADE_UNKNOWN, "not yet attributed (between audits)", "#d0d0d0"}, {"allocator_cache", "allocator cache", "#e7e1dc"},
 };
 #define N_BANDS (sizeof BANDS / sizeof BANDS[0])
 enum { BAND_UNATTRIBUTED = 6, BAND_FORWARD = 7, BAND_UNKNOWN = 11, BAND_CACHE = 12 };
@@ -140,7 +142,7 @@ static void put_made_by(FILE *out, const tpa_owner_point_t *const *at, size_t n)
             const tpa_owner_group_t *g = &p->transient[best];
             char bytes[32];
             tpa_format_bytes(g->bytes, bytes, sizeof bytes);
-            int part = strcmp(g->owner_kind, "unknown") != 0;
+            int part = strcmp(g->owner_kind, TPAUDIT_MADE_UNKNOWN) != 0;
             html_fmt(out, "%s %s %s%s%s%s", k ? "," : "", bytes, part ? "made in " : "", g->owner_kind, g->owner ? " of " : "",
                      g->owner ? g->owner : "");
         }

@@ -16,6 +16,7 @@
 #include "finding_kinds.h"
 #include "memviz.h"
 #include "owned_text.h"
+#include "tpaudit.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -387,11 +388,9 @@ static void audit_point(mv_ctx_t *c, const tpa_owner_point_t *p) {
 }
 
 /* The groups of what was made between audits: a part of a step's, or "unknown". */
-static int transient_kind(const char *kind) {
-    static const char *const kinds[] = {"unknown", "forward", "backward", "optimizer_step", "outside"};
-    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
-        if (!strcmp(kind, kinds[i])) return 1;
-    return 0;
+static int transient_kind(const char *k) {
+    return !strcmp(k, TPAUDIT_MADE_UNKNOWN) || !strcmp(k, TPAUDIT_PHASE_FORWARD) || !strcmp(k, TPAUDIT_PHASE_BACKWARD) ||
+           !strcmp(k, TPAUDIT_PHASE_OPTIMIZER_STEP) || !strcmp(k, TPAUDIT_PHASE_OUTSIDE);
 }
 
 /* A step sample or phase mark: what the last audit did not attribute, by
@@ -408,7 +407,7 @@ static void sample_point(mv_ctx_t *c, const tpa_owner_point_t *p) {
         size_t gi = group_of(c, tg->owner_kind, tg->owner);
         if (!gi) return;
         c->groups[gi].target = tg->bytes;
-        if (!strcmp(tg->owner_kind, "unknown")) {
+        if (!strcmp(tg->owner_kind, TPAUDIT_MADE_UNKNOWN)) {
             snprintf(meta, sizeof meta, "unknown: live at %s (%s), made where no phase mark says which part of a step "
                      "ran, not yet attributed by an audit", step, at);
             if (c->emitting && tg->bytes > c->t->unknown_bytes) c->t->unknown_bytes = tg->bytes;

@@ -5,6 +5,7 @@
 #include "escape.h"
 #include "reports.h"
 #include "tpa_model.h"
+#include "tpaudit.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,7 +33,9 @@ static void device_peak_part(const tpa_run_t *run, char *buf, size_t len) {
         snprintf(buf, len, "before the first phase mark");
         return;
     }
-    const char *words = !strcmp(phase, "optimizer_step") ? "optimizer step" : !strcmp(phase, "outside") ? "time outside a step" : phase;
+    const char *words = !strcmp(phase, TPAUDIT_PHASE_OPTIMIZER_STEP) ? "optimizer step"
+                        : !strcmp(phase, TPAUDIT_PHASE_OUTSIDE)      ? "time outside a step"
+                                                                     : phase;
     int n = snprintf(buf, len, "in the %s of step %" PRId64, tpa_term(words), run->device_peak_step);
     if (run->device_peak_owner && n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, " (%s)", tpa_term(run->device_peak_owner));
 }

@@ -41,9 +41,10 @@ frame less on torch 2.6 and 2.11, test_compile.py).
 from . import _allocator
 from . import _parts
 from . import _track
+from ._structs import PHASE_FORWARD as FORWARD, PHASE_BACKWARD as BACKWARD  # the parts' names (tpaudit.h)
+from ._structs import PHASE_OPTIMIZER_STEP as OPTIMIZER_STEP, PHASE_OUTSIDE as OUTSIDE
 
 PART = "phase_marks"
-FORWARD, BACKWARD, OPTIMIZER_STEP, OUTSIDE = "forward", "backward", "optimizer_step", "outside"
 MAX_MARKED = 4096  # submodules of a root module whose calls are marked; a larger model marks its first ones
 MODULE_STEPS = 3  # the steps whose forwards are marked module by module (the optimizer's state is made in step 1)
 MODULE_FORWARDS = 32  # and at most this many root calls (gradient accumulation, a loop with no optimizer)
