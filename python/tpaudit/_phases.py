@@ -83,6 +83,9 @@ class PhaseMarks:
 
     def submodule_called(self, module):
         """A marked-call listener (_track.marked_call_listeners)."""
+        if PART in _parts.off:  # turned off: the twin calls no listener any more
+            _track.marked_modules.clear()
+            return
         name = _track.marked_modules.get(id(module))
         if name is not None:
             self.mark(FORWARD, name)
