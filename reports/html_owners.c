@@ -118,6 +118,11 @@ static void put_bands(FILE *out, int64_t (*v)[N_BANDS], size_t n, const int *use
 
 enum { MOST_NAMED = 5 }; /* the largest parts a column's hover text names */
 
+/* Whether group a comes after b, the largest first (then in the order made). */
+static int comes_after(const tpa_owner_group_t *a, const tpa_owner_group_t *b) {
+    return a->bytes < b->bytes || (a->bytes == b->bytes && a > b);
+}
+
 /* Over each sample or phase mark's column, a hover text naming what was made
  * between audits by part and module (the largest MOST_NAMED groups). */
 static void put_made_by(FILE *out, const tpa_owner_point_t *const *at, size_t n) {
@@ -130,16 +135,12 @@ static void put_made_by(FILE *out, const tpa_owner_point_t *const *at, size_t n)
         html_fmt(out, "%s", p->phase ? "phase mark" : "step sample");
         if (p->phase) html_fmt(out, " %s%s%s", p->phase, p->phase_owner ? " of " : "", p->phase_owner ? p->phase_owner : "");
         fputs("; live, not yet attributed by an audit:", out);
-        int named[MOST_NAMED] = {0};
+        const tpa_owner_group_t *g = NULL; /* the last named: the next is the largest after it */
         for (size_t k = 0; k < MOST_NAMED && k < p->n_transient; k++) {
-            size_t best = p->n_transient;
-            for (size_t t = 0; t < p->n_transient; t++) {
-                int taken = 0;
-                for (size_t j = 0; j < k; j++) taken |= named[j] == (int)t + 1;
-                if (!taken && (best == p->n_transient || p->transient[t].bytes > p->transient[best].bytes)) best = t;
-            }
-            named[k] = (int)best + 1;
-            const tpa_owner_group_t *g = &p->transient[best];
+            const tpa_owner_group_t *best = NULL;
+            for (const tpa_owner_group_t *t = p->transient; t < p->transient + p->n_transient; t++)
+                if ((!g || comes_after(t, g)) && (!best || comes_after(best, t))) best = t;
+            g = best;
             char bytes[32];
             tpa_format_bytes(g->bytes, bytes, sizeof bytes);
             int part = strcmp(g->owner_kind, TPAUDIT_MADE_UNKNOWN) != 0;

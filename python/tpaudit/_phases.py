@@ -98,7 +98,7 @@ class PhaseMarks:
         marked = {}
         model = _track.compiled_from(root) or root  # torch.compile's wrapper: the names eager mode gives
         for name, sub in model.named_modules():
-            if sub is not model and id(sub) not in marked and len(marked) < MAX_MARKED:
+            if sub is not model and len(marked) < MAX_MARKED:  # (named_modules gives each module once)
                 marked[id(sub)] = name
         self.root = _track.weakref.ref(root)
         _track.marked_modules.clear()
