@@ -121,6 +121,11 @@ int tpa_split_transient(tpa_run_t *run);
  * marks (run->device_peak_*; none without a phase_mark table).
  * device_peak.c.  0, or -1. */
 int tpa_read_device_peak(sqlite3 *db, tpa_run_t *run);
+
+/* The moment of the peak: the probe's window (table peak_part) on `device`
+ * (NULL: any) whose replayed peak was the most, into run->moment_*
+ * (nothing without the table).  peak_moment.c.  0, or -1. */
+int tpa_read_peak_moment(sqlite3 *db, tpa_run_t *run, const char *device);
 /* Every device allocation and free CUPTI recorded, with each allocation's
  * native stack symbolized once per stack and the library that asked for it
  * (device_memory.c).  0, or -1. */

@@ -84,6 +84,7 @@ int tpa_read_device_peak(sqlite3 *db, tpa_run_t *run) {
     run->device_peak_bytes = most;
     if (rc == SQLITE_DONE && run->device_peak_phase && device)
         rc = audit_in_part(db, run, device, part_from, part_to) ? SQLITE_ERROR : SQLITE_DONE;
+    if (rc == SQLITE_DONE && tpa_read_peak_moment(db, run, device)) rc = SQLITE_ERROR;
     free(device);
     return rc == SQLITE_DONE ? 0 : -1;
 }

@@ -218,6 +218,23 @@ typedef struct tpaudit_sample {
                                (torch.cuda.max_memory_allocated); -1 when none (CPU) */
 } tpaudit_sample_t;
 
+/* One part of what held the device's memory at the moment of a step's peak
+ * (docs/schema.md, table peak_part): the probe replays the caching
+ * allocator's history from its audit inside backward to the next part of
+ * the step and tells the blocks live at the most allocated moment by owner.
+ * Any time, audit open or not. */
+typedef struct tpaudit_peak_part {
+    size_t struct_size;
+    int64_t step;           /* the step whose backward it was (the audit's step) */
+    const char *device;     /* "cuda:0" */
+    const char *owner_kind; /* "measured" (the peak's allocated bytes; owner: how), a ledger owner
+                               kind, "temporary" (made after the audit, freed before the window's
+                               end), "made_in_backward" (made after it, kept), "allocator_cache" */
+    const char *owner;      /* as a ledger row's owner; NULL */
+    uint64_t bytes;         /* the allocator blocks' bytes */
+    int64_t blocks;         /* the allocator blocks */
+} tpaudit_peak_part_t;
+
 /* An allocation that failed for want of device memory (docs/schema.md,
  * table oom): recorded by the probe from PyTorch's caching allocator, by the
  * shim from a CUDA allocation call that returned out-of-memory, or by a
@@ -271,6 +288,8 @@ typedef struct tpaudit_verdict {
     { sizeof(tpaudit_ledger_t), NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL }
 #define TPAUDIT_INIT_SAMPLE \
     { sizeof(tpaudit_sample_t), 0, NULL, 0, -1, -1, NULL, NULL, -1 }
+#define TPAUDIT_INIT_PEAK_PART \
+    { sizeof(tpaudit_peak_part_t), 0, NULL, NULL, NULL, 0, 0 }
 #define TPAUDIT_INIT_OOM \
     { sizeof(tpaudit_oom_t), NULL, NULL, -1, 0, -1, -1, -1, -1, 0, -1, NULL, 0 }
 #define TPAUDIT_INIT_VERDICT \
@@ -293,6 +312,7 @@ typedef int (*tpaudit_v1_audit_verdict_fn)(tpaudit_verdict_t *verdict);
 typedef int (*tpaudit_v1_record_ledger_fn)(const tpaudit_ledger_t *row);
 typedef int (*tpaudit_v1_record_sample_fn)(const tpaudit_sample_t *sample);
 typedef int64_t (*tpaudit_v1_record_oom_fn)(const tpaudit_oom_t *oom);
+typedef int (*tpaudit_v1_record_peak_part_fn)(const tpaudit_peak_part_t *part);
 
 /*
  * The lazy binding: each entry point is looked up once in the process's
@@ -389,6 +409,13 @@ static inline int64_t tpaudit_record_oom(const tpaudit_oom_t *oom) {
     TPAUDIT__BIND(record_oom)
     return fn ? fn(oom) : TPAUDIT_ENOTLOADED;
 }
+/* Records one part of the memory at a step's peak (any time; dropped, and
+ * counted, when the event ring is full). */
+static inline int tpaudit_record_peak_part(const tpaudit_peak_part_t *part) {
+    TPAUDIT__BIND(record_peak_part)
+    return fn ? fn(part) : TPAUDIT_ENOTLOADED;
+}
+
 /* Records a lifecycle event (any time, audit open or not). */
 static inline int tpaudit_record_event(const tpaudit_event_t *event) {
     TPAUDIT__BIND(record_event)

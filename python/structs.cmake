@@ -1,7 +1,7 @@
 # structs.cmake - the probe's ctypes structs (and the header's string defines the
 # probe reads: DEFAULT_OUT, SAVED_IN, GRAPH_OF, PEAK_BACKWARD), generated from the public
 # header: reads the typedefs tpaudit_tensor_t, tpaudit_ref_t,
-# tpaudit_event_t, tpaudit_verdict_t, tpaudit_ledger_t, tpaudit_sample_t and tpaudit_oom_t of include/tpaudit.h and writes tpaudit/_structs.py (one
+# tpaudit_event_t, tpaudit_verdict_t, tpaudit_ledger_t, tpaudit_sample_t, tpaudit_oom_t and tpaudit_peak_part_t of include/tpaudit.h and writes tpaudit/_structs.py (one
 # ctypes.Structure per typedef, fields in the header's order), so a field
 # added to the header reaches the probe with no second copy.  With LAYOUT set
 # it also writes a C file that prints each field's offset and size as the
@@ -10,7 +10,7 @@
 #
 #   cmake -DHEADER=include/tpaudit.h -DOUT=_structs.py [-DLAYOUT=layout.c] -P structs.cmake
 
-set(structs tensor ref event verdict ledger sample oom)
+set(structs tensor ref event verdict ledger sample oom peak_part)
 set(ctype_size_t "ctypes.c_size_t")
 set(ctype_uint64_t "ctypes.c_uint64")
 set(ctype_int64_t "ctypes.c_int64")
@@ -31,10 +31,15 @@ foreach(name ${structs})
     message(FATAL_ERROR "structs.cmake: no typedef struct tpaudit_${name} in ${HEADER}")
   endif()
   string(REPLACE "@semicolon@" ";" decls "${CMAKE_MATCH_1}")
-  string(TOUPPER "${name}" upper)
-  string(SUBSTRING "${upper}" 0 1 first)
-  string(SUBSTRING "${name}" 1 -1 rest)
-  string(APPEND py "\n\nclass ${first}${rest}Struct(ctypes.Structure):\n    _fields_ = [\n")
+  set(class "")  # peak_part -> PeakPart
+  string(REPLACE "_" ";" words "${name}")
+  foreach(word IN LISTS words)
+    string(SUBSTRING "${word}" 0 1 first)
+    string(TOUPPER "${first}" first)
+    string(SUBSTRING "${word}" 1 -1 rest)
+    string(APPEND class "${first}${rest}")
+  endforeach()
+  string(APPEND py "\n\nclass ${class}Struct(ctypes.Structure):\n    _fields_ = [\n")
   foreach(decl IN LISTS decls)
     string(STRIP "${decl}" decl)
     if(decl STREQUAL "")

@@ -11,8 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Modules the text report lists under the peak's line. */
+/* Modules the text report lists under the peak's line, and parts of the peak's moment. */
 #define TEXT_PEAK_MODULES 5
+#define TEXT_MOMENT_PARTS 8
 
 void tpa_format_peak_modules(const tpa_run_t *run, size_t most, char *buf, size_t len) {
     size_t at = 0;
@@ -57,6 +58,45 @@ static void put_device_peak_text(FILE *out, const tpa_run_t *run) {
     fputc('\n', out);
 }
 
+/* "gradients of block", "saved for backward in block.linear1": a part of the peak's moment in words. */
+static void moment_part_words(const tpa_moment_part_t *p, char *buf, size_t len) {
+    static const struct {
+        const char *kind, *words;
+    } named[] = {{"parameter", "parameters of "},   {"gradient", "gradients of "},
+                 {"optimizer_state", "state of "},  {"held", "held by "},
+                 {"stale", "stale, held by "},      {"temporary", "temporaries freed before the step's next part"},
+                 {"made_in_backward", "made in backward, kept"}, {"allocator_cache", "allocator cache"}};
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+        if (!strcmp(p->kind, named[i].kind)) {
+            snprintf(buf, len, "%s%s", named[i].words, p->owner ? tpa_term(p->owner) : "");
+            return;
+        }
+    snprintf(buf, len, "%s", tpa_term(p->owner ? p->owner : p->kind));
+}
+
+/* The moment of the peak: the blocks live then by owner, from the probe's replay of the allocator's history. */
+static void put_moment_text(FILE *out, const tpa_run_t *run) {
+    char total[32], bytes[32], words[400];
+    tpa_format_bytes(run->moment_bytes, total, sizeof total);
+    fprintf(out, "        at the peak's moment in step %" PRId64 " (the allocator's history replayed): %s allocated",
+            run->moment_step, total);
+    if (run->device_peak_bytes > 0 && run->moment_bytes != run->device_peak_bytes)
+        fprintf(out, " (%.1f%% of the device peak)", 100.0 * (double)run->moment_bytes / (double)run->device_peak_bytes);
+    fputs(":\n", out);
+    for (size_t i = 0; i < run->n_moment_parts && i < TEXT_MOMENT_PARTS; i++) {
+        moment_part_words(&run->moment_parts[i], words, sizeof words);
+        tpa_format_bytes(run->moment_parts[i].bytes, bytes, sizeof bytes);
+        fprintf(out, "          %-50s %10s\n", words, bytes);
+    }
+    if (run->n_moment_parts > TEXT_MOMENT_PARTS) {
+        int64_t rest = 0;
+        for (size_t i = TEXT_MOMENT_PARTS; i < run->n_moment_parts; i++) rest += run->moment_parts[i].bytes;
+        tpa_format_bytes(rest, bytes, sizeof bytes);
+        snprintf(words, sizeof words, "... %zu more", run->n_moment_parts - TEXT_MOMENT_PARTS);
+        fprintf(out, "          %-50s %10s\n", words, bytes);
+    }
+}
+
 void tpa_put_peak_text(FILE *out, const tpa_run_t *run) {
     if (!run->has_peak) return;
     char total[32], bytes[32], when[320] = "";
@@ -81,6 +121,24 @@ void tpa_put_peak_text(FILE *out, const tpa_run_t *run) {
     }
     fputc('\n', out);
     if (run->device_peak_bytes > 0) put_device_peak_text(out, run);
+    if (run->moment_bytes > 0) put_moment_text(out, run);
+}
+
+static void put_moment_json(FILE *out, const tpa_run_t *run) {
+    if (run->moment_bytes <= 0) {
+        fputs("null", out);
+        return;
+    }
+    fprintf(out, "{\"step\":%" PRId64 ",\"bytes\":%" PRId64 ",\"parts\":[", run->moment_step, run->moment_bytes);
+    for (size_t i = 0; i < run->n_moment_parts; i++) {
+        fputs(i ? ",{\"kind\":" : "{\"kind\":", out);
+        tpa_put_json_string(out, run->moment_parts[i].kind);
+        fputs(",\"owner\":", out);
+        tpa_put_json_string_or_null(out, run->moment_parts[i].owner);
+        fprintf(out, ",\"bytes\":%" PRId64 ",\"blocks\":%" PRId64 "}", run->moment_parts[i].bytes,
+                run->moment_parts[i].blocks);
+    }
+    fputs("]}", out);
 }
 
 void tpa_put_peak_modules_json(FILE *out, const tpa_run_t *run, size_t most) {
@@ -111,7 +169,9 @@ void tpa_put_peak_json(FILE *out, const tpa_run_t *run) {
         tpa_put_json_string(out, run->peak_parts[i].module);
         fprintf(out, ",\"bytes\":%" PRId64 "}", run->peak_parts[i].bytes);
     }
-    fputs("],\"device_peak\":", out);
+    fputs("],\"moment\":", out);
+    put_moment_json(out, run);
+    fputs(",\"device_peak\":", out);
     if (run->device_peak_bytes <= 0) {
         fputs("null}", out);
         return;

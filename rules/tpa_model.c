@@ -161,6 +161,11 @@ void tpa_report_free(tpa_report_t *r) {
         free(run->device_peak_phase);
         free(run->device_peak_owner);
         free(run->device_peak_audit);
+        for (size_t j = 0; j < run->n_moment_parts; j++) {
+            free(run->moment_parts[j].kind);
+            free(run->moment_parts[j].owner);
+        }
+        free(run->moment_parts);
         free(run->owner_device);
         tpa_owner_points_free(run->owners, run->n_owners);
         tpa_device_memory_free(run->device_memory);

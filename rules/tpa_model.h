@@ -226,6 +226,13 @@ typedef struct tpa_peak_module {
     int64_t bytes;
 } tpa_peak_module_t;
 
+/* One part of the memory at the moment of a step's peak (table peak_part). */
+typedef struct tpa_moment_part {
+    char *kind;  /* a ledger owner kind, "temporary", "made_in_backward", "allocator_cache" */
+    char *owner; /* NULL: none */
+    int64_t bytes, blocks;
+} tpa_moment_part_t;
+
 /* Modules a run's peak lists at most, the most bytes first. */
 #define TPA_PEAK_MODULES 64
 
@@ -300,6 +307,14 @@ typedef struct tpa_run {
      * less the allocator's cache); the peak beyond them was made after it. */
     char *device_peak_audit;
     int64_t device_peak_audit_step, device_peak_audit_bytes;
+    /* The moment of the peak (analyzer/peak_moment.c, table peak_part): of
+     * the probe's replays of the allocator's history from an audit inside
+     * backward, the one whose peak was the most allocated bytes (0: none),
+     * its step, and the blocks live at that moment by owner, the most bytes
+     * first (the allocator's cache last). */
+    int64_t moment_bytes, moment_step;
+    tpa_moment_part_t *moment_parts;
+    size_t n_moment_parts;
 } tpa_run_t;
 
 typedef struct tpa_gate_rule {

@@ -173,6 +173,17 @@ TPA_API int tpaudit_v1_record_sample(const tpaudit_sample_t *sample) {
     return tpa_enqueue(TPA_REC_PHASE_MARK, &f, sizeof f, strs, caps, TPA_PHASE_MARK_NSTR, NULL, 0, 0);
 }
 
+TPA_API int tpaudit_v1_record_peak_part(const tpaudit_peak_part_t *part) {
+    tpaudit_peak_part_t p;
+    TAKE_RECORD(p, part, p.device && p.owner_kind && p.blocks >= 0);
+    struct tpa_fx_peak_part f = {tpa_now_ns(), p.step, p.bytes, p.blocks};
+    const char *strs[TPA_PEAK_PART_NSTR] = {[TPA_PEAK_PART_S_DEVICE] = p.device,
+                                            [TPA_PEAK_PART_S_OWNER_KIND] = p.owner_kind,
+                                            [TPA_PEAK_PART_S_OWNER] = p.owner};
+    static const uint32_t caps[TPA_PEAK_PART_NSTR] = {TPA_PEAK_PART_SLOTS(TPA_SLOT_CAP)};
+    return tpa_enqueue(TPA_REC_PEAK_PART, &f, sizeof f, strs, caps, TPA_PEAK_PART_NSTR, NULL, 0, 0);
+}
+
 TPA_API int64_t tpaudit_v1_record_oom(const tpaudit_oom_t *oom) {
     tpaudit_oom_t o;
     TAKE_RECORD(o, oom, o.device >= -1 && o.step >= -1 && o.audit_id >= 0);

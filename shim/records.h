@@ -182,6 +182,17 @@
     X(reserved_bytes, "INTEGER", OPT, f.reserved_bytes)                             \
     X(peak_bytes, "INTEGER", OPT, f.peak_bytes)
 
+/* peak_part: one part of the memory at a step's peak (the probe, under
+ * TPAUDIT_PEAK on a GPU); f is struct tpa_fx_peak_part */
+#define TPA_PEAK_PART_COLUMNS(X)                                                          \
+    X(step, "INTEGER NOT NULL", I64, f.step)                                              \
+    X(ts_ns, "INTEGER NOT NULL", I64, f.ts)                                               \
+    X(device, "TEXT NOT NULL", TEXT, view_text_or(v, TPA_PEAK_PART_S_DEVICE, "?"))         \
+    X(owner_kind, "TEXT NOT NULL", TEXT, view_text_or(v, TPA_PEAK_PART_S_OWNER_KIND, "?")) \
+    X(owner, "TEXT", TEXT, view_text(v, TPA_PEAK_PART_S_OWNER))                           \
+    X(bytes, "INTEGER NOT NULL", I64, (int64_t)f.bytes)                                   \
+    X(blocks, "INTEGER NOT NULL", I64, f.blocks)
+
 /* oom: an allocation that failed for want of device memory (the probe, the
  * CUPTI callbacks, a runtime); f is struct tpa_fx_oom */
 #define TPA_OOM_COLUMNS(X)                                                       \
@@ -219,6 +230,7 @@
     T(ledger, "INSERT", TPA_LEDGER_COLUMNS, TPA_NO_COLUMNS, "", "CREATE INDEX ledger_by_audit ON ledger(audit_id);") \
     T(sample, "INSERT", TPA_SAMPLE_COLUMNS, TPA_NO_COLUMNS, "", "")                                               \
     T(phase_mark, "INSERT", TPA_PHASE_MARK_COLUMNS, TPA_NO_COLUMNS, "", "")                                       \
-    T(oom, "INSERT", TPA_OOM_COLUMNS, TPA_NO_COLUMNS, "", "")
+    T(oom, "INSERT", TPA_OOM_COLUMNS, TPA_NO_COLUMNS, "", "")                                                     \
+    T(peak_part, "INSERT", TPA_PEAK_PART_COLUMNS, TPA_NO_COLUMNS, "", "")
 
 #endif

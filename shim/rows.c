@@ -64,6 +64,7 @@ ROW_FN(ledger_row, tpa_fx_ledger, ledger, TPA_LEDGER_COLUMNS, )
 ROW_FN(sample_row, tpa_fx_sample, sample, TPA_SAMPLE_COLUMNS, )
 ROW_FN(phase_mark_row, tpa_fx_sample, phase_mark, TPA_PHASE_MARK_COLUMNS, )
 ROW_FN(oom_row, tpa_fx_oom, oom, TPA_OOM_COLUMNS, )
+ROW_FN(peak_part_row, tpa_fx_peak_part, peak_part, TPA_PEAK_PART_COLUMNS, )
 ROW_FN(alloc_row, tpa_fx_alloc, alloc, TPA_ALLOC_COLUMNS, int region = f.source != 0;)
 ROW_FN(tensor_row, tpa_fx_tensor, tensor, TPA_TENSOR_COLUMNS, char shape[256]; char local[256];
        shape_json(shape, sizeof shape, f.shape, f.t.ndim);
@@ -99,6 +100,7 @@ int tpa_rows_write(const struct tpa_rec_view *v) {
     case TPA_REC_SAMPLE: return sample_row(v, stack_id);
     case TPA_REC_PHASE_MARK: return phase_mark_row(v, stack_id);
     case TPA_REC_OOM: return oom_row(v, stack_id);
+    case TPA_REC_PEAK_PART: return peak_part_row(v, stack_id);
     default: return 0;
     }
 }

@@ -31,7 +31,8 @@ enum tpa_rec_type {
     TPA_REC_LEDGER,
     TPA_REC_SAMPLE,
     TPA_REC_PHASE_MARK,
-    TPA_REC_OOM
+    TPA_REC_OOM,
+    TPA_REC_PEAK_PART
 };
 
 struct tpa_rec_hdr {
@@ -74,6 +75,11 @@ struct tpa_fx_sample {
     int64_t ts, step;
     uint64_t live_bytes;
     int64_t reserved_bytes, py_blocks, peak_bytes;
+};
+struct tpa_fx_peak_part {
+    int64_t ts, step;
+    uint64_t bytes;
+    int64_t blocks;
 };
 struct tpa_fx_oom {
     int64_t ts, seq, device;
@@ -136,6 +142,10 @@ struct tpa_fx_api_call {
     X(TPA_PHASE_MARK_S_DEVICE, TPA_CAP_SHORT) \
     X(TPA_PHASE_MARK_S_PHASE, TPA_CAP_SHORT)  \
     X(TPA_PHASE_MARK_S_OWNER, TPA_CAP_NAME)
+#define TPA_PEAK_PART_SLOTS(X)                     \
+    X(TPA_PEAK_PART_S_DEVICE, TPA_CAP_SHORT)     \
+    X(TPA_PEAK_PART_S_OWNER_KIND, TPA_CAP_SHORT) \
+    X(TPA_PEAK_PART_S_OWNER, TPA_CAP_NAME)
 #define TPA_SLOT_ENUM(slot, cap) slot,
 #define TPA_SLOT_CAP(slot, cap)  [slot] = cap,
 enum { TPA_TENSOR_SLOTS(TPA_SLOT_ENUM) TPA_TENSOR_NSTR };
@@ -144,6 +154,7 @@ enum { TPA_EVENT_SLOTS(TPA_SLOT_ENUM) TPA_EVENT_NSTR };
 enum { TPA_LEDGER_SLOTS(TPA_SLOT_ENUM) TPA_LEDGER_NSTR };
 enum { TPA_OOM_SLOTS(TPA_SLOT_ENUM) TPA_OOM_NSTR };
 enum { TPA_PHASE_MARK_SLOTS(TPA_SLOT_ENUM) TPA_PHASE_MARK_NSTR };
+enum { TPA_PEAK_PART_SLOTS(TPA_SLOT_ENUM) TPA_PEAK_PART_NSTR };
 
 #define TPA_REC_MAX_STR 8
 struct tpa_rec_view {

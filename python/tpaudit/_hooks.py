@@ -32,6 +32,7 @@ from . import _oom
 from . import _native as N
 from . import _parts
 from . import _peak
+from . import _peak_moment
 from . import _phases
 from . import _silent_steps
 from . import _stacks
@@ -47,6 +48,7 @@ class _State:
     plan = None
     reported = False
     fail_fast = False  # TPAUDIT_FAIL_FAST: step audits wait for their verdict
+    peak_window = None  # _peak_moment.PeakWindow under TPAUDIT_PEAK=backward
 
 
 state = _State()
@@ -236,8 +238,13 @@ def growth_audit(label, step):
 def backward_audit(label, step):
     """An audit inside the step's backward (_peak.py), with the collector held
     as the step hook's; under TPAUDIT_FAIL_FAST its verdict may end the run."""
+    window = state.peak_window
+    if window is not None:
+        _parts.guard(_peak_moment.PART, window.begin)
     with _collector.held():
         audit_id = run_audit(label, step)
+    if window is not None:
+        _parts.guard(_peak_moment.PART, window.opened, step)
     if audit_id is not None and state.fail_fast:
         judge(audit_id)
 
@@ -392,8 +399,10 @@ def _patch(torch):
     _track.backward_listeners.append(silent)
     marks = None
     if _peak.wanted():
+        state.peak_window = _peak_moment.PeakWindow(state.recorder)
+        atexit.register(state.peak_window.close)
         _track.backward_listeners.append(_peak.BackwardAudits(plan, counts, backward_audit))
-        marks = _phases.PhaseMarks(state.recorder, counts)
+        marks = _phases.PhaseMarks(state.recorder, counts, state.peak_window)
         _track.module_call_listeners.append(marks.module_called)
         _track.marked_call_listeners.append(marks.submodule_called)
         _track.backward_listeners.append(marks.backward_started)

@@ -20,6 +20,7 @@ storage cannot be read are left out.
 import collections
 import gc
 import itertools
+import weakref
 
 from . import _allocator
 from . import _holders
@@ -35,6 +36,7 @@ MODULE_DEPTH = 3          # parameters are grouped by their module path cut to t
 MAX_GRAPH_NODES = 200000  # autograd nodes one audit walks, at most
 MAX_SHAPES = 4
 _MADE_KINDS = ("held", "autograd")  # the groups whose creation line is told
+owners_out = None  # a KeptOwners: the next ledger fills it (_peak_moment.py)
 ORDER = ("parameter", "gradient", "optimizer_state", "stale", "held", "autograd", "unattributed")
 
 
@@ -77,6 +79,16 @@ class _Group:
         return rows
 
 
+class KeptOwners:
+    """What one ledger leaves for a later reader: owners, (device, data_ptr)
+    -> (kind, owner) of each storage it counted, and weak references to the
+    models it walked."""
+    __slots__ = ("owners", "models")
+
+    def __init__(self):
+        self.owners, self.models = {}, []
+
+
 class Ledger:
     """One audit's ledger: add() tensors owner by owner, then rows()."""
 
@@ -86,6 +98,7 @@ class Ledger:
         self.groups = {}    # (kind, owner, device) -> _Group
         self.dtypes = {}
         self.created = created or {}  # data_ptr -> (sequence, stack text): _growth.py's recording
+        self.owner_of = None  # (device, data_ptr) -> (kind, owner) when kept (owners_out)
 
     def storage_of(self, t):
         """(device text, data_ptr, storage bytes) or None."""
@@ -114,6 +127,8 @@ class Ledger:
         if key in self.claimed:
             return False
         self.claimed[key] = nbytes
+        if self.owner_of is not None:  # a held graph's saved tensor: the module that made it
+            self.owner_of[key] = (kind, SAVED_IN + made_in if made_in else owner)
         g = self.groups.get((kind, owner, device))
         if g is None:
             g = self.groups[(kind, owner, device)] = _Group(kind, owner, device, holder_class)
@@ -199,7 +214,7 @@ def _path_rank(path):
     return 0
 
 
-def _module_group(path):
+def module_group(path):
     """'transformer.h.0.attn.c_attn.weight' -> 'transformer.h.0'."""
     parts = path.split(".")[:-1]
     return ".".join(parts[:MODULE_DEPTH])
@@ -309,16 +324,19 @@ def _maker(saved):
         return None
 
 
-def build(torch, models, optimizers, param_paths, walk=True, created=None):
+def build(torch, models, optimizers, param_paths, walk=True, created=None, keep_owners=False):
     """The Ledger of this moment.  models: live root modules; optimizers:
-    torch optimizers; param_paths: id(param) -> its path in a live model."""
+    torch optimizers; param_paths: id(param) -> its path in a live model;
+    keep_owners: led.owner_of tells each storage's group."""
     led = Ledger(torch, created)
+    if keep_owners:
+        led.owner_of = {}
     live_params = {}
     for root in models:
         for path, p in root.named_parameters(remove_duplicate=False):
-            live_params.setdefault(id(p), (p, _module_group(path)))
+            live_params.setdefault(id(p), (p, module_group(path)))
         for path, b in root.named_buffers(remove_duplicate=False):
-            led.add("parameter", _module_group(path), b)
+            led.add("parameter", module_group(path), b)
     for p, group in live_params.values():
         led.add("parameter", group, p)
     for p, group in live_params.values():
@@ -438,7 +456,11 @@ def record(rec, models, optimizers, param_paths=None, walk=True, created=None):
     if write is None:
         return 0
     with torch._C.DisableTorchFunctionSubclass():
-        led = build(torch, models, optimizers, param_paths or {}, walk=walk, created=created)
+        led = build(torch, models, optimizers, param_paths or {}, walk=walk, created=created,
+                    keep_owners=owners_out is not None)
+        if owners_out is not None:
+            owners_out.owners.update(led.owner_of)
+            owners_out.models = [weakref.ref(m) for m in models]
         devices = {d for d, _ in led.claimed}
         try:
             libraries = _workspaces.named(torch, led.claimed)

@@ -9,7 +9,7 @@ methods (begin, end, tensor, ref, event, set_rank, set_run_info) instead.
 import ctypes
 import os
 
-from ._structs import EventStruct, LedgerStruct, OomStruct, RefStruct, SampleStruct, TensorStruct, VerdictStruct
+from ._structs import EventStruct, LedgerStruct, OomStruct, PeakPartStruct, RefStruct, SampleStruct, TensorStruct, VerdictStruct
 
 HOLDER_MODULE, HOLDER_OPTIMIZER, HOLDER_WRAPPER = 1, 2, 3
 ROLE_PARAM, ROLE_GROUP_PARAM, ROLE_STATE, ROLE_MAP_ENTRY = 1, 2, 3, 4
@@ -173,6 +173,16 @@ class NativeRecorder:
                          int(reserved_bytes), -1, self._words(phase), self._words(owner) if owner else None,
                          int(peak_bytes))
         return self._record_sample(ctypes.byref(s))
+
+    def peak_part(self, step, device, owner_kind, owner, nbytes, blocks):
+        """Records one part of the memory at step `step`'s peak (_peak_moment.py)."""
+        fn = getattr(self.lib, "tpaudit_v1_record_peak_part", None)
+        if fn is None:  # an older shim
+            return -1
+        s = PeakPartStruct(ctypes.sizeof(PeakPartStruct), int(step), self._words(device), _b(owner_kind),
+                           _b(owner), int(nbytes), int(blocks))
+        fn.argtypes = [ctypes.POINTER(PeakPartStruct)]
+        return fn(ctypes.byref(s))
 
     def oom(self, row):
         """Records an allocation that failed for want of device memory: row

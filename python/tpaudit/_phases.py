@@ -55,8 +55,9 @@ class PhaseMarks:
     hooks' optimizer -> [steps taken, next step due] (a mark's step is the
     step about to run, as a sample's)."""
 
-    def __init__(self, recorder, step_counts):
+    def __init__(self, recorder, step_counts, window=None):
         self.rec, self.counts = recorder, step_counts
+        self.window = window       # the _peak_moment.PeakWindow a mark after backward ends, or None
         self.forward_owner = None  # the class of the last root module called
         self.last = None           # the phase of the last mark
         self.root = None           # weakref to the root module whose submodules are marked
@@ -66,6 +67,8 @@ class PhaseMarks:
         _parts.guard(PART, self._record, phase, owner)
 
     def _record(self, phase, owner):
+        if phase != BACKWARD and self.window is not None and self.window.open is not None:
+            self.window.end()
         self.last = phase
         live, reserved, peak, device = _allocator.live_and_peak()
         self.rec.phase_mark(_track.coming_step(self.counts), phase, owner, device, live, reserved, peak)

@@ -168,6 +168,8 @@ for step in range(3):
     opt.step()
     opt.zero_grad()
     print("loss", step, loss.item())
+if device == "cuda":
+    print("max_memory_allocated", torch.cuda.max_memory_allocated())
 """
 
 
@@ -175,8 +177,9 @@ def run_loop(tmp_path, model, peak):
     """LOOP of `model` (a program with no tpaudit in it) without tpaudit, then
     under `tpaudit run` (TPAUDIT_PEAK=backward when peak, `--peak` when peak
     is "flag"): (the output
-    directory, {(label, step): audit id} of its finished audits, in order)
-    after checking that both printed the same losses."""
+    directory, {(label, step): audit id} of its finished audits, in order,
+    the program's output) after checking that both printed the same losses
+    (and on the GPU the same max_memory_allocated)."""
     script = tmp_path / "loop.py"
     script.write_text(LOOP)
     argv = [sys.executable, str(script), json.dumps([model, DEVICE, *SIZES[model]])]
@@ -198,7 +201,7 @@ def run_loop(tmp_path, model, peak):
     db = sqlite3.connect(path)
     audits = {(label, step): aid for aid, label, step in
               db.execute("select id, label, step from audit where end_ns is not null order by id")}
-    return out, db, audits
+    return out, db, audits, r.stdout
 
 
 @pytest.mark.parametrize("model", ["gpt2", "llama"])
@@ -211,7 +214,7 @@ def test_the_peak_with_no_code_change(steps, tmp_path, model):
     backward does; the report's peak is such an audit; the program prints
     the same losses as without tpaudit."""
     tracked, _, _, _ = steps(model)
-    out, db, audits = run_loop(tmp_path, model, peak="flag" if model == "llama" else True)
+    out, db, audits, printed = run_loop(tmp_path, model, peak="flag" if model == "llama" else True)
     assert [k for k in audits if k[0] != "exit"] == [("backward", 1), ("step", 1), ("backward", 2), ("step", 2)], audits
     for step in (1, 2):
         # the loop's `loss` holds the step's graph: its rows are the graph of
@@ -229,14 +232,30 @@ def test_the_peak_with_no_code_change(steps, tmp_path, model):
     parts = {p["kind"]: p["bytes"] for p in peak["composition"]}
     assert sum(parts.values()) == peak["measured"] and parts["activations"] == peak["bytes"], peak
     assert parts["parameter"] > 0 and peak["measured"] > parts["activations"], peak
-    assert 'audit "backward"' in tool("report", out).stdout
+    text = tool("report", out).stdout
+    assert 'audit "backward"' in text
+    moment = peak["moment"]
+    if DEVICE == "cpu":  # no allocator history to replay
+        assert moment is None and "at the peak's moment" not in text, moment
+        return
+    # the moment of the peak, from the allocator's history replayed between the audit inside backward and the
+    # optimizer's step: what its blocks add up to is the program's own max_memory_allocated within 1%, and the
+    # step's activations are among them, by module
+    top = int(printed.split("max_memory_allocated ")[1].split()[0])
+    assert moment and abs(moment["bytes"] - top) <= top // 100, (moment and moment["bytes"], top)
+    inside = [p for p in moment["parts"] if p["kind"] != "allocator_cache"]
+    assert sum(p["bytes"] for p in inside) == moment["bytes"], moment
+    kinds = {p["kind"] for p in inside}
+    assert {"parameter", "autograd"} <= kinds and kinds & {"gradient", "temporary"}, kinds
+    assert any((p["owner"] or "").startswith(SAVED_IN) for p in inside), moment
+    assert "at the peak's moment in step" in text, text
 
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="checked on the CPU (CI)")
 def test_no_backward_audit_without_tpaudit_peak(tmp_path):
     """The twin: the same loop without TPAUDIT_PEAK takes its step audits
     and none inside backward, and its report has no peak."""
-    out, db, audits = run_loop(tmp_path, "gpt2", peak=False)
+    out, db, audits, _ = run_loop(tmp_path, "gpt2", peak=False)
     db.close()
     assert [k for k in audits if k[0] != "exit"] == [("step", 1), ("step", 2)], audits
     (run,) = json.loads(tool("report", "--format", "json", out).stdout)["runs"]

@@ -99,6 +99,16 @@ int main(int argc, char **argv) {
     sample.live_bytes = 1 << 20;
     EXPECT(tpaudit_record_sample(&sample) == want);
 
+    tpaudit_peak_part_t part = TPAUDIT_INIT_PEAK_PART;
+    part.step = 2;
+    part.device = "cuda:0";
+    part.owner_kind = "temporary";
+    part.bytes = 1 << 20;
+    part.blocks = 1;
+    EXPECT(tpaudit_record_peak_part(&part) == want);
+    part.blocks = -1; /* bad input: refused, loaded or not */
+    EXPECT(tpaudit_record_peak_part(&part) == (loaded ? TPAUDIT_EINVAL : TPAUDIT_ENOTLOADED));
+
     tpaudit_oom_t oom = TPAUDIT_INIT_OOM; /* the first OOM of the process: its count, 1 */
     oom.source = "shim_api_host";
     oom.requested = 1 << 30;

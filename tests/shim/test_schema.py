@@ -24,7 +24,7 @@ import tempfile
 # existed: the analyzer must keep reading such files, so the fixture keeps that
 # shape on purpose (it may lack trailing columns an older file lacks).
 # Tables added after schema version 1 (ledger and sample in 2, oom in 3): a version 1 file (the seed fixture) has none of them.
-AFTER_V1 = {"ledger", "sample", "oom", "phase_mark"}
+AFTER_V1 = {"ledger", "sample", "oom", "phase_mark", "peak_part"}
 # A struct whose records go to another table too (a sample with a phase is a phase_mark row).
 ALSO_WRITES = {"sample": ("phase_mark",)}
 # Columns the shim fills itself (not from the caller's struct).

@@ -1,0 +1,150 @@
+"""The moment of the device's peak (python/tpaudit/_peak_moment.py, table
+peak_part, analyzer/peak_moment.c): what held the memory when the most was
+allocated, from PyTorch's caching-allocator history replayed between the
+audit inside backward and the step's next part.
+
+The replay itself is a function of the history (compose): tested here on
+histories written out by hand, as the allocator's snapshot gives them.  On
+the CPU there is no allocator history, so a real run under `--peak` has no
+window (its twin, below); the rows a window writes go through the real shim
+and reach the text and JSON reports (a program that records compose's rows
+through the probe's own recorder).  The device run (gpu_activations:
+test_activations.py on CUDA) checks the real history of HF GPT-2 and Llama
+against the program's own max_memory_allocated within 1%.
+Needs TPAUDIT_TEST_LIB (the built shim) for the runs."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "leaks"))
+sys.path.insert(0, str(Path(os.environ["TPAUDIT_TEST_LIB"]).parents[1] / "share" / "tpaudit" / "python"))
+from leakrun import TPAUDIT  # noqa: E402
+
+MIB = 1 << 20
+
+
+def compose(*args):
+    from tpaudit import _peak_moment  # the built probe's: compose reads no torch
+    return _peak_moment.compose(*args)
+
+
+def history(*entries):
+    return [{"action": a, "addr": addr, "size": size} for a, addr, size in entries]
+
+
+# at the audit: a parameter (4 MiB), two activations saved by two modules (8 and 2 MiB), one block no owner has
+START = [(0x1000, 4 * MIB), (0x2000, 8 * MIB), (0x3000, 2 * MIB), (0x4000, 1 * MIB)]
+OWNERS = {0x1000: ("parameter", "fc"), 0x2000: ("autograd", "saved for backward in fc"),
+          0x3000: ("autograd", "saved for backward in act")}
+
+
+def test_the_blocks_live_at_the_most_allocated_moment():
+    """Backward: a temporary (16 MiB) and fc's gradient (4 MiB) are made, act's activation freed, then at the most
+    (15 + 16 + 4 - 2 = 33 MiB) the temporary is freed; a later 10 MiB temporary comes after fc's activation went
+    (33 - 16 - 8 + 10 = 19 MiB: not the peak).  The parts at the peak add up to it, by owner."""
+    trace = history(("segment_alloc", 0x9000, 32 * MIB), ("alloc", 0x9000, 16 * MIB), ("alloc", 0x5000, 4 * MIB),
+                    ("free_requested", 0x3000, 2 * MIB), ("free_completed", 0x3000, 2 * MIB),
+                    ("free_requested", 0x9000, 16 * MIB), ("free_requested", 0x2000, 8 * MIB),
+                    ("alloc", 0x9000, 10 * MIB), ("free_requested", 0x9000, 10 * MIB))
+    rows = compose(START, 40 * MIB, trace, OWNERS, {0x5000: "fc"})
+    assert rows[0] == ("measured", "replayed allocator history", 35 * MIB, 6), rows
+    assert rows[1:] == [("temporary", None, 16 * MIB, 1), ("autograd", "saved for backward in fc", 8 * MIB, 1),
+                        ("gradient", "fc", 4 * MIB, 1), ("parameter", "fc", 4 * MIB, 1),
+                        ("autograd", "saved for backward in act", 2 * MIB, 1), ("unattributed", None, 1 * MIB, 1),
+                        ("allocator_cache", None, 72 * MIB - 35 * MIB, 0)], rows
+    assert sum(r[2] for r in rows[1:-1]) == rows[0][2]
+
+
+def test_a_window_that_only_frees_peaks_at_its_start():
+    """The twin: nothing made after the audit, so the peak is the audit's own blocks, told by the ledger's owners,
+    with no temporary and no gradient."""
+    trace = history(("free_requested", 0x2000, 8 * MIB), ("free_requested", 0x3000, 2 * MIB))
+    rows = compose(START, 15 * MIB, trace, OWNERS, {})
+    assert rows[0][2] == 15 * MIB and {r[0] for r in rows[1:]} == {"parameter", "autograd", "unattributed"}, rows
+    assert sum(r[2] for r in rows[1:]) == 15 * MIB
+
+
+def test_a_block_made_and_kept_that_is_no_gradient():
+    """A block made in backward and alive when the window ends that no parameter has as its gradient is
+    `made_in_backward`; an address freed and made again after the peak is another block."""
+    trace = history(("alloc", 0x7000, 3 * MIB), ("alloc", 0x8000, 5 * MIB), ("free_requested", 0x8000, 5 * MIB),
+                    ("alloc", 0x8000, 1 * MIB))
+    rows = compose([], 0, trace, {}, {})
+    assert rows == [("measured", "replayed allocator history", 8 * MIB, 2), ("temporary", None, 5 * MIB, 1),
+                    ("made_in_backward", None, 3 * MIB, 1)], rows
+
+
+PROGRAM = """\
+import sys
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    model(torch.randn(32, 64)).square().mean().backward()
+    opt.step()
+    opt.zero_grad()
+if sys.argv[1] == "rows":  # what a window on the GPU writes, through the probe's recorder
+    from tpaudit import _hooks, _peak_moment
+    MIB = 1 << 20
+    rows = _peak_moment.compose([(1, 4 * MIB), (2, 8 * MIB)], 22 * MIB,
+                                [{"action": "alloc", "addr": 3, "size": 6 * MIB}],
+                                {1: ("parameter", "0"), 2: ("autograd", "saved for backward in 1")}, {3: "0"})
+    for kind, owner, nbytes, blocks in rows:
+        assert _hooks.state.recorder.peak_part(2, "cuda:0", kind, owner, nbytes, blocks) == 0
+print("done")
+"""
+
+
+def run(tmp_path, mode):
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    out = tmp_path / mode
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TPAUDIT_") or k == "TPAUDIT_TEST_LIB"}
+    r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--peak", "--", sys.executable, str(tmp_path / "prog.py"), mode],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0 and r.stdout == "done\n", r.stdout + r.stderr
+    return out
+
+
+def report(out, *flags):
+    r = subprocess.run([TPAUDIT, "report", *flags, str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode in (0, 1), r.stderr
+    return r.stdout
+
+
+def test_the_cpu_has_no_window(tmp_path):
+    """`--peak` on the CPU: audits inside backward and phase marks, but no allocator history, so no peak_part
+    row, and the reports tell no moment."""
+    import sqlite3
+    out = run(tmp_path, "plain")
+    (path,) = out.glob("*.db")
+    db = sqlite3.connect(path)
+    assert db.execute("select count(*) from audit where label='backward'").fetchone()[0] >= 1
+    assert db.execute("select count(*) from phase_mark").fetchone()[0] > 0
+    assert db.execute("select count(*) from peak_part").fetchone()[0] == 0
+    (run_doc,) = json.loads(report(out, "--format", "json"))["runs"]
+    assert run_doc["peak"] and run_doc["peak"]["moment"] is None, run_doc["peak"]
+    assert "at the peak's moment" not in report(out)
+
+
+def test_a_windows_rows_reach_the_reports(tmp_path):
+    """The rows of one window, recorded through the shim, in the text report (owners in words, the most bytes
+    first, the cache last) and in JSON under runs[].peak.moment, valid against the schema."""
+    out = run(tmp_path, "rows")
+    text = report(out)
+    assert "at the peak's moment in step 2 (the allocator's history replayed): 18.0 MiB allocated:" in text, text
+    lines = text.split("at the peak's moment", 1)[1].splitlines()[1:5]
+    assert [" ".join(line.split()) for line in lines] == [
+        "saved for backward in 1 8.0 MiB", "gradients of 0 6.0 MiB", "parameters of 0 4.0 MiB",
+        "allocator cache 4.0 MiB"], lines
+    doc = json.loads(report(out, "--format", "json"))
+    import jsonschema
+    jsonschema.Draft202012Validator(json.loads((HERE.parents[1] / "docs" / "report.schema.json").read_text())
+                                    ).validate(doc)
+    (run_doc,) = doc["runs"]
+    moment = run_doc["peak"]["moment"]
+    assert moment["step"] == 2 and moment["bytes"] == 18 * MIB, moment
+    assert moment["parts"][0] == {"kind": "autograd", "owner": "saved for backward in 1", "bytes": 8 * MIB,
+                                  "blocks": 1}, moment
