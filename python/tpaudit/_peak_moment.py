@@ -37,12 +37,14 @@ import sys
 
 from . import _allocator
 from . import _ledger
+from . import _workspaces
 
 PART = "phase_marks"  # the part that turns off with it (_parts.py)
 MAX_ENTRIES = 200000  # allocator events one window keeps, at most (a step of GPT-2 124M makes a few thousand)
 TEMPORARY = "temporary"  # a block made after the audit and freed before the window's end
 MADE_IN_BACKWARD = "made_in_backward"  # made after the audit, alive at the end, no gradient
 _COUNTING = ("alloc", "free_requested", "segment_alloc", "segment_free")
+_UNIT = 512  # the caching allocator's block unit
 
 
 class PeakWindow:
@@ -70,10 +72,14 @@ class PeakWindow:
         mine = {ptr: owner for (dev, ptr), owner in kept.owners.items() if dev == device}
         start = cuda.memory._snapshot()
         before = len(start["device_traces"][index]) if index < len(start["device_traces"]) else 0
-        blocks = [(b["address"], b["size"]) for s in start["segments"] if s.get("device", index) == index
-                  for b in s["blocks"] if b["state"] == "active_allocated"]
+        active = _active_blocks(start["segments"], index)
         reserved = sum(s["total_size"] for s in start["segments"] if s.get("device", index) == index)
         start.clear()
+        workspaces = _workspaces.sizes_of(cuda.get_device_capability(index)[0])  # blocks no storage starts
+        for addr, (_size, requested) in active.items():
+            if addr not in mine and requested in workspaces:
+                mine[addr] = workspaces[requested]
+        blocks = [(addr, size) for addr, (size, _requested) in active.items()]
         cuda.memory._record_memory_history("all", context=None, stacks="python", max_entries=before + MAX_ENTRIES)
         self.open = (step, index, mine, before, blocks, reserved, kept.models)
 
@@ -98,59 +104,75 @@ class PeakWindow:
             cuda.memory._record_memory_history(None)
         traces = snap["device_traces"]
         trace = traces[index][before:] if index < len(traces) else []
+        end_sizes = {addr: size for addr, (size, _requested) in _active_blocks(snap["segments"], index).items()}
         snap.clear()
         if len(trace) >= MAX_ENTRIES:
             return  # the ring may have dropped events: no peak told rather than a wrong one
         grads = _gradient_owners([m for m in (r() for r in models) if m is not None], "cuda:%d" % index)
-        parts = compose(blocks, reserved, trace, owners, grads)
+        parts = compose(blocks, reserved, trace, owners, grads, end_sizes)
         for kind, owner, nbytes, count in parts:
             self.rec.peak_part(step, "cuda:%d" % index, kind, owner, nbytes, count)
 
 
-def compose(blocks, reserved, trace, owners, grads):
+def compose(blocks, reserved, trace, owners, grads, end_sizes=None):
     """The composition of the window's peak: [(owner kind, owner, bytes,
     blocks)], the `measured` row first (the peak's allocated bytes), then
     the parts by kind and owner, the most bytes first, the allocator's cache
-    last.  blocks: [(address, size)] allocated at the start; reserved: the
-    bytes reserved then; trace: the allocator's entries since (dicts with
-    action, addr, size); owners: address -> (kind, owner) of the audit's
-    storages; grads: address -> module of the gradients alive at the end."""
+    last.  blocks: [(address, block size)] allocated at the start; reserved:
+    the bytes reserved then; trace: the allocator's entries since (dicts
+    with action, addr, size: the size asked for, not the block's); owners:
+    address -> (kind, owner) of the start's blocks; grads: address -> module
+    of the gradients alive at the end; end_sizes: address -> block size of
+    the blocks allocated at the end.  A block is counted at its block size
+    where a snapshot gave it (the start's, and those alive at the end), else
+    at its request rounded up to the allocator's 512-byte unit (a cached
+    block handed out unsplit is larger by what it kept: the replay's peak
+    can be under max_memory_allocated by that much); a free takes off what
+    its block's allocation counted."""
+    end_sizes = end_sizes or {}
+    events = [e for e in trace if e.get("action") in _COUNTING]
+    last_alloc, last_free = {}, {}
+    for i, e in enumerate(events):
+        if e["action"] == "alloc":
+            last_alloc[e["addr"]] = i
+        elif e["action"] == "free_requested":
+            last_free[e["addr"]] = i
+
+    def kept(addr, i):
+        """True when event i made the block alive at the window's end."""
+        return last_alloc.get(addr) == i and last_free.get(addr, -1) < i
     live = dict(blocks)
     allocated = top = sum(live.values())
     held, top_at, top_reserved = reserved, -1, reserved
-    events = [e for e in trace if e.get("action") in _COUNTING]
+    counted = []  # the bytes each event moved
     for i, e in enumerate(events):
-        action, size = e["action"], int(e["size"])
+        action, addr = e["action"], e["addr"]
         if action == "alloc":
+            size = end_sizes[addr] if addr in end_sizes and kept(addr, i) else _unit(int(e["size"]))
+            live[addr] = size
             allocated += size
         elif action == "free_requested":
+            size = live.pop(addr, _unit(int(e["size"])))
             allocated -= size
-        elif action == "segment_alloc":
-            held += size
         else:
-            held -= size
+            size = int(e["size"])
+            held += size if action == "segment_alloc" else -size
+        counted.append(size)
         if allocated > top:
             top, top_at, top_reserved = allocated, i, held
-    # the blocks live at the peak, and which of those made since are alive at the end
-    at_top, made = dict(blocks), set()
-    for e in events[:top_at + 1]:
-        if e["action"] == "alloc":
-            at_top[e["addr"]] = int(e["size"])
-            made.add(e["addr"])
-        elif e["action"] == "free_requested":
-            at_top.pop(e["addr"], None)
-            made.discard(e["addr"])
-    alive_at_end = set(made)
-    for e in events[top_at + 1:]:
-        if e["action"] == "free_requested":
-            alive_at_end.discard(e["addr"])
-        elif e["action"] == "alloc":
-            alive_at_end.discard(e["addr"])  # a later block at the same address is another
+    at_top, made_at = dict(blocks), {}  # the blocks live at the peak; address -> the event that made one since
+    for i in range(top_at + 1):
+        action, addr = events[i]["action"], events[i]["addr"]
+        if action == "alloc":
+            at_top[addr], made_at[addr] = counted[i], i
+        elif action == "free_requested":
+            at_top.pop(addr, None)
+            made_at.pop(addr, None)
     sums = {}
     for addr, size in at_top.items():
-        if addr not in made:
+        if addr not in made_at:
             key = owners.get(addr, ("unattributed", None))
-        elif addr not in alive_at_end:
+        elif not kept(addr, made_at[addr]):
             key = (TEMPORARY, None)
         elif addr in grads:
             key = ("gradient", grads[addr])
@@ -164,6 +186,18 @@ def compose(blocks, reserved, trace, owners, grads):
     if top_reserved > top:
         rows.append(("allocator_cache", None, top_reserved - top, 0))
     return rows
+
+
+def _unit(requested):
+    """A request's bytes as the allocator counts them at least: whole 512-byte units."""
+    return max(_UNIT, -(-requested // _UNIT) * _UNIT)
+
+
+def _active_blocks(segments, index):
+    """address -> (block size, requested size) of the allocated blocks of a
+    snapshot's segments on device `index`."""
+    return {b["address"]: (b["size"], b.get("requested_size", b["size"])) for s in segments
+            if s.get("device", index) == index for b in s["blocks"] if b["state"] == "active_allocated"}
 
 
 def _gradient_owners(models, device):

@@ -58,6 +58,13 @@ def cublaslt_size():
         return MIB
 
 
+def sizes_of(major):
+    """{requested size: (owner kind, owner)} of the workspaces on a device of compute capability `major`."""
+    sizes = {size: CUBLAS for size in cublas_sizes(major)}
+    sizes.setdefault(cublaslt_size(), CUBLASLT)
+    return sizes
+
+
 def named(torch, claimed):
     """{device: {(owner kind, owner): bytes}} of the allocations that are no
     tensor on each initialized CUDA device: the active allocator blocks
@@ -90,8 +97,7 @@ def from_snapshot(segments, claimed, major):
         index = segment.get("device", 0)
         sizes = workspaces.get(index)
         if sizes is None:
-            sizes = workspaces[index] = {size: CUBLAS for size in cublas_sizes(major(index))}
-            sizes.setdefault(cublaslt_size(), CUBLASLT)
+            sizes = workspaces[index] = sizes_of(major(index))
         address = segment.get("address", 0)
         for block in segment.get("blocks", ()):
             start, size = block.get("address", address), int(block.get("size", 0))

@@ -77,6 +77,20 @@ def test_a_block_made_and_kept_that_is_no_gradient():
                     ("made_in_backward", None, 3 * MIB, 1)], rows
 
 
+def test_blocks_count_as_the_allocator_counts_them():
+    """The history gives the size asked for; the allocator counts whole blocks (max_memory_allocated's unit): a
+    request counts rounded up to 512 bytes, a block alive at the end at the size the end's snapshot gives (a cached
+    block handed out unsplit), and a free takes off what its block counted, the start's blocks at their own size
+    (as the GPU run found: a replay of the sizes asked for drifted 508 bytes from the parts' sum)."""
+    trace = history(("alloc", 0x7000, 2 * MIB + 4), ("alloc", 0x8000, 3 * MIB - 100),
+                    ("free_requested", 0x1000, 4 * MIB - 300), ("alloc", 0x9000, 4), ("free_requested", 0x7000, 2 * MIB + 4))
+    rows = compose(START, 15 * MIB, trace, OWNERS, {}, {0x8000: 3 * MIB + MIB // 2})
+    # at the peak (the second alloc): the start's 15 MiB, 2 MiB + 512 and the unsplit 3.5 MiB block
+    assert rows[0] == ("measured", "replayed allocator history", 15 * MIB + 2 * MIB + 512 + 3 * MIB + MIB // 2, 6)
+    assert sum(r[2] for r in rows[1:] if r[0] != "allocator_cache") == rows[0][2], rows
+    assert ("temporary", None, 2 * MIB + 512, 1) in rows and ("made_in_backward", None, 3 * MIB + MIB // 2, 1) in rows
+
+
 PROGRAM = """\
 import sys
 import torch
