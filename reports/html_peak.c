@@ -2,11 +2,15 @@
  * memory ledger: the audit where what the step saved for backward added up
  * to the most, and a bar per module that made it (the deepest module, the
  * most bytes first) with its share of the peak, the bars scaled to the
- * largest module (ANALYZER.md, "The peak of activations"). */
+ * largest module (ANALYZER.md, "The peak of activations"); then, where the
+ * probe replayed the allocator's history, what held the memory at the
+ * peak's moment, a bar per owner (ANALYZER.md, "The moment of the peak"). */
 #include "html_page.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+
+static void html_put_moment(FILE *out, const tpa_run_t *run);
 
 void html_put_peak(FILE *out, const tpa_run_t *run) {
     if (!run->has_peak) return;
@@ -28,6 +32,32 @@ void html_put_peak(FILE *out, const tpa_run_t *run) {
         fprintf(out, "</td><td class=\"num\">%.0f%%</td><td><span class=\"libbar\" style=\"width:%.0fpx\"></span>"
                      "</td></tr>\n",
                 100.0 * share, m->bytes > 0 ? 1 + 200.0 * bar : 0.0);
+    }
+    fputs("</tbody></table>\n", out);
+    html_put_moment(out, run);
+}
+
+static void html_put_moment(FILE *out, const tpa_run_t *run) {
+    if (run->moment_bytes <= 0) return;
+    char bytes[32], words[400], step[32];
+    tpa_format_bytes(run->moment_bytes, bytes, sizeof bytes);
+    snprintf(step, sizeof step, "%" PRId64, run->moment_step);
+    html_fmt(out, /* (html_fmt knows %s only) */
+             "<table class=\"libs peak moment\"><caption>At the peak's moment in step %s (the allocator's "
+             "history replayed): %s allocated, by owner</caption>\n<thead><tr><th>owner</th><th class=\"num\">bytes"
+             "</th><th class=\"num\">share</th><th></th></tr></thead><tbody>\n",
+             step, bytes);
+    int64_t largest = 1;
+    for (size_t i = 0; i < run->n_moment_parts; i++)
+        if (run->moment_parts[i].bytes > largest) largest = run->moment_parts[i].bytes;
+    for (size_t i = 0; i < run->n_moment_parts; i++) {
+        const tpa_moment_part_t *p = &run->moment_parts[i];
+        tpa_moment_part_words(p, words, sizeof words);
+        html_fmt(out, "<tr><td><code>%s</code></td><td class=\"num\">", words);
+        html_put_bytes(out, p->bytes);
+        fprintf(out, "</td><td class=\"num\">%.0f%%</td><td><span class=\"libbar\" style=\"width:%.0fpx\"></span>"
+                     "</td></tr>\n",
+                100.0 * (double)p->bytes / (double)run->moment_bytes, 1 + 200.0 * (double)p->bytes / (double)largest);
     }
     fputs("</tbody></table>\n", out);
 }

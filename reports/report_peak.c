@@ -58,8 +58,7 @@ static void put_device_peak_text(FILE *out, const tpa_run_t *run) {
     fputc('\n', out);
 }
 
-/* "gradients of block", "saved for backward in block.linear1": a part of the peak's moment in words. */
-static void moment_part_words(const tpa_moment_part_t *p, char *buf, size_t len) {
+void tpa_moment_part_words(const tpa_moment_part_t *p, char *buf, size_t len) {
     static const struct {
         const char *kind, *words;
     } named[] = {{"parameter", "parameters of "},   {"gradient", "gradients of "},
@@ -68,10 +67,10 @@ static void moment_part_words(const tpa_moment_part_t *p, char *buf, size_t len)
                  {"made_in_backward", "made in backward, kept"}, {"allocator_cache", "allocator cache"}};
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         if (!strcmp(p->kind, named[i].kind)) {
-            snprintf(buf, len, "%s%s", named[i].words, p->owner ? tpa_term(p->owner) : "");
+            snprintf(buf, len, "%s%s", named[i].words, p->owner ? p->owner : "");
             return;
         }
-    snprintf(buf, len, "%s", tpa_term(p->owner ? p->owner : p->kind));
+    snprintf(buf, len, "%s", p->owner ? p->owner : p->kind);
 }
 
 /* The moment of the peak: the blocks live then by owner, from the probe's replay of the allocator's history. */
@@ -84,9 +83,9 @@ static void put_moment_text(FILE *out, const tpa_run_t *run) {
         fprintf(out, " (%.1f%% of the device peak)", 100.0 * (double)run->moment_bytes / (double)run->device_peak_bytes);
     fputs(":\n", out);
     for (size_t i = 0; i < run->n_moment_parts && i < TEXT_MOMENT_PARTS; i++) {
-        moment_part_words(&run->moment_parts[i], words, sizeof words);
+        tpa_moment_part_words(&run->moment_parts[i], words, sizeof words);
         tpa_format_bytes(run->moment_parts[i].bytes, bytes, sizeof bytes);
-        fprintf(out, "          %-50s %10s\n", words, bytes);
+        fprintf(out, "          %-50s %10s\n", tpa_term(words), bytes);
     }
     if (run->n_moment_parts > TEXT_MOMENT_PARTS) {
         int64_t rest = 0;

@@ -122,6 +122,10 @@ void tpa_put_peak_modules_json(FILE *out, const tpa_run_t *run, size_t most);
 #define TPA_GATE_PEAK_MODULES 3
 /* "transformer.h.3.mlp 4.0 MiB, ..." of the `most` largest modules of a run's peak. */
 void tpa_format_peak_modules(const tpa_run_t *run, size_t most, char *buf, size_t len);
+
+/* One part of the peak's moment in words ("gradients of block", "saved for backward in block.linear1"), in buf,
+ * not escaped for a terminal (report_peak.c). */
+void tpa_moment_part_words(const tpa_moment_part_t *part, char *buf, size_t len);
 /* ,"bytes":N,"growth":{...} of a finding that grows (nothing for others). */
 void tpa_put_growth_json(FILE *out, const tpa_finding_t *f);
 

@@ -162,3 +162,10 @@ def test_a_windows_rows_reach_the_reports(tmp_path):
     assert moment["step"] == 2 and moment["bytes"] == 18 * MIB, moment
     assert moment["parts"][0] == {"kind": "autograd", "owner": "saved for backward in 1", "bytes": 8 * MIB,
                                   "blocks": 1}, moment
+    # the HTML report: a table of the moment under the peak's chart, a row and a bar per owner
+    import re
+    page = report(out, "--format", "html")
+    table = re.search(r'<table class="libs peak moment">.*?</table>', page, re.S)
+    assert table and "moment in step 2 (the allocator" in table.group(0), page[-2000:]
+    owners = re.findall(r"<tr><td><code>([^<]*)</code>", table.group(0))
+    assert owners == ["saved for backward in 1", "gradients of 0", "parameters of 0", "allocator cache"], owners
