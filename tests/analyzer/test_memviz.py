@@ -320,8 +320,21 @@ def test_device_made_seed_run_with_phase_marks_in_every_format(tmp_path):
     assert run["peak"]["device_peak"] == {"bytes": 211001856, "step": 2, "phase": "backward", "owner": "TinyLM",
                                           "audit": "backward", "audit_step": 2, "audit_bytes": 159536640}
     assert run["peak"]["label"] == "backward" and run["peak"]["modules"][0]["module"] == "TinyLM"
+    # the moment of the peak, from the allocator's history the probe replayed in step 2's backward: to the byte the
+    # max_memory_allocated the marks read, told by owner (the parts, the cache aside, add up to it)
+    moment = run["peak"]["moment"]
+    assert moment["step"] == 2 and moment["bytes"] == 211001856, moment
+    parts = {(p["kind"], p["owner"]): p["bytes"] for p in moment["parts"]}
+    assert sum(b for (kind, _), b in parts.items() if kind != "allocator_cache") == moment["bytes"], parts
+    assert parts[("temporary", None)] == 51466752 and parts[("autograd", "saved for backward in TinyLM")] > 0, parts
+    assert parts[("gradient", "wte")] == parts[("parameter", "wte")] == 12866560, parts
+    # the two cuBLAS workspaces of the forward's and the backward's threads, named as the ledger names them
+    assert parts[("library", "cuBLAS workspace (PyTorch)")] == 2 * 32 * 1024 * 1024, parts
+    assert ("unattributed", None) not in parts, parts
+    assert "at the peak's moment in step 2 (the allocator's history replayed): 201.2 MiB allocated:" in text, text
     html = tpaudit("report", "--format", "html", SEED_PEAK).stdout
     assert "made in forward (between audits)" in html and "made in backward (between audits)" in html
+    assert '<table class="libs peak moment"><caption>At the peak' in html
     junit = tpaudit("report", "--format", "junit", SEED_PEAK).stdout
     assert "<testsuite" in junit and "stale_param" in junit
     assert tpaudit("gate", SEED_PEAK).returncode == 1  # the stale embedding
