@@ -64,6 +64,8 @@ class PhaseMarks:
         self.forwards = 0          # root calls heard
 
     def mark(self, phase, owner):
+        if PART in _parts.off and self.window is not None and self.window.open is not None:
+            self.window.close()  # the part went off: the allocator's history is not left on until exit
         _parts.guard(PART, self._record, phase, owner)
 
     def _record(self, phase, owner):
