@@ -28,8 +28,11 @@ add up to that peak to the byte; the analyzer sets the largest of them beside
 max_memory_allocated (analyzer/device_peak.c).  Nothing is done where the
 program records the allocator's history itself (torch's
 _cuda_isHistoryEnabled says so; a torch without it is left alone too), on
-the CPU, or for a step whose window saw more than MAX_ENTRIES events (the
-ring buffer would have dropped the oldest).  The history is a C++ ring
+the CPU, where the process recorded a history before (its entries stay as
+they are), for a step whose window saw MAX_ENTRIES events or more (the ring
+buffer would have dropped the oldest), or once the windows before left
+MAX_ENTRIES entries (the allocator keeps a history after it is turned off,
+so each window reads from where the last one ended).  The history is a C++ ring
 buffer in the allocator: no Python runs per allocation and dynamo sees none
 of it.  Docs: PROBE.md, "The moment of the device's peak".
 """
@@ -53,7 +56,9 @@ class PeakWindow:
 
     def __init__(self, recorder):
         self.rec = recorder
-        self.open = None  # (step, device index, {addr: (kind, owner)} of the audit, trace length before)
+        self.open = None  # (step, device index, {addr: (kind, owner)}, the device's history length, [(addr, size)]
+        #                   and reserved bytes of the audit, weak references to its models)
+        self.left = 0  # entries the windows before left in the allocator's history
 
     def begin(self):
         """Before the audit: the ledger keeps the owners of its storages."""
@@ -71,7 +76,10 @@ class PeakWindow:
         device = "cuda:%d" % index
         mine = {ptr: owner for (dev, ptr), owner in kept.owners.items() if dev == device}
         start = cuda.memory._snapshot()
-        before = len(start["device_traces"][index]) if index < len(start["device_traces"]) else 0
+        traces = start["device_traces"]
+        if sum(len(t) for t in traces) != self.left or self.left >= MAX_ENTRIES:
+            return  # a history the program recorded stays as it is; the earlier windows' entries stay bounded
+        before = len(traces[index]) if index < len(traces) else 0
         active = _active_blocks(start["segments"], index)
         reserved = sum(s["total_size"] for s in start["segments"] if s.get("device", index) == index)
         start.clear()
@@ -80,7 +88,7 @@ class PeakWindow:
             if addr not in mine and requested in workspaces:
                 mine[addr] = workspaces[requested]
         blocks = [(addr, size) for addr, (size, _requested) in active.items()]
-        cuda.memory._record_memory_history("all", context=None, stacks="python", max_entries=before + MAX_ENTRIES)
+        cuda.memory._record_memory_history("all", context=None, stacks="python", max_entries=self.left + MAX_ENTRIES)
         self.open = (step, index, mine, before, blocks, reserved, kept.models)
 
     def close(self):
@@ -104,6 +112,7 @@ class PeakWindow:
             cuda.memory._record_memory_history(None)
         traces = snap["device_traces"]
         trace = traces[index][before:] if index < len(traces) else []
+        self.left = sum(len(t) for t in traces)  # the allocator keeps them after the history is off
         end_sizes = {addr: size for addr, (size, _requested) in _active_blocks(snap["segments"], index).items()}
         snap.clear()
         if len(trace) >= MAX_ENTRIES:
