@@ -77,8 +77,12 @@ class PeakWindow:
         mine = {ptr: owner for (dev, ptr), owner in kept.owners.items() if dev == device}
         start = cuda.memory._snapshot()
         traces = start["device_traces"]
-        if sum(len(t) for t in traces) != self.left or self.left >= MAX_ENTRIES:
-            return  # a history the program recorded stays as it is; the earlier windows' entries stay bounded
+        total = sum(len(t) for t in traces)
+        # a history the program recorded before the first window stays as it is (the later windows' count may
+        # have one more entry than the last one left: a snapshot taken while recording is an entry too); the
+        # earlier windows' entries stay bounded
+        if (total and not self.left) or total < self.left or self.left >= MAX_ENTRIES:
+            return
         before = len(traces[index]) if index < len(traces) else 0
         active = _active_blocks(start["segments"], index)
         reserved = sum(s["total_size"] for s in start["segments"] if s.get("device", index) == index)
@@ -88,7 +92,7 @@ class PeakWindow:
             if addr not in mine and requested in workspaces:
                 mine[addr] = workspaces[requested]
         blocks = [(addr, size) for addr, (size, _requested) in active.items()]
-        cuda.memory._record_memory_history("all", context=None, stacks="python", max_entries=self.left + MAX_ENTRIES)
+        cuda.memory._record_memory_history("all", context=None, stacks="python", max_entries=total + MAX_ENTRIES)
         self.open = (step, index, mine, before, blocks, reserved, kept.models)
 
     def close(self):

@@ -91,6 +91,71 @@ def test_blocks_count_as_the_allocator_counts_them():
     assert ("temporary", None, 2 * MIB + 512, 1) in rows and ("made_in_backward", None, 3 * MIB + MIB // 2, 1) in rows
 
 
+class StandInAllocator:
+    """The three calls of torch.cuda the window makes (current_device, get_device_capability, memory's _snapshot
+    and _record_memory_history), kept as a list of calls: the window's bookkeeping on the CPU.  What the real
+    allocator records is checked on the device (gpu_activations, the fixture)."""
+
+    def __init__(self, history=()):
+        self.trace, self.recording, self.calls = list(history), False, []
+        self.blocks = [{"address": 0x1000, "size": 4 * MIB, "requested_size": 4 * MIB, "state": "active_allocated"}]
+        self.memory = self
+
+    def current_device(self):
+        return 0
+
+    def get_device_capability(self, index):
+        return (9, 0)
+
+    def _snapshot(self):
+        snap = {"segments": [{"device": 0, "total_size": 32 * MIB, "blocks": list(self.blocks)}],
+                "device_traces": [list(self.trace)]}
+        if self.recording:  # a snapshot taken while recording is an entry of the history too
+            self.trace.append({"action": "snapshot", "addr": 0, "size": 0})
+        return snap
+
+    def _record_memory_history(self, enabled, **options):
+        self.recording = enabled is not None
+        self.calls.append((enabled, options.get("max_entries")))
+
+    def step(self, temporary):
+        """A backward: a temporary made and freed."""
+        self.trace += history(("alloc", 0x5000, temporary), ("free_requested", 0x5000, temporary))
+
+
+def test_the_window_opens_reads_and_closes(monkeypatch):
+    """Each planned step's window turns the history on after the audit and off at its end, and writes its rows; the
+    second reads from where the first ended (though a snapshot added an entry); a process whose history the
+    program recorded before gets no window, and the history stays as it was."""
+    from tpaudit import _ledger, _peak_moment
+    cuda = StandInAllocator()
+    monkeypatch.setattr(_peak_moment._allocator, "cuda", lambda: cuda)
+    monkeypatch.setattr(_peak_moment, "_history_free", lambda: True)
+    written = []
+    rec = type("Rec", (), {"peak_part": lambda self, *row: written.append(row)})()
+    window = _peak_moment.PeakWindow(rec)
+    for step, temporary in ((1, 8 * MIB), (2, 2 * MIB)):
+        window.begin()
+        _ledger.owners_out.owners[("cuda:0", 0x1000)] = ("parameter", "fc")  # what the audit's ledger kept
+        window.opened(step)
+        assert cuda.recording and window.open is not None
+        cuda.step(temporary)
+        window.end()
+        assert not cuda.recording and window.open is None
+        rows = [r for r in written if r[0] == step]
+        assert rows[0] == (step, "cuda:0", "measured", "replayed allocator history", 4 * MIB + temporary, 2), rows
+        assert (step, "cuda:0", "temporary", None, temporary, 1) in rows, rows
+    assert [enabled for enabled, _ in cuda.calls] == ["all", None, "all", None]
+    # the program's own history, recorded and stopped before: no window, nothing turned on
+    theirs = StandInAllocator(history(("alloc", 0x9000, MIB)))
+    monkeypatch.setattr(_peak_moment._allocator, "cuda", lambda: theirs)
+    window = _peak_moment.PeakWindow(rec)
+    window.begin()
+    window.opened(1)
+    assert window.open is None and theirs.calls == [] and len(theirs.trace) == 1
+    assert _ledger.owners_out is None
+
+
 PROGRAM = """\
 import sys
 import torch
