@@ -12,11 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *dup_text(sqlite3_stmt *st, int col) {
-    const unsigned char *t = sqlite3_column_text(st, col);
-    return t ? tpa_strdup((const char *)t) : NULL;
-}
-
 /* The last finished audit that began in [from_ns, to_ns): its label and step
  * and the bytes allocated on `device` at it (measured less the allocator's cache). */
 static int audit_in_part(sqlite3 *db, tpa_run_t *run, const char *device, int64_t from_ns, int64_t to_ns) {
@@ -34,7 +29,7 @@ static int audit_in_part(sqlite3 *db, tpa_run_t *run, const char *device, int64_
     sqlite3_bind_int64(st, 3, to_ns);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
-        run->device_peak_audit = dup_text(st, 0);
+        run->device_peak_audit = tpa_column_text(st, 0);
         run->device_peak_audit_step = sqlite3_column_int64(st, 1);
         run->device_peak_audit_bytes = tpa_sane_bytes(sqlite3_column_int64(st, 2));
     }
@@ -68,15 +63,15 @@ int tpa_read_device_peak(sqlite3 *db, tpa_run_t *run) {
             run->device_peak_step = prev_phase ? prev_step : -1;
             part_from = before_ts; /* the part before it too: see above */
             part_to = sqlite3_column_int64(st, 4);
-            if (!device) device = dup_text(st, 5);
+            if (!device) device = tpa_column_text(st, 5);
         }
         free(prev_phase);
         free(prev_owner);
         prev_step = sqlite3_column_int64(st, 0);
         before_ts = prev_ts;
         prev_ts = sqlite3_column_int64(st, 4);
-        prev_phase = dup_text(st, 1);
-        prev_owner = dup_text(st, 2);
+        prev_phase = tpa_column_text(st, 1);
+        prev_owner = tpa_column_text(st, 2);
     }
     free(prev_phase);
     free(prev_owner);

@@ -10,11 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *text_or_null(sqlite3_stmt *st, int col) {
-    const unsigned char *t = sqlite3_column_text(st, col);
-    return t ? tpa_strdup((const char *)t) : NULL;
-}
-
 static void drop_parts(tpa_run_t *run) {
     for (size_t i = 0; i < run->n_moment_parts; i++) {
         free(run->moment_parts[i].kind);
@@ -48,7 +43,7 @@ static int read_window(sqlite3 *db, tpa_run_t *run, int64_t from) {
         }
         tpa_moment_part_t *p = &run->moment_parts[run->n_moment_parts++];
         p->kind = tpa_strdup((const char *)kind);
-        p->owner = text_or_null(st, 1);
+        p->owner = tpa_column_text(st, 1);
         p->bytes = tpa_sane_bytes(sqlite3_column_int64(st, 2));
         p->blocks = sqlite3_column_int64(st, 3);
     }

@@ -41,8 +41,8 @@ import sys
 from . import _allocator
 from . import _ledger
 from . import _workspaces
+from ._phases import PART  # the part it belongs to: it turns off with the phase marks (_parts.py)
 
-PART = "phase_marks"  # the part that turns off with it (_parts.py)
 MAX_ENTRIES = 200000  # allocator events one window keeps, at most (a step of GPT-2 124M makes a few thousand)
 TEMPORARY = "temporary"  # a block made after the audit and freed before the window's end
 MADE_IN_BACKWARD = "made_in_backward"  # made after the audit, alive at the end, no gradient
@@ -52,7 +52,8 @@ _UNIT = 512  # the caching allocator's block unit
 
 class PeakWindow:
     """One window at a time: begin() before the audit `backward`, opened()
-    after it, end() at the next mark; record(step, device, parts) writes."""
+    after it, end() at the next mark (it writes the window's rows through
+    the recorder's peak_part), close() at exit."""
 
     def __init__(self, recorder):
         self.rec = recorder
