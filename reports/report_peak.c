@@ -59,6 +59,14 @@ static void put_device_peak_text(FILE *out, const tpa_run_t *run) {
 }
 
 void tpa_moment_part_words(const tpa_moment_part_t *p, char *buf, size_t len) {
+    if (p->owner && !strcmp(p->kind, "temporary")) { /* named by the backward mark that made it */
+        snprintf(buf, len, "temporaries of the backward of %s", p->owner);
+        return;
+    }
+    if (p->owner && !strcmp(p->kind, "made_in_backward")) {
+        snprintf(buf, len, "made in the backward of %s, kept", p->owner);
+        return;
+    }
     static const struct {
         const char *kind, *words;
     } named[] = {{"parameter", "parameters of "},   {"gradient", "gradients of "},

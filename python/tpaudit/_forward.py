@@ -62,9 +62,10 @@ _notify_marked = _track.notify_marked_call
 # Python code of the probe, whose frames dynamo would convert and count.
 # The one exception: submodules of _track.marked_modules (empty unless
 # TPAUDIT_PEAK=backward asks for the phase marks), whose calls go to
-# _track.marked_call_listeners, dynamo's callback off as for the others.
+# _track.marked_call_listeners with the call's arguments (the tuple and dict
+# torch's function holds already), dynamo's callback off as for the others.
 _NOTE = ("not (_compiling() or _note(_id(self), _ref(self)) or _listeners and (_id(self) in _wanted if _wanted else"
-         " _id(self) not in _parented) and _notify(self, _off()) or _marked and _id(self) in _marked and _notify_marked(self, _off())"
+         " _id(self) not in _parented) and _notify(self, _off()) or _marked and _id(self) in _marked and _notify_marked(self, _off(), args, kwargs)"
          " or True) or ")
 TEST = "if self._compiled_call_impl is not None:"
 MAX_NOTED = 4096  # ids noted before dead entries are dropped (at the next step)

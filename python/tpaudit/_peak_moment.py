@@ -21,7 +21,13 @@ or the next forward: _phases.py) or at exit it reads the history
   its storage (none: unattributed); a block made after it by what it is
   when the window ends: a parameter's gradient (by module), else kept
   (`made_in_backward`), or, freed before the end, a `temporary`; and the
-  reserved bytes not allocated then are the allocator's cache.
+  reserved bytes not allocated then are the allocator's cache.  A
+  temporary or a kept block is named by the module whose backward made it:
+  the phase marks inside the window (_phases.py, backward module by
+  module) give their time in microseconds of unix time, as the history's
+  `time_us` does (c10's approximate clock, converted to unix time when the
+  snapshot is read), and a block belongs to the last mark before it was
+  made (none where the history has no times).
 
 The rows (one `measured` row with the peak's allocated bytes, then the parts)
 add up to that peak to the byte; the analyzer sets the largest of them beside
@@ -36,7 +42,9 @@ so each window reads from where the last one ended).  The history is a C++ ring
 buffer in the allocator: no Python runs per allocation and dynamo sees none
 of it.  Docs: PROBE.md, "The moment of the device's peak".
 """
+import bisect
 import sys
+import time
 
 from . import _allocator
 from . import _ledger
@@ -44,6 +52,7 @@ from . import _workspaces
 from ._phases import PART  # the part it belongs to: it turns off with the phase marks (_parts.py)
 
 MAX_ENTRIES = 200000  # allocator events one window keeps, at most (a step of GPT-2 124M makes a few thousand)
+MAX_MARKS = 65536  # backward marks one window keeps (one per marked module, and a recomputed module's twice)
 TEMPORARY = "temporary"  # a block made after the audit and freed before the window's end
 MADE_IN_BACKWARD = "made_in_backward"  # made after the audit, alive at the end, no gradient
 _COUNTING = ("alloc", "free_requested", "segment_alloc", "segment_free")
@@ -60,6 +69,14 @@ class PeakWindow:
         self.open = None  # (step, device index, {addr: (kind, owner)}, the device's history length, [(addr, size)]
         #                   and reserved bytes of the audit, weak references to its models)
         self.left = 0  # entries the windows before left in the allocator's history
+        self.marks = ([], [])  # the open window's backward marks: their times (unix us) and owners
+
+    def marked(self, owner):
+        """A backward mark while the window is open (_phases.PhaseMarks)."""
+        times, owners = self.marks
+        if self.open is not None and len(times) < MAX_MARKS:
+            times.append(time.time_ns() // 1000)
+            owners.append(owner)
 
     def begin(self):
         """Before the audit: the ledger keeps the owners of its storages."""
@@ -95,6 +112,7 @@ class PeakWindow:
         blocks = [(addr, size) for addr, (size, _requested) in active.items()]
         cuda.memory._record_memory_history("all", context=None, stacks="python", max_entries=total + MAX_ENTRIES)
         self.open = (step, index, mine, before, blocks, reserved, kept.models)
+        self.marks = ([], [])
 
     def close(self):
         """At exit: a window still open ends (the allocator's history is
@@ -123,12 +141,13 @@ class PeakWindow:
         if len(trace) >= MAX_ENTRIES:
             return  # the ring may have dropped events: no peak told rather than a wrong one
         grads = _gradient_owners([m for m in (r() for r in models) if m is not None], "cuda:%d" % index)
-        parts = compose(blocks, reserved, trace, owners, grads, end_sizes)
+        marks, self.marks = self.marks, ([], [])
+        parts = compose(blocks, reserved, trace, owners, grads, end_sizes, marks)
         for kind, owner, nbytes, count in parts:
             self.rec.peak_part(step, "cuda:%d" % index, kind, owner, nbytes, count)
 
 
-def compose(blocks, reserved, trace, owners, grads, end_sizes=None):
+def compose(blocks, reserved, trace, owners, grads, end_sizes=None, marks=None):
     """The composition of the window's peak: [(owner kind, owner, bytes,
     blocks)], the `measured` row first (the peak's allocated bytes), then
     the parts by kind and owner, the most bytes first, the allocator's cache
@@ -137,7 +156,8 @@ def compose(blocks, reserved, trace, owners, grads, end_sizes=None):
     with action, addr, size: the size asked for, not the block's); owners:
     address -> (kind, owner) of the start's blocks; grads: address -> module
     of the gradients alive at the end; end_sizes: address -> block size of
-    the blocks allocated at the end.  A block is counted at its block size
+    the blocks allocated at the end; marks: ([time_us], [module]) of the
+    backward marks, in order.  A block is counted at its block size
     where a snapshot gave it (the start's, and those alive at the end), else
     at its request rounded up to the allocator's 512-byte unit (a cached
     block handed out unsplit is larger by what it kept: the replay's peak
@@ -187,11 +207,11 @@ def compose(blocks, reserved, trace, owners, grads, end_sizes=None):
         if addr not in made_at:
             key = owners.get(addr, ("unattributed", None))
         elif not kept(addr, made_at[addr]):
-            key = (TEMPORARY, None)
+            key = (TEMPORARY, _made_in(events[made_at[addr]], marks))
         elif addr in grads:
             key = ("gradient", grads[addr])
         else:
-            key = (MADE_IN_BACKWARD, None)
+            key = (MADE_IN_BACKWARD, _made_in(events[made_at[addr]], marks))
         part = sums.setdefault(key, [0, 0])
         part[0] += size
         part[1] += 1
@@ -200,6 +220,16 @@ def compose(blocks, reserved, trace, owners, grads, end_sizes=None):
     if top_reserved > top:
         rows.append(("allocator_cache", None, top_reserved - top, 0))
     return rows
+
+
+def _made_in(event, marks):
+    """The module of the last backward mark before the event, or None."""
+    when = event.get("time_us")
+    if not marks or when is None:
+        return None
+    times, owners = marks
+    at = bisect.bisect_right(times, when)
+    return owners[at - 1] if at else None
 
 
 def _unit(requested):

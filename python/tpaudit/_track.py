@@ -42,7 +42,7 @@ module_call_listeners = []  # callables(module), called at each eager module cal
 backward_listeners = []    # callables(tensor), called at each eager Tensor.backward (notify_backward)
 module_calls_wanted = set()  # ids of the modules the listeners want to hear of; empty: every module
 marked_modules = {}        # id(submodule) -> its dotted name in the root module: their calls are heard too (_phases.py)
-marked_call_listeners = []  # callables(module), called at each eager call of a module of marked_modules
+marked_call_listeners = []  # callables(module, args, kwargs), called at each eager call of a module of marked_modules
 parents = WeakIdMap()      # module -> (weakref(parent), attribute name)
 owners = WeakIdMap()       # parameter -> (weakref(module), attribute name)
 names = WeakIdMap()        # tensor -> best dotted name
@@ -65,10 +65,11 @@ def notify_module_call(module, callback=None):
     _notify(module_call_listeners, module, callback)
 
 
-def notify_marked_call(module, callback=None):
+def notify_marked_call(module, callback=None, args=(), kwargs=None):
     """Calls each of marked_call_listeners with module, a submodule of
-    marked_modules that is called eagerly (as notify_module_call)."""
-    _notify(marked_call_listeners, module, callback)
+    marked_modules that is called eagerly, and the call's arguments (as
+    notify_module_call)."""
+    _notify(marked_call_listeners, (module, args, kwargs or {}), callback, spread=True)
 
 
 def notify_backward(tensor, callback=None):
@@ -77,14 +78,17 @@ def notify_backward(tensor, callback=None):
     _notify(backward_listeners, tensor, callback)
 
 
-def _notify(listeners, value, callback):
-    """Calls each of listeners with value, then puts dynamo's frame callback
-    `callback` back; a listener's exception is swallowed: it never reaches
-    the program's call."""
+def _notify(listeners, value, callback, spread=False):
+    """Calls each of listeners with value (spread: with the items of the
+    tuple value), then puts dynamo's frame callback `callback` back; a
+    listener's exception is swallowed: it never reaches the program's call."""
     try:
         for listener in list(listeners):
             try:
-                listener(value)
+                if spread:
+                    listener(*value)
+                else:
+                    listener(value)
             except Exception:
                 pass
     finally:

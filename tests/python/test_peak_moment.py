@@ -169,8 +169,11 @@ if sys.argv[1] == "rows":  # what a window on the GPU writes, through the probe'
     from tpaudit import _hooks, _peak_moment
     MIB = 1 << 20
     rows = _peak_moment.compose([(1, 4 * MIB), (2, 8 * MIB)], 22 * MIB,
-                                [{"action": "alloc", "addr": 3, "size": 6 * MIB}],
-                                {1: ("parameter", "0"), 2: ("autograd", "saved for backward in 1")}, {3: "0"})
+                                [{"action": "alloc", "addr": 3, "size": 6 * MIB, "time_us": 20},
+                                 {"action": "alloc", "addr": 4, "size": 2 * MIB, "time_us": 30},
+                                 {"action": "free_requested", "addr": 4, "size": 2 * MIB, "time_us": 40}],
+                                {1: ("parameter", "0"), 2: ("autograd", "saved for backward in 1")}, {3: "0"},
+                                None, ([10, 25], ["1", "0"]))
     for kind, owner, nbytes, blocks in rows:
         assert _hooks.state.recorder.peak_part(2, "cuda:0", kind, owner, nbytes, blocks) == 0
 print("done")
@@ -213,18 +216,19 @@ def test_a_windows_rows_reach_the_reports(tmp_path):
     first, the cache last) and in JSON under runs[].peak.moment, valid against the schema."""
     out = run(tmp_path, "rows")
     text = report(out)
-    assert "at the peak's moment in step 2 (the allocator's history replayed): 18.0 MiB allocated:" in text, text
-    lines = text.split("at the peak's moment", 1)[1].splitlines()[1:5]
+    assert "at the peak's moment in step 2 (the allocator's history replayed): 20.0 MiB allocated:" in text, text
+    lines = text.split("at the peak's moment", 1)[1].splitlines()[1:6]
     assert [" ".join(line.split()) for line in lines] == [
         "saved for backward in 1 8.0 MiB", "gradients of 0 6.0 MiB", "parameters of 0 4.0 MiB",
-        "allocator cache 4.0 MiB"], lines
+        "temporaries of the backward of 0 2.0 MiB", "allocator cache 2.0 MiB"], lines
     doc = json.loads(report(out, "--format", "json"))
     import jsonschema
     jsonschema.Draft202012Validator(json.loads((HERE.parents[1] / "docs" / "report.schema.json").read_text())
                                     ).validate(doc)
     (run_doc,) = doc["runs"]
     moment = run_doc["peak"]["moment"]
-    assert moment["step"] == 2 and moment["bytes"] == 18 * MIB, moment
+    assert moment["step"] == 2 and moment["bytes"] == 20 * MIB, moment
+    assert {"kind": "temporary", "owner": "0", "bytes": 2 * MIB, "blocks": 1} in moment["parts"], moment
     assert moment["parts"][0] == {"kind": "autograd", "owner": "saved for backward in 1", "bytes": 8 * MIB,
                                   "blocks": 1}, moment
     # the HTML report: a table of the moment under the peak's chart, a row and a bar per owner
@@ -233,4 +237,27 @@ def test_a_windows_rows_reach_the_reports(tmp_path):
     table = re.search(r'<table class="libs peak moment">.*?</table>', page, re.S)
     assert table and "moment in step 2 (the allocator" in table.group(0), page[-2000:]
     owners = re.findall(r"<tr><td><code>([^<]*)</code>", table.group(0))
-    assert owners == ["saved for backward in 1", "gradients of 0", "parameters of 0", "allocator cache"], owners
+    assert owners == ["saved for backward in 1", "gradients of 0", "parameters of 0",
+                      "temporaries of the backward of 0", "allocator cache"], owners
+
+
+def test_temporaries_are_named_by_the_backward_that_made_them():
+    """Backward marked module by module (mlp, then attn): each temporary and each block kept that is no gradient is
+    the module's whose backward mark came last before it was made; a block made before the first mark, or a
+    history without times, has no module (the twin: the parts as before)."""
+    trace = [{"action": "alloc", "addr": 0x9000, "size": 2 * MIB, "time_us": 90},  # before any mark
+             {"action": "alloc", "addr": 0xa000, "size": 6 * MIB, "time_us": 110},  # the MLP's backward
+             {"action": "alloc", "addr": 0xb000, "size": 4 * MIB, "time_us": 210},  # the attention's
+             {"action": "alloc", "addr": 0xc000, "size": 1 * MIB, "time_us": 220},  # the attention's, kept
+             {"action": "free_requested", "addr": 0xa000, "size": 6 * MIB, "time_us": 300},
+             {"action": "free_requested", "addr": 0xb000, "size": 4 * MIB, "time_us": 300},
+             {"action": "free_requested", "addr": 0x9000, "size": 2 * MIB, "time_us": 300}]
+    marks = ([100, 200], ["h.0.mlp", "h.0.attn"])
+    rows = compose([], 0, trace, {}, {}, None, marks)
+    assert rows == [("measured", "replayed allocator history", 13 * MIB, 4), ("temporary", "h.0.mlp", 6 * MIB, 1),
+                    ("temporary", "h.0.attn", 4 * MIB, 1), ("temporary", None, 2 * MIB, 1),
+                    ("made_in_backward", "h.0.attn", 1 * MIB, 1)], rows
+    untimed = [{k: v for k, v in e.items() if k != "time_us"} for e in trace]
+    assert compose([], 0, untimed, {}, {}, None, marks) == compose([], 0, trace, {}, {}) == [
+        ("measured", "replayed allocator history", 13 * MIB, 4), ("temporary", None, 12 * MIB, 3),
+        ("made_in_backward", None, 1 * MIB, 1)]
