@@ -22,9 +22,11 @@ recomputed hold nothing (where PyTorch can tell a hooked saved tensor:
 2.11; on 2.6 and before the probe reads no saved tensor while a
 checkpoint lives, so only the program's own run is checked there: on every
 release of the torch matrix the checkpointed program's exit status, stdout
-and stderr are those it has without the probe).  MemTracker is not run beside it yet (it has a figure for the
-recomputation, its Pre-Forward-AC and Post-Forward-AC snapshots): the twin
-without checkpointing is the reference (ANALYZER.md, "Activations by
+and stderr are those it has without the probe).  Two references: the twin
+without checkpointing, and, on 2.11, MemTracker run on the same step first
+(torch.distributed._tools.mem_tracker: its figure for the recomputation,
+Post-Forward-AC less Pre-Forward-AC): the last block's ln_1 and attention
+as recomputed hold within 5% of its bytes (ANALYZER.md, "Activations by
 module")."""
 import collections
 import json
@@ -96,6 +98,22 @@ else:
     loss_of = lambda x: torch.nn.functional.cross_entropy(model(x).flatten(0, 1), x.flatten())
 model.train()
 x = torch.randint(0, 512, (8, 64))
+tracked = None  # MemTracker's bytes of the last block's ln_1 and attention as backward recomputes them
+if sys.argv[3:4] == ["memtracker"]:  # one step under MemTracker first (no optimizer: the weights stay)
+    from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _ModState
+    tracker = MemTracker()
+    tracker.track_external(model)
+    with tracker:
+        loss_of(x).backward()
+    tracked = 0
+    for stats in tracker.memory_tracking.values():
+        if stats.mod_fqn.partition(".")[2] in (sys.argv[4] + ".ln_1", sys.argv[4] + ".attn"):
+            before, after = (stats.snapshots[s][0].get(x.device, {}).get(_MemRefType.ACT, 0)
+                             for s in (_ModState.PRE_FW_AC, _ModState.POST_FW_AC))
+            # less the attention's output, which only the residual add uses (an add saves nothing)
+            tracked += after - before - (stats.output_mem if stats.mod_fqn.endswith(".attn") else 0)
+    model.zero_grad(set_to_none=True)
+    del tracker
 hooked = []
 
 
@@ -116,7 +134,7 @@ audit(label="after-forward")
 value = step[0].item()
 step.pop().backward()
 audit(label="after-backward")
-print(json.dumps(value))
+print(json.dumps([value, tracked]))
 """
 BLOCK_INPUT = 8 * 64 * 128 * 4  # a block's input: batch x sequence x width, float32
 MODELS = {"gpt2": "transformer.h", "blocks": "h"}  # the model -> the prefix of its numbered blocks
@@ -134,7 +152,9 @@ def steps(tmp_path_factory):
             script = tmp_path / "step.py"
             script.write_text(STEP)
             out = tmp_path / "out"
-            r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, str(script), kind, checkpointed],
+            tracker = ["memtracker", MODELS[kind] + ".3"] if checkpointed == "on" else []
+            r = subprocess.run([TPAUDIT, "run", "-o", str(out), "--", sys.executable, str(script), kind, checkpointed,
+                                *tracker],
                                capture_output=True, text=True, timeout=600, env=dict(os.environ, HF_HUB_OFFLINE="1"))
             assert r.returncode == 0, r.stdout + r.stderr
             (path,) = out.glob("*.db")
@@ -149,7 +169,8 @@ def steps(tmp_path_factory):
                 saved[label] = {o[len(SAVED_IN):]: b for _, o, b in rows if o and o.startswith(SAVED_IN)}
                 step_bytes[label] = sum(b for _, _, b in rows)
             db.close()
-            done[kind, checkpointed] = json.loads(r.stdout.strip().splitlines()[-1]), saved, step_bytes
+            loss, tracked = json.loads(r.stdout.strip().splitlines()[-1])
+            done[kind, checkpointed] = loss, saved, step_bytes, tracked
         return done[kind, checkpointed]
     return step
 
@@ -166,8 +187,8 @@ def test_checkpointed_step_runs_as_its_twin_and_saves_little_in_forward(steps, k
     under a quarter of the bytes the twin's graph saved (the loss is kept
     in a list there: its graph is named by it, so the audit's bytes are
     compared whole), and after backward neither keeps anything saved."""
-    loss, saved, step_bytes = steps(kind, "on")
-    twin_loss, twin_saved, twin_bytes = steps(kind, "off")
+    loss, saved, step_bytes, _ = steps(kind, "on")
+    twin_loss, twin_saved, twin_bytes, _ = steps(kind, "off")
     assert loss == pytest.approx(twin_loss, rel=1e-5)
     assert twin_bytes["after-forward"] > 4 * MiB, twin_bytes
     assert 0 < step_bytes["after-forward"] < twin_bytes["after-forward"] / 4, (step_bytes, twin_bytes)
@@ -178,20 +199,26 @@ def test_checkpointed_step_runs_as_its_twin_and_saves_little_in_forward(steps, k
 @pytest.mark.parametrize("kind", sorted(MODELS))
 def test_recomputed_activations_are_the_recomputing_modules_in_backward(steps, kind):
     """Inside the last block's backward (its MLP's backward done, its
-    region recomputed): the block holds within 25% of the twin's bytes
+    region recomputed): its ln_1 and attention within 5% of MemTracker's
+    recomputation of them; the block holds within 25% of the twin's bytes
     there (the twin keeps them from forward), plus at most the block's
     input (the region's input, saved again by its recomputation, has no
     graph: it counts with the block's module that saved it, where the
     twin's counts with block 2, which made it), its attention's share charged
     to the attention; the blocks before it, not recomputed yet, hold under
     1 KiB each where the twin's hold their whole forward."""
-    _, saved, _ = steps(kind, "on")
-    _, twin_saved, _ = steps(kind, "off")
+    _, saved, _, tracked = steps(kind, "on")
+    _, twin_saved, _, _ = steps(kind, "off")
     blocks = MODELS[kind]
     during, twin_during = saved["in-block-backward"], twin_saved["in-block-backward"]
     got, want = rolled_up(during, blocks + ".3"), rolled_up(twin_during, blocks + ".3")
     assert want > 256 * KiB and 0.75 * want <= got <= 1.05 * want + BLOCK_INPUT, (got, want, during, twin_during)
     assert rolled_up(during, blocks + ".3.attn") > 256 * KiB, during
+    # side by side with MemTracker's recomputation (its Pre- and Post-Forward-AC snapshots) of the same step:
+    # ln_1 and the attention, less the region's input that ln_1's recomputation saves again (MemTracker counts it
+    # before the region: the checkpoint keeps it)
+    region = rolled_up(during, blocks + ".3.ln_1") + rolled_up(during, blocks + ".3.attn") - BLOCK_INPUT
+    assert tracked > 256 * KiB and abs(region - tracked) <= 0.05 * tracked, (region, tracked, during)
     assert rolled_up(during, blocks + ".3.mlp") < KiB, during  # its backward ran: what it saved is freed
     for i in range(3):
         block = "%s.%d" % (blocks, i)
