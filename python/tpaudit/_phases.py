@@ -36,8 +36,9 @@ audit, its activations and temporaries, is made by one part of the step:
                   hook holds a name and the marks, no tensor, and goes
                   with the graph.
                   None where dynamo's compiled autograd is on.  A marked
-                  module called inside backward (a checkpoint recomputing
-                  its region) marks the backward of that module;
+                  module called inside backward (torch's current graph
+                  task: a checkpoint recomputing its region) marks the
+                  backward of that module;
   optimizer_step  an optimizer's step pre-hook runs (owner: its class);
   outside         Optimizer.zero_grad is called after the optimizer stepped
                   (the probe's twin of it, _silent_steps.listen_at_zero_grad;
@@ -123,7 +124,7 @@ class PhaseMarks:
         name = _track.marked_modules.get(id(module))
         if name is None:
             return
-        if self.last == BACKWARD:  # a checkpoint recomputing its region
+        if _inside_backward():  # a checkpoint recomputing its region
             self.mark(BACKWARD, name)
             return
         self.mark(FORWARD, name)
@@ -208,6 +209,14 @@ def _backward_reached(marks, owner, _grad_outputs):
         if callback is not None:
             _dynamo_frames.callback_set(callback)
     return None
+
+
+def _inside_backward():
+    """True while the autograd engine runs a backward on this thread (torch's
+    current graph task; a checkpoint's recomputation runs inside it)."""
+    torch = sys.modules.get("torch")
+    task = getattr(getattr(torch, "_C", None), "_current_graph_task_id", None)
+    return task is not None and task() != -1
 
 
 def _compiled_autograd_on(torch):
