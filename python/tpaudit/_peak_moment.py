@@ -37,8 +37,9 @@ _cuda_isHistoryEnabled says so; a torch without it is left alone too), on
 the CPU, where the process recorded a history before (its entries stay as
 they are), for a step whose window saw MAX_ENTRIES events or more (the ring
 buffer would have dropped the oldest), or once the windows before left
-MAX_ENTRIES entries (the allocator keeps a history after it is turned off,
-so each window reads from where the last one ended).  The history is a C++ ring
+MAX_ENTRIES entries (a torch whose allocator keeps the history after it is
+turned off: each window reads from where the last one ended; torch 2.11's
+clears it, so each window starts on an empty one).  The history is a C++ ring
 buffer in the allocator: no Python runs per allocation and dynamo sees none
 of it.  Docs: PROBE.md, "The moment of the device's peak".
 """
@@ -96,10 +97,11 @@ class PeakWindow:
         start = cuda.memory._snapshot()
         traces = start["device_traces"]
         total = sum(len(t) for t in traces)
-        # a history the program recorded before the first window stays as it is (the later windows' count may
-        # have one more entry than the last one left: a snapshot taken while recording is an entry too); the
-        # earlier windows' entries stay bounded
-        if (total and not self.left) or total < self.left or self.left >= MAX_ENTRIES:
+        # a window opens on an empty history (torch 2.11 clears it when it is turned off) or on the one the last
+        # window left (a torch that keeps it; one more entry: a snapshot taken while recording is one), so a
+        # history the program recorded stays as it is; the earlier windows' entries stay bounded
+        ours = total == 0 or (self.left and total in (self.left, self.left + 1))
+        if not ours or self.left >= MAX_ENTRIES:
             return
         before = len(traces[index]) if index < len(traces) else 0
         active = _active_blocks(start["segments"], index)
@@ -135,7 +137,7 @@ class PeakWindow:
             cuda.memory._record_memory_history(None)
         traces = snap["device_traces"]
         trace = traces[index][before:] if index < len(traces) else []
-        self.left = sum(len(t) for t in traces)  # the allocator keeps them after the history is off
+        self.left = sum(len(t) for t in traces)  # what stays where the allocator keeps them after the history is off
         end_sizes = {addr: size for addr, (size, _requested) in _active_blocks(snap["segments"], index).items()}
         snap.clear()
         if len(trace) >= MAX_ENTRIES:

@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "leaks"))
 sys.path.insert(0, str(Path(os.environ["TPAUDIT_TEST_LIB"]).parents[1] / "share" / "tpaudit" / "python"))
@@ -96,8 +98,9 @@ class StandInAllocator:
     and _record_memory_history), kept as a list of calls: the window's bookkeeping on the CPU.  What the real
     allocator records is checked on the device (gpu_activations, the fixture)."""
 
-    def __init__(self, history=()):
+    def __init__(self, history=(), clears=False):
         self.trace, self.recording, self.calls = list(history), False, []
+        self.clears = clears  # turning the history off clears it (torch 2.11), else it is kept
         self.blocks = [{"address": 0x1000, "size": 4 * MIB, "requested_size": 4 * MIB, "state": "active_allocated"}]
         self.memory = self
 
@@ -117,18 +120,22 @@ class StandInAllocator:
     def _record_memory_history(self, enabled, **options):
         self.recording = enabled is not None
         self.calls.append((enabled, options.get("max_entries")))
+        if enabled is None and self.clears:
+            self.trace.clear()
 
     def step(self, temporary):
         """A backward: a temporary made and freed."""
         self.trace += history(("alloc", 0x5000, temporary), ("free_requested", 0x5000, temporary))
 
 
-def test_the_window_opens_reads_and_closes(monkeypatch):
+@pytest.mark.parametrize("clears", [True, False], ids=["history-cleared-when-off", "history-kept-when-off"])
+def test_the_window_opens_reads_and_closes(monkeypatch, clears):
     """Each planned step's window turns the history on after the audit and off at its end, and writes its rows; the
-    second reads from where the first ended (though a snapshot added an entry); a process whose history the
-    program recorded before gets no window, and the history stays as it was."""
+    second reads from where the first ended (though a snapshot added an entry), or from an empty history where
+    turning it off cleared it (torch 2.11 on the H100: the second window was missing before); a process whose
+    history the program recorded before gets no window, and the history stays as it was."""
     from tpaudit import _ledger, _peak_moment
-    cuda = StandInAllocator()
+    cuda = StandInAllocator(clears=clears)
     monkeypatch.setattr(_peak_moment._allocator, "cuda", lambda: cuda)
     monkeypatch.setattr(_peak_moment, "_history_free", lambda: True)
     written = []
