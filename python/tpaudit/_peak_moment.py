@@ -37,9 +37,10 @@ _cuda_isHistoryEnabled says so; a torch without it is left alone too), on
 the CPU, where the process recorded a history before (its entries stay as
 they are), for a step whose window saw MAX_ENTRIES events or more (the ring
 buffer would have dropped the oldest), or once the windows before left
-MAX_ENTRIES entries (a torch whose allocator keeps the history after it is
-turned off: each window reads from where the last one ended; torch 2.11's
-clears it, so each window starts on an empty one).  The history is a C++ ring
+MAX_ENTRIES entries (where the allocator keeps the history after it is
+turned off, each window reads from where the last one ended; on the H100,
+torch 2.11's second window found fewer entries than the first left, as where
+turning it off clears them).  The history is a C++ ring
 buffer in the allocator: no Python runs per allocation and dynamo sees none
 of it.  Docs: PROBE.md, "The moment of the device's peak".
 """
@@ -97,10 +98,11 @@ class PeakWindow:
         start = cuda.memory._snapshot()
         traces = start["device_traces"]
         total = sum(len(t) for t in traces)
-        # a window opens on an empty history (torch 2.11 clears it when it is turned off) or on the one the last
-        # window left (a torch that keeps it; one more entry: a snapshot taken while recording is one), so a
-        # history the program recorded stays as it is; the earlier windows' entries stay bounded
-        ours = total == 0 or (self.left and total in (self.left, self.left + 1))
+        # a window opens on an empty history or on no more than the last window left (one more entry: a snapshot
+        # taken while recording is one; fewer where turning it off cleared them: on the H100, torch 2.11's second
+        # window found fewer than the first left), so a history the program recorded stays as it is; the earlier
+        # windows' entries stay bounded
+        ours = total == 0 or (self.left and total <= self.left + 1)
         if not ours or self.left >= MAX_ENTRIES:
             return
         before = len(traces[index]) if index < len(traces) else 0
